@@ -1,0 +1,134 @@
+#include "batching/sampler.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+
+namespace braid::batching {
+
+Sampler::Sampler(const SamplingOptions& options,
+                 absl::Span<const int32_t> prompt)
+    : options_(options), rng_(options.seed) {
+  for (int32_t t : prompt) ++prompt_counts_[t];
+}
+
+void Sampler::Accept(int32_t token_id) { ++output_counts_[token_id]; }
+
+void Sampler::ApplyPenalties(absl::Span<float> logits) const {
+  const int n_vocab = static_cast<int>(logits.size());
+  if (options_.repetition_penalty != 1.0f) {
+    auto penalize = [&](int32_t t) {
+      if (t < 0 || t >= n_vocab) return;
+      float& l = logits[t];
+      l = l > 0 ? l / options_.repetition_penalty
+                : l * options_.repetition_penalty;
+    };
+    for (const auto& [t, n] : prompt_counts_) penalize(t);
+    for (const auto& [t, n] : output_counts_) {
+      if (!prompt_counts_.count(t)) penalize(t);
+    }
+  }
+  if (options_.frequency_penalty != 0.0f || options_.presence_penalty != 0.0f) {
+    for (const auto& [t, n] : output_counts_) {
+      if (t < 0 || t >= n_vocab) continue;
+      logits[t] -= options_.frequency_penalty * n + options_.presence_penalty;
+    }
+  }
+}
+
+// Temperature, top-k, top-p and min-p shape the candidate set; the draw uses
+// one uniform number from the request's generator.
+int32_t Sampler::Draw(absl::Span<const float> logits) {
+  candidates_.clear();
+  const float inv_t = 1.0f / options_.temperature;
+  for (size_t i = 0; i < logits.size(); ++i) {
+    candidates_.emplace_back(logits[i] * inv_t, static_cast<int32_t>(i));
+  }
+  auto by_logit = [](const auto& a, const auto& b) {
+    return a.first > b.first || (a.first == b.first && a.second < b.second);
+  };
+  size_t keep = candidates_.size();
+  if (options_.top_k > 0 && static_cast<size_t>(options_.top_k) < keep) {
+    keep = options_.top_k;
+    std::partial_sort(candidates_.begin(), candidates_.begin() + keep,
+                      candidates_.end(), by_logit);
+    candidates_.resize(keep);
+  } else {
+    std::sort(candidates_.begin(), candidates_.end(), by_logit);
+  }
+  // Softmax over the survivors, in place (first = probability).
+  const float max_logit = candidates_[0].first;
+  double sum = 0;
+  for (auto& c : candidates_) {
+    c.first = std::exp(c.first - max_logit);
+    sum += c.first;
+  }
+  for (auto& c : candidates_) c.first = static_cast<float>(c.first / sum);
+  if (options_.top_p < 1.0f) {
+    double cum = 0;
+    size_t n = 0;
+    while (n < candidates_.size()) {
+      cum += candidates_[n++].first;
+      if (cum >= options_.top_p) break;
+    }
+    candidates_.resize(std::max<size_t>(n, 1));
+  }
+  if (options_.min_p > 0.0f) {
+    const float floor = options_.min_p * candidates_[0].first;
+    size_t n = 1;
+    while (n < candidates_.size() && candidates_[n].first >= floor) ++n;
+    candidates_.resize(n);
+  }
+  double total = 0;
+  for (const auto& c : candidates_) total += c.first;
+  // 53 random bits -> [0, 1).
+  const double u = static_cast<double>(rng_() >> 11) * 0x1.0p-53 * total;
+  double cum = 0;
+  for (const auto& c : candidates_) {
+    cum += c.first;
+    if (u < cum) return c.second;
+  }
+  return candidates_.back().second;
+}
+
+SampledToken Sampler::Sample(absl::Span<float> logits) {
+  SampledToken out;
+  std::vector<float> raw;
+  if (options_.logprobs) raw.assign(logits.begin(), logits.end());
+  ApplyPenalties(logits);
+  if (options_.temperature <= 0.0f) {
+    out.token_id = static_cast<int32_t>(
+        std::max_element(logits.begin(), logits.end()) - logits.begin());
+  } else {
+    out.token_id = Draw(logits);
+  }
+  if (options_.logprobs) {
+    ComputeLogprobs(raw, out.token_id, options_.top_logprobs, &out);
+  }
+  Accept(out.token_id);
+  return out;
+}
+
+void ComputeLogprobs(absl::Span<const float> logits, int32_t token_id,
+                     int top_n, SampledToken* out) {
+  const float max_logit = *std::max_element(logits.begin(), logits.end());
+  double sum = 0;
+  for (float l : logits) sum += std::exp(static_cast<double>(l - max_logit));
+  const float log_z = max_logit + static_cast<float>(std::log(sum));
+  out->logprob = logits[token_id] - log_z;
+  out->top.clear();
+  if (top_n <= 0) return;
+  std::vector<int32_t> ids(logits.size());
+  for (size_t i = 0; i < ids.size(); ++i) ids[i] = static_cast<int32_t>(i);
+  top_n = std::min<int>(top_n, static_cast<int>(ids.size()));
+  std::partial_sort(ids.begin(), ids.begin() + top_n, ids.end(),
+                    [&](int32_t a, int32_t b) {
+                      return logits[a] > logits[b] ||
+                             (logits[a] == logits[b] && a < b);
+                    });
+  for (int i = 0; i < top_n; ++i) {
+    out->top.push_back({ids[i], logits[ids[i]] - log_z});
+  }
+}
+
+}  // namespace braid::batching

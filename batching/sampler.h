@@ -1,0 +1,75 @@
+#ifndef BRAID_BATCHING_SAMPLER_H_
+#define BRAID_BATCHING_SAMPLER_H_
+
+#include <cstdint>
+#include <random>
+#include <unordered_map>
+#include <vector>
+
+#include "absl/types/span.h"
+
+namespace braid::batching {
+
+// Sampling parameters of one request, already validated and with defaults
+// applied (see braid.v1.SamplingParams for the meaning of each field).
+struct SamplingOptions {
+  float temperature = 0.0f;  // 0 = greedy
+  int top_k = 0;             // 0 = off
+  float top_p = 1.0f;        // 1 = off
+  float min_p = 0.0f;        // 0 = off
+  float repetition_penalty = 1.0f;
+  float frequency_penalty = 0.0f;
+  float presence_penalty = 0.0f;
+  uint64_t seed = 0;
+  int top_logprobs = 0;  // alternatives per position
+  bool logprobs = false;
+};
+
+struct TokenChoice {
+  int32_t token_id = 0;
+  float logprob = 0.0f;
+};
+
+// One sampled token with its log-probability under the model's raw
+// distribution and, when asked, the most likely alternatives.
+struct SampledToken {
+  int32_t token_id = 0;
+  float logprob = 0.0f;
+  std::vector<TokenChoice> top;  // most likely first
+};
+
+// Turns one row of logits into a token. Owns the request's random generator
+// (seeded once, so equal seeds give equal outputs) and the token counts that
+// the penalties need. One per request; not thread-safe.
+//
+// Order of operations, as in llama.cpp and vLLM: penalties on the raw logits,
+// then greedy argmax (temperature 0) or temperature -> top-k -> softmax ->
+// top-p -> min-p -> draw. Log-probabilities are reported from the raw logits.
+class Sampler {
+ public:
+  Sampler(const SamplingOptions& options, absl::Span<const int32_t> prompt);
+
+  // `logits` [n_vocab] is used as scratch and modified.
+  SampledToken Sample(absl::Span<float> logits);
+
+  // Records a generated token (for penalties). Sample() calls it itself.
+  void Accept(int32_t token_id);
+
+ private:
+  void ApplyPenalties(absl::Span<float> logits) const;
+  int32_t Draw(absl::Span<const float> logits);
+
+  SamplingOptions options_;
+  std::mt19937_64 rng_;
+  std::unordered_map<int32_t, int> prompt_counts_;
+  std::unordered_map<int32_t, int> output_counts_;
+  std::vector<std::pair<float, int32_t>> candidates_;  // scratch
+};
+
+// log_softmax of one element and the top-n alternatives, from raw logits.
+void ComputeLogprobs(absl::Span<const float> logits, int32_t token_id,
+                     int top_n, SampledToken* out);
+
+}  // namespace braid::batching
+
+#endif  // BRAID_BATCHING_SAMPLER_H_

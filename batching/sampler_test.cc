@@ -1,0 +1,107 @@
+#include "batching/sampler.h"
+
+#include <cmath>
+#include <map>
+#include <vector>
+
+#include "gtest/gtest.h"
+
+namespace braid::batching {
+namespace {
+
+std::vector<float> Logits() { return {1.0f, 3.0f, 2.0f, 0.5f, 2.9f}; }
+
+int SampleOnce(const SamplingOptions& o, std::vector<int32_t> prompt = {}) {
+  Sampler s(o, prompt);
+  std::vector<float> l = Logits();
+  return s.Sample(absl::MakeSpan(l)).token_id;
+}
+
+TEST(SamplerTest, GreedyPicksArgmax) {
+  EXPECT_EQ(SampleOnce(SamplingOptions{}), 1);
+}
+
+TEST(SamplerTest, RepetitionPenaltyDemotesPromptTokens) {
+  SamplingOptions o;
+  o.repetition_penalty = 2.0f;
+  EXPECT_EQ(SampleOnce(o, {1}), 4);  // 3/2 = 1.5 < 2.9
+}
+
+TEST(SamplerTest, FrequencyAndPresencePenaltiesUseOutputCounts) {
+  SamplingOptions o;
+  o.frequency_penalty = 0.1f;
+  o.presence_penalty = 0.05f;
+  Sampler s(o, {});
+  std::vector<float> l = Logits();
+  EXPECT_EQ(s.Sample(absl::MakeSpan(l)).token_id, 1);  // counts: {1: 1}
+  l = Logits();
+  EXPECT_EQ(s.Sample(absl::MakeSpan(l)).token_id, 4);  // 3 - .15 < 2.9
+}
+
+TEST(SamplerTest, TopKOneIsGreedy) {
+  SamplingOptions o;
+  o.temperature = 1.5f;
+  o.top_k = 1;
+  for (uint64_t seed = 0; seed < 20; ++seed) {
+    o.seed = seed;
+    EXPECT_EQ(SampleOnce(o), 1);
+  }
+}
+
+TEST(SamplerTest, MinPDropsUnlikelyTokens) {
+  SamplingOptions o;
+  o.temperature = 1.0f;
+  o.min_p = 0.5f;  // keeps p >= p(1)/2: token 4 (e^-0.1) stays, 2 (e^-1) goes
+  std::map<int, int> seen;
+  for (uint64_t seed = 0; seed < 200; ++seed) {
+    o.seed = seed;
+    ++seen[SampleOnce(o)];
+  }
+  for (const auto& [t, n] : seen) EXPECT_TRUE(t == 1 || t == 4) << t;
+  EXPECT_EQ(seen.size(), 2u);
+}
+
+TEST(SamplerTest, SameSeedSameTokensDifferentSeedsDiffer) {
+  SamplingOptions o;
+  o.temperature = 1.0f;
+  std::vector<int> a, b, c;
+  for (int run = 0; run < 3; ++run) {
+    o.seed = run < 2 ? 42 : 7;
+    Sampler s(o, {});
+    for (int i = 0; i < 50; ++i) {
+      std::vector<float> l = Logits();
+      (run == 0 ? a : run == 1 ? b : c).push_back(s.Sample(absl::MakeSpan(l)).token_id);
+    }
+  }
+  EXPECT_EQ(a, b);
+  EXPECT_NE(a, c);
+}
+
+TEST(SamplerTest, TopPKeepsSmallestNucleus) {
+  SamplingOptions o;
+  o.temperature = 1.0f;
+  o.top_p = 0.3f;  // p(1) ~ 0.36 alone exceeds it
+  for (uint64_t seed = 0; seed < 50; ++seed) {
+    o.seed = seed;
+    EXPECT_EQ(SampleOnce(o), 1);
+  }
+}
+
+TEST(SamplerTest, LogprobsFromRawLogits) {
+  SamplingOptions o;
+  o.logprobs = true;
+  o.top_logprobs = 2;
+  Sampler s(o, {});
+  std::vector<float> l = Logits();
+  SampledToken t = s.Sample(absl::MakeSpan(l));
+  double z = 0;
+  for (float x : Logits()) z += std::exp(x);
+  EXPECT_NEAR(t.logprob, 3.0 - std::log(z), 1e-5);
+  ASSERT_EQ(t.top.size(), 2u);
+  EXPECT_EQ(t.top[0].token_id, 1);
+  EXPECT_EQ(t.top[1].token_id, 4);
+  EXPECT_NEAR(t.top[1].logprob, 2.9 - std::log(z), 1e-5);
+}
+
+}  // namespace
+}  // namespace braid::batching

@@ -1,0 +1,33 @@
+#!/usr/bin/env bash
+# Builds and runs every test, then prints "N passed, N failed" counted over test
+# cases (gtest cases and end-to-end checks), read from Bazel's test.xml files.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+CACHE="${BRAID_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/braid}"
+MODEL="${BRAID_MODEL:-$(scripts/fetch_model.sh)}"
+
+bazel test //... \
+  --test_env=BRAID_MODEL="$MODEL" \
+  --test_env=BRAID_PYTHON="$CACHE/venv/bin/python" \
+  "$@"
+rc=$?
+
+python3 - "$rc" <<'PY'
+import glob, sys, xml.etree.ElementTree as ET
+rc = int(sys.argv[1])
+passed = failed = 0
+for path in glob.glob("bazel-testlogs/**/test.xml", recursive=True):
+    try:
+        root = ET.parse(path).getroot()
+    except ET.ParseError:
+        failed += 1
+        continue
+    for case in root.iter("testcase"):
+        bad = case.find("failure") is not None or case.find("error") is not None
+        failed += bad
+        passed += not bad
+if rc != 0 and failed == 0:
+    failed = 1  # the build or a test runner failed before any case reported
+print(f"{passed} passed, {failed} failed")
+sys.exit(1 if failed else 0)
+PY
