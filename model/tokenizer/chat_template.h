@@ -1,0 +1,109 @@
+// ChatTemplate: renders a conversation into the prompt text a model was
+// trained on, without a Jinja interpreter.
+//
+// FromSource recognises the model's `tokenizer.chat_template` Jinja source by
+// signature, in the spirit of llama.cpp's llm_chat_detect_template, and each
+// family is rendered exactly as its reference template renders under
+// Hugging Face's settings (trim_blocks, lstrip_blocks). Supported families:
+//   chatml      <|im_start|>role\n...<|im_end|>\n  (with the default system
+//               message, e.g. SmolLM2's, extracted from the source)
+//   llama2      [INST] <<SYS>>...<</SYS>> ... [/INST]   (official Llama-2-chat)
+//   llama3      <|start_header_id|>role<|end_header_id|>\n\n...<|eot_id|>
+//   mistral-v7  [SYSTEM_PROMPT]...[/SYSTEM_PROMPT][INST]...[/INST]
+//   gemma       <start_of_turn>user\n...<end_of_turn>\n
+//   zephyr      <|user|>\n...</s>\n
+//   phi3        <|user|>\n...<|end|>\n
+//   deepseek    ### Instruction:\n...\n### Response:\n...\n<|EOT|>\n
+// The rendered text contains special-token text (BOS included where the
+// template writes it); tokenize it with parse_special = true and
+// add_special = false.
+//
+// Ownership: a small value type (copyable). Thread-safety: immutable; Render
+// is const and safe to call concurrently.
+
+#ifndef BRAID_MODEL_TOKENIZER_CHAT_TEMPLATE_H_
+#define BRAID_MODEL_TOKENIZER_CHAT_TEMPLATE_H_
+
+#include <optional>
+#include <string>
+#include <string_view>
+
+#include "absl/status/statusor.h"
+#include "absl/types/span.h"
+
+namespace braid::model {
+
+struct ChatMessage {
+  std::string role;  // "system", "user", "assistant" (chatml also "tool").
+  std::string content;
+};
+
+class ChatTemplate {
+ public:
+  enum class Family {
+    kChatMl,
+    kLlama2,
+    kLlama3,
+    kMistralV7,
+    kGemma,
+    kZephyr,
+    kPhi3,
+    kDeepSeek,
+  };
+
+  // `bos_text`/`eos_text` are the texts of the model's BOS/EOS tokens (the
+  // template's bos_token/eos_token). An unrecognised template is
+  // InvalidArgument suggesting a raw prompt instead.
+  static absl::StatusOr<ChatTemplate> FromSource(std::string jinja_source,
+                                                 std::string bos_text,
+                                                 std::string eos_text);
+
+  // Renders `messages`; `add_generation_prompt` appends the opening of the
+  // assistant's turn. Unknown roles, and conversations the template itself
+  // rejects (e.g. non-alternating roles for llama2/gemma), are
+  // InvalidArgument.
+  absl::StatusOr<std::string> Render(absl::Span<const ChatMessage> messages,
+                                     bool add_generation_prompt) const;
+
+  // Family name as listed above ("chatml", "llama3", ...).
+  std::string_view name() const;
+  Family family() const { return family_; }
+  // The default system message the template inserts, if any.
+  const std::optional<std::string>& default_system() const {
+    return default_system_;
+  }
+
+ private:
+  ChatTemplate(Family family, std::optional<std::string> default_system,
+               std::string bos_text, std::string eos_text)
+      : family_(family),
+        default_system_(std::move(default_system)),
+        bos_(std::move(bos_text)),
+        eos_(std::move(eos_text)) {}
+
+  absl::StatusOr<std::string> RenderChatMl(absl::Span<const ChatMessage> m,
+                                           bool gen) const;
+  absl::StatusOr<std::string> RenderLlama2(absl::Span<const ChatMessage> m,
+                                           bool gen) const;
+  absl::StatusOr<std::string> RenderLlama3(absl::Span<const ChatMessage> m,
+                                           bool gen) const;
+  absl::StatusOr<std::string> RenderMistralV7(absl::Span<const ChatMessage> m,
+                                              bool gen) const;
+  absl::StatusOr<std::string> RenderGemma(absl::Span<const ChatMessage> m,
+                                          bool gen) const;
+  absl::StatusOr<std::string> RenderZephyr(absl::Span<const ChatMessage> m,
+                                           bool gen) const;
+  absl::StatusOr<std::string> RenderPhi3(absl::Span<const ChatMessage> m,
+                                         bool gen) const;
+  absl::StatusOr<std::string> RenderDeepSeek(absl::Span<const ChatMessage> m,
+                                             bool gen) const;
+
+  Family family_;
+  std::optional<std::string> default_system_;
+  std::string bos_;
+  std::string eos_;
+};
+
+}  // namespace braid::model
+
+#endif  // BRAID_MODEL_TOKENIZER_CHAT_TEMPLATE_H_

@@ -1,0 +1,133 @@
+#include "model/tokenizer/chat_template.h"
+
+#include <fstream>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "absl/strings/escaping.h"
+#include "absl/strings/str_split.h"
+#include "gtest/gtest.h"
+
+namespace braid::model {
+namespace {
+
+std::string ChatDataPath(const std::string& name) {
+  const char* srcdir = std::getenv("TEST_SRCDIR");
+  const std::string rel = "model/tokenizer/testdata/chat/" + name;
+  return srcdir ? std::string(srcdir) + "/braid/" + rel : rel;
+}
+
+std::string ReadFile(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+std::string Hex(const std::string& hex) { return absl::HexStringToBytes(hex); }
+
+// Every line of chat_golden.tsv is one rendering by Python jinja2 of a
+// reference template (make_chat_golden.py); Render must agree byte for byte,
+// and fail exactly where the template raises.
+TEST(ChatTemplateTest, MatchesJinjaRenderingOfReferenceTemplates) {
+  std::ifstream in(ChatDataPath("chat_golden.tsv"));
+  ASSERT_TRUE(in) << "missing chat_golden.tsv";
+  std::string line;
+  int cases = 0;
+  while (std::getline(in, line)) {
+    std::vector<std::string> f = absl::StrSplit(line, '\t');
+    ASSERT_EQ(f.size(), 7u) << line;
+    absl::StatusOr<ChatTemplate> tmpl = ChatTemplate::FromSource(
+        ReadFile(ChatDataPath(f[0])), Hex(f[2]), Hex(f[3]));
+    ASSERT_TRUE(tmpl.ok()) << f[0] << ": " << tmpl.status();
+    EXPECT_EQ(tmpl->name(), f[1]) << f[0];
+    std::vector<ChatMessage> messages;
+    for (absl::string_view pair :
+         absl::StrSplit(f[5], ',', absl::SkipEmpty())) {
+      std::pair<std::string, std::string> rc = absl::StrSplit(pair, ':');
+      messages.push_back({Hex(rc.first), Hex(rc.second)});
+    }
+    std::string desc = f[0] + " gen=" + f[4] + " roles=";
+    for (const ChatMessage& m : messages) desc += m.role + ",";
+    absl::StatusOr<std::string> got = tmpl->Render(messages, f[4] == "1");
+    if (f[6] == "ERROR") {
+      EXPECT_EQ(got.status().code(), absl::StatusCode::kInvalidArgument)
+          << desc;
+    } else {
+      ASSERT_TRUE(got.ok()) << desc << ": " << got.status();
+      EXPECT_EQ(*got, Hex(f[6])) << desc;
+    }
+    ++cases;
+  }
+  EXPECT_GE(cases, 200);
+}
+
+TEST(ChatTemplateTest, SmolLm2DefaultSystemIsExtracted) {
+  absl::StatusOr<ChatTemplate> tmpl = ChatTemplate::FromSource(
+      ReadFile(ChatDataPath("smollm2.jinja")), "<|im_start|>", "<|im_end|>");
+  ASSERT_TRUE(tmpl.ok()) << tmpl.status();
+  EXPECT_EQ(tmpl->name(), "chatml");
+  ASSERT_TRUE(tmpl->default_system().has_value());
+  EXPECT_EQ(*tmpl->default_system(),
+            "You are a helpful AI assistant named SmolLM, trained by Hugging "
+            "Face");
+  absl::StatusOr<std::string> out =
+      tmpl->Render({{"user", "Hi"}}, /*add_generation_prompt=*/true);
+  ASSERT_TRUE(out.ok());
+  EXPECT_EQ(*out,
+            "<|im_start|>system\nYou are a helpful AI assistant named SmolLM, "
+            "trained by Hugging Face<|im_end|>\n<|im_start|>user\nHi<|im_end|>"
+            "\n<|im_start|>assistant\n");
+}
+
+TEST(ChatTemplateTest, DefaultSystemWithEscapedNewlines) {
+  // HF JSON often stores "\\n" (a Jinja escape) rather than a raw newline.
+  const std::string source =
+      "{% for message in messages %}{% if loop.first and "
+      "messages[0]['role'] != 'system' %}{{ '<|im_start|>system\\nBe "
+      "brief.<|im_end|>\\n' }}{% endif %}{{'<|im_start|>' + message['role'] + "
+      "'\\n' + message['content'] + '<|im_end|>' + '\\n'}}{% endfor %}";
+  absl::StatusOr<ChatTemplate> tmpl = ChatTemplate::FromSource(source, "", "");
+  ASSERT_TRUE(tmpl.ok());
+  ASSERT_TRUE(tmpl->default_system().has_value());
+  EXPECT_EQ(*tmpl->default_system(), "Be brief.");
+}
+
+TEST(ChatTemplateTest, PlainChatMlHasNoDefaultSystem) {
+  absl::StatusOr<ChatTemplate> tmpl =
+      ChatTemplate::FromSource(ReadFile(ChatDataPath("chatml.jinja")), "", "");
+  ASSERT_TRUE(tmpl.ok());
+  EXPECT_FALSE(tmpl->default_system().has_value());
+}
+
+TEST(ChatTemplateTest, UnknownTemplateSuggestsRawPrompt) {
+  absl::StatusOr<ChatTemplate> tmpl = ChatTemplate::FromSource(
+      "{% for m in messages %}{{ m.content }}{% endfor %}", "", "");
+  ASSERT_EQ(tmpl.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(tmpl.status().message().find("raw prompt"), std::string::npos);
+}
+
+TEST(ChatTemplateTest, InvalidRoleIsInvalidArgument) {
+  for (const char* file :
+       {"smollm2.jinja", "llama2.jinja", "llama3.jinja", "mistral_v7.jinja",
+        "gemma.jinja", "zephyr.jinja", "phi3.jinja", "deepseek.jinja"}) {
+    absl::StatusOr<ChatTemplate> tmpl =
+        ChatTemplate::FromSource(ReadFile(ChatDataPath(file)), "<s>", "</s>");
+    ASSERT_TRUE(tmpl.ok()) << file;
+    absl::StatusOr<std::string> out =
+        tmpl->Render({{"user", "hi"}, {"wizard", "x"}}, true);
+    EXPECT_EQ(out.status().code(), absl::StatusCode::kInvalidArgument) << file;
+    EXPECT_NE(out.status().message().find("wizard"), std::string::npos);
+  }
+}
+
+TEST(ChatTemplateTest, BareFamilyNamesAreAccepted) {
+  absl::StatusOr<ChatTemplate> tmpl =
+      ChatTemplate::FromSource("llama3", "<|begin_of_text|>", "<|eot_id|>");
+  ASSERT_TRUE(tmpl.ok());
+  EXPECT_EQ(tmpl->name(), "llama3");
+}
+
+}  // namespace
+}  // namespace braid::model
