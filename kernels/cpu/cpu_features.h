@@ -1,0 +1,31 @@
+// Run-time CPU feature detection and the ISA switch used by the CPU kernels.
+//
+// Kernels with an AVX2 path call UseAvx2() to choose between it and the
+// portable scalar path. Detection runs once (thread-safe static init). Tests
+// may force the scalar path with SetForceScalarForTesting(); that override is
+// not synchronized with concurrently running kernels, so set it only between
+// kernel calls.
+#ifndef BRAID_KERNELS_CPU_CPU_FEATURES_H_
+#define BRAID_KERNELS_CPU_CPU_FEATURES_H_
+
+namespace braid::kernels::cpu {
+
+struct CpuFeatures {
+  bool avx2 = false;
+  bool fma = false;
+  bool f16c = false;
+};
+
+// Features of the running CPU, detected once.
+const CpuFeatures& GetCpuFeatures();
+
+// True when the AVX2+FMA+F16C kernels may run (and are not disabled for
+// testing).
+bool UseAvx2();
+
+// Forces the scalar kernels (true) or restores detection (false). Testing only.
+void SetForceScalarForTesting(bool force_scalar);
+
+}  // namespace braid::kernels::cpu
+
+#endif  // BRAID_KERNELS_CPU_CPU_FEATURES_H_

@@ -1,0 +1,65 @@
+#include "kernels/cpu/dot.h"
+
+#include "kernels/cpu/cpu_features.h"
+
+namespace braid::kernels::cpu {
+
+float DotQ4_0Q8_0(const BlockQ4_0* w, const BlockQ8_0* x, int64_t n) {
+  return UseAvx2() ? internal::DotQ4_0Q8_0Avx2(w, x, n)
+                   : internal::DotQ4_0Q8_0Scalar(w, x, n);
+}
+float DotQ4_1Q8_1(const BlockQ4_1* w, const BlockQ8_1* x, int64_t n) {
+  return UseAvx2() ? internal::DotQ4_1Q8_1Avx2(w, x, n)
+                   : internal::DotQ4_1Q8_1Scalar(w, x, n);
+}
+float DotQ8_0Q8_0(const BlockQ8_0* w, const BlockQ8_0* x, int64_t n) {
+  return UseAvx2() ? internal::DotQ8_0Q8_0Avx2(w, x, n)
+                   : internal::DotQ8_0Q8_0Scalar(w, x, n);
+}
+float DotF32F32(const float* w, const float* x, int64_t n) {
+  return UseAvx2() ? internal::DotF32F32Avx2(w, x, n)
+                   : internal::DotF32F32Scalar(w, x, n);
+}
+float DotF16F32(const uint16_t* w, const float* x, int64_t n) {
+  return UseAvx2() ? internal::DotF16F32Avx2(w, x, n)
+                   : internal::DotF16F32Scalar(w, x, n);
+}
+float DotBF16F32(const uint16_t* w, const float* x, int64_t n) {
+  return UseAvx2() ? internal::DotBF16F32Avx2(w, x, n)
+                   : internal::DotBF16F32Scalar(w, x, n);
+}
+void AxpyF16(float a, const uint16_t* x, float* y, int64_t n) {
+  if (UseAvx2()) return internal::AxpyF16Avx2(a, x, y, n);
+  internal::AxpyF16Scalar(a, x, y, n);
+}
+void Scale(float a, float* y, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) y[i] *= a;
+}
+
+float DotRow(DType weight_type, const void* w, const void* x, int64_t n) {
+  switch (weight_type) {
+    case DType::kQ4_0:
+      return DotQ4_0Q8_0(static_cast<const BlockQ4_0*>(w),
+                         static_cast<const BlockQ8_0*>(x), n);
+    case DType::kQ4_1:
+      return DotQ4_1Q8_1(static_cast<const BlockQ4_1*>(w),
+                         static_cast<const BlockQ8_1*>(x), n);
+    case DType::kQ8_0:
+      return DotQ8_0Q8_0(static_cast<const BlockQ8_0*>(w),
+                         static_cast<const BlockQ8_0*>(x), n);
+    case DType::kF32:
+      return DotF32F32(static_cast<const float*>(w),
+                       static_cast<const float*>(x), n);
+    case DType::kF16:
+      return DotF16F32(static_cast<const uint16_t*>(w),
+                       static_cast<const float*>(x), n);
+    case DType::kBF16:
+      return DotBF16F32(static_cast<const uint16_t*>(w),
+                        static_cast<const float*>(x), n);
+    case DType::kQ8_1:
+      break;  // Not a weight type.
+  }
+  return 0.0f;
+}
+
+}  // namespace braid::kernels::cpu

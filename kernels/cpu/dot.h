@@ -1,0 +1,55 @@
+// Row dot products between a weight row and an activation row.
+//
+// Quantized weights are dotted against activations quantized to their partner
+// type (see ActivationDType): Q4_0.Q8_0, Q4_1.Q8_1, Q8_0.Q8_0, using integer
+// arithmetic within a block like ggml. Float weights (F32/F16/BF16) are dotted
+// against f32. Each public function picks the AVX2 or the scalar path at run
+// time (UseAvx2()); both paths are exported under internal:: so tests can
+// compare them. `n` is the number of elements (a multiple of 32 for quantized
+// types). Pure, thread-safe.
+#ifndef BRAID_KERNELS_CPU_DOT_H_
+#define BRAID_KERNELS_CPU_DOT_H_
+
+#include <cstdint>
+
+#include "kernels/cpu/quant.h"
+
+namespace braid::kernels::cpu {
+
+float DotQ4_0Q8_0(const BlockQ4_0* w, const BlockQ8_0* x, int64_t n);
+float DotQ4_1Q8_1(const BlockQ4_1* w, const BlockQ8_1* x, int64_t n);
+float DotQ8_0Q8_0(const BlockQ8_0* w, const BlockQ8_0* x, int64_t n);
+float DotF32F32(const float* w, const float* x, int64_t n);
+float DotF16F32(const uint16_t* w, const float* x, int64_t n);
+float DotBF16F32(const uint16_t* w, const float* x, int64_t n);
+
+// y[i] += a * x[i], x in fp16.
+void AxpyF16(float a, const uint16_t* x, float* y, int64_t n);
+// y[i] *= a.
+void Scale(float a, float* y, int64_t n);
+
+// Dot of a row of `weight_type` with an activation row already in
+// ActivationDType(weight_type).
+float DotRow(DType weight_type, const void* w, const void* x, int64_t n);
+
+namespace internal {
+float DotQ4_0Q8_0Scalar(const BlockQ4_0* w, const BlockQ8_0* x, int64_t n);
+float DotQ4_1Q8_1Scalar(const BlockQ4_1* w, const BlockQ8_1* x, int64_t n);
+float DotQ8_0Q8_0Scalar(const BlockQ8_0* w, const BlockQ8_0* x, int64_t n);
+float DotF32F32Scalar(const float* w, const float* x, int64_t n);
+float DotF16F32Scalar(const uint16_t* w, const float* x, int64_t n);
+float DotBF16F32Scalar(const uint16_t* w, const float* x, int64_t n);
+void AxpyF16Scalar(float a, const uint16_t* x, float* y, int64_t n);
+
+float DotQ4_0Q8_0Avx2(const BlockQ4_0* w, const BlockQ8_0* x, int64_t n);
+float DotQ4_1Q8_1Avx2(const BlockQ4_1* w, const BlockQ8_1* x, int64_t n);
+float DotQ8_0Q8_0Avx2(const BlockQ8_0* w, const BlockQ8_0* x, int64_t n);
+float DotF32F32Avx2(const float* w, const float* x, int64_t n);
+float DotF16F32Avx2(const uint16_t* w, const float* x, int64_t n);
+float DotBF16F32Avx2(const uint16_t* w, const float* x, int64_t n);
+void AxpyF16Avx2(float a, const uint16_t* x, float* y, int64_t n);
+}  // namespace internal
+
+}  // namespace braid::kernels::cpu
+
+#endif  // BRAID_KERNELS_CPU_DOT_H_

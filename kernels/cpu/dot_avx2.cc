@@ -1,0 +1,160 @@
+// AVX2 + FMA + F16C dot products. Compiled with target attributes so the binary
+// still runs (through the scalar path) on CPUs without AVX2. Integer block sums
+// follow ggml's x86 kernels: nibbles unpacked to bytes, maddubs, madd, fma.
+#include <immintrin.h>
+
+#include "kernels/cpu/dot.h"
+
+#define BRAID_AVX2 __attribute__((target("avx2,fma,f16c")))
+
+namespace braid::kernels::cpu::internal {
+namespace {
+
+BRAID_AVX2 inline float HorizontalSum(__m256 v) {
+  __m128 r = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+  r = _mm_add_ps(r, _mm_movehl_ps(r, r));
+  r = _mm_add_ss(r, _mm_movehdup_ps(r));
+  return _mm_cvtss_f32(r);
+}
+
+// 16 bytes of packed nibbles -> 32 bytes: low nibbles in the low lane, high in
+// high.
+BRAID_AVX2 inline __m256i UnpackNibbles(const uint8_t* qs) {
+  const __m128i tmp = _mm_loadu_si128(reinterpret_cast<const __m128i*>(qs));
+  const __m256i bytes = _mm256_insertf128_si256(_mm256_castsi128_si256(tmp),
+                                                _mm_srli_epi16(tmp, 4), 1);
+  return _mm256_and_si256(bytes, _mm256_set1_epi8(0x0F));
+}
+
+// Sum of products of unsigned bytes ax and signed bytes sy, as 8 floats.
+BRAID_AVX2 inline __m256 MulSumU8I8(__m256i ax, __m256i sy) {
+  const __m256i dot16 = _mm256_maddubs_epi16(ax, sy);
+  const __m256i dot32 = _mm256_madd_epi16(dot16, _mm256_set1_epi16(1));
+  return _mm256_cvtepi32_ps(dot32);
+}
+
+// Sum of products of two signed byte vectors, as 8 floats.
+BRAID_AVX2 inline __m256 MulSumI8I8(__m256i x, __m256i y) {
+  return MulSumU8I8(_mm256_sign_epi8(x, x), _mm256_sign_epi8(y, x));
+}
+
+BRAID_AVX2 inline float H2F(uint16_t h) { return _cvtsh_ss(h); }
+
+}  // namespace
+
+BRAID_AVX2 float DotQ4_0Q8_0Avx2(const BlockQ4_0* w, const BlockQ8_0* x,
+                                 int64_t n) {
+  __m256 acc = _mm256_setzero_ps();
+  const __m256i off = _mm256_set1_epi8(8);
+  for (int64_t i = 0; i < n / kQK; ++i) {
+    const __m256 d = _mm256_set1_ps(H2F(w[i].d) * H2F(x[i].d));
+    const __m256i qw = _mm256_sub_epi8(UnpackNibbles(w[i].qs), off);
+    const __m256i qx =
+        _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x[i].qs));
+    acc = _mm256_fmadd_ps(d, MulSumI8I8(qw, qx), acc);
+  }
+  return HorizontalSum(acc);
+}
+
+BRAID_AVX2 float DotQ4_1Q8_1Avx2(const BlockQ4_1* w, const BlockQ8_1* x,
+                                 int64_t n) {
+  __m256 acc = _mm256_setzero_ps();
+  float summs = 0.0f;
+  for (int64_t i = 0; i < n / kQK; ++i) {
+    const float dw = H2F(w[i].d);
+    summs += H2F(w[i].m) * H2F(x[i].s);
+    const __m256 d = _mm256_set1_ps(dw * H2F(x[i].d));
+    const __m256i qw = UnpackNibbles(w[i].qs);
+    const __m256i qx =
+        _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x[i].qs));
+    acc = _mm256_fmadd_ps(d, MulSumU8I8(qw, qx), acc);
+  }
+  return HorizontalSum(acc) + summs;
+}
+
+BRAID_AVX2 float DotQ8_0Q8_0Avx2(const BlockQ8_0* w, const BlockQ8_0* x,
+                                 int64_t n) {
+  __m256 acc = _mm256_setzero_ps();
+  for (int64_t i = 0; i < n / kQK; ++i) {
+    const __m256 d = _mm256_set1_ps(H2F(w[i].d) * H2F(x[i].d));
+    const __m256i qw =
+        _mm256_loadu_si256(reinterpret_cast<const __m256i*>(w[i].qs));
+    const __m256i qx =
+        _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x[i].qs));
+    acc = _mm256_fmadd_ps(d, MulSumI8I8(qw, qx), acc);
+  }
+  return HorizontalSum(acc);
+}
+
+BRAID_AVX2 float DotF32F32Avx2(const float* w, const float* x, int64_t n) {
+  __m256 acc0 = _mm256_setzero_ps(), acc1 = _mm256_setzero_ps();
+  int64_t i = 0;
+  for (; i + 16 <= n; i += 16) {
+    acc0 =
+        _mm256_fmadd_ps(_mm256_loadu_ps(w + i), _mm256_loadu_ps(x + i), acc0);
+    acc1 = _mm256_fmadd_ps(_mm256_loadu_ps(w + i + 8),
+                           _mm256_loadu_ps(x + i + 8), acc1);
+  }
+  for (; i + 8 <= n; i += 8) {
+    acc0 =
+        _mm256_fmadd_ps(_mm256_loadu_ps(w + i), _mm256_loadu_ps(x + i), acc0);
+  }
+  float sum = HorizontalSum(_mm256_add_ps(acc0, acc1));
+  for (; i < n; ++i) sum += w[i] * x[i];
+  return sum;
+}
+
+namespace {
+BRAID_AVX2 inline __m256 LoadF16(const uint16_t* p) {
+  return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
+}
+BRAID_AVX2 inline __m256 LoadBF16(const uint16_t* p) {
+  const __m256i v = _mm256_cvtepu16_epi32(
+      _mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
+  return _mm256_castsi256_ps(_mm256_slli_epi32(v, 16));
+}
+}  // namespace
+
+BRAID_AVX2 float DotF16F32Avx2(const uint16_t* w, const float* x, int64_t n) {
+  __m256 acc0 = _mm256_setzero_ps(), acc1 = _mm256_setzero_ps();
+  int64_t i = 0;
+  for (; i + 16 <= n; i += 16) {
+    acc0 = _mm256_fmadd_ps(LoadF16(w + i), _mm256_loadu_ps(x + i), acc0);
+    acc1 =
+        _mm256_fmadd_ps(LoadF16(w + i + 8), _mm256_loadu_ps(x + i + 8), acc1);
+  }
+  for (; i + 8 <= n; i += 8) {
+    acc0 = _mm256_fmadd_ps(LoadF16(w + i), _mm256_loadu_ps(x + i), acc0);
+  }
+  float sum = HorizontalSum(_mm256_add_ps(acc0, acc1));
+  for (; i < n; ++i) sum += H2F(w[i]) * x[i];
+  return sum;
+}
+
+BRAID_AVX2 float DotBF16F32Avx2(const uint16_t* w, const float* x, int64_t n) {
+  __m256 acc = _mm256_setzero_ps();
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    acc = _mm256_fmadd_ps(LoadBF16(w + i), _mm256_loadu_ps(x + i), acc);
+  }
+  float sum = HorizontalSum(acc);
+  for (; i < n; ++i) {
+    const uint32_t bits = static_cast<uint32_t>(w[i]) << 16;
+    float f;
+    __builtin_memcpy(&f, &bits, 4);
+    sum += f * x[i];
+  }
+  return sum;
+}
+
+BRAID_AVX2 void AxpyF16Avx2(float a, const uint16_t* x, float* y, int64_t n) {
+  const __m256 va = _mm256_set1_ps(a);
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    _mm256_storeu_ps(
+        y + i, _mm256_fmadd_ps(va, LoadF16(x + i), _mm256_loadu_ps(y + i)));
+  }
+  for (; i < n; ++i) y[i] += a * H2F(x[i]);
+}
+
+}  // namespace braid::kernels::cpu::internal

@@ -1,0 +1,104 @@
+#include "kernels/cpu/dot.h"
+
+#include <cmath>
+#include <random>
+#include <vector>
+
+#include "gtest/gtest.h"
+#include "kernels/cpu/cpu_features.h"
+#include "kernels/cpu/fp16.h"
+#include "kernels/cpu/quant.h"
+
+namespace braid::kernels::cpu {
+namespace {
+
+std::vector<float> RandomRow(int n, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::normal_distribution<float> dist(0.0f, 1.0f);
+  std::vector<float> x(n);
+  for (float& v : x) v = dist(rng);
+  return x;
+}
+
+std::vector<uint8_t> Quantize(DType t, const std::vector<float>& x) {
+  std::vector<uint8_t> q(DTypeRowBytes(t, x.size()));
+  QuantizeRow(t, x.data(), q.data(), x.size());
+  return q;
+}
+
+// Naive reference: dequantize both sides, float dot in double.
+double ReferenceDot(DType wt, const void* w, DType xt, const void* x, int n) {
+  std::vector<float> wf(n), xf(n);
+  DequantizeRow(wt, w, wf.data(), n);
+  DequantizeRow(xt, x, xf.data(), n);
+  double s = 0;
+  for (int i = 0; i < n; ++i) s += static_cast<double>(wf[i]) * xf[i];
+  return s;
+}
+
+class DotTest : public ::testing::TestWithParam<DType> {};
+
+TEST_P(DotTest, MatchesDequantizedReferenceOnBothPaths) {
+  const DType wt = GetParam();
+  const DType xt = ActivationDType(wt);
+  for (int n : {32, 64, 576, 1536}) {
+    const auto w = Quantize(wt, RandomRow(n, n));
+    const auto x = Quantize(xt, RandomRow(n, n + 1));
+    const double ref = ReferenceDot(wt, w.data(), xt, x.data(), n);
+    // Q4_1's s = fp16(d * sum(q)) adds rounding the reference does not have.
+    const double tol = 3e-3 * std::sqrt(n) + 1e-4 * std::fabs(ref);
+    const float fast = DotRow(wt, w.data(), x.data(), n);
+    SetForceScalarForTesting(true);
+    const float slow = DotRow(wt, w.data(), x.data(), n);
+    SetForceScalarForTesting(false);
+    EXPECT_NEAR(fast, ref, tol) << DTypeName(wt) << " n=" << n;
+    EXPECT_NEAR(slow, ref, tol) << DTypeName(wt) << " n=" << n;
+    EXPECT_NEAR(fast, slow, tol) << DTypeName(wt) << " n=" << n;
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(AllWeightTypes, DotTest,
+                         ::testing::Values(DType::kQ4_0, DType::kQ4_1,
+                                           DType::kQ8_0, DType::kF16,
+                                           DType::kBF16, DType::kF32),
+                         [](const auto& info) {
+                           return std::string(DTypeName(info.param));
+                         });
+
+TEST(DotTest, ExplicitAvx2MatchesScalarForOddLengths) {
+  if (!GetCpuFeatures().avx2) GTEST_SKIP() << "no AVX2 on this CPU";
+  for (int n : {1, 7, 8, 9, 17, 63}) {
+    const auto w = RandomRow(n, 3);
+    const auto x = RandomRow(n, 4);
+    std::vector<uint16_t> wh(n);
+    Fp32ToFp16Row(w.data(), wh.data(), n);
+    EXPECT_NEAR(internal::DotF32F32Avx2(w.data(), x.data(), n),
+                internal::DotF32F32Scalar(w.data(), x.data(), n), 1e-4);
+    EXPECT_NEAR(internal::DotF16F32Avx2(wh.data(), x.data(), n),
+                internal::DotF16F32Scalar(wh.data(), x.data(), n), 1e-4);
+    std::vector<float> y1(n, 1.0f), y2(n, 1.0f);
+    internal::AxpyF16Avx2(0.5f, wh.data(), y1.data(), n);
+    internal::AxpyF16Scalar(0.5f, wh.data(), y2.data(), n);
+    for (int i = 0; i < n; ++i) EXPECT_NEAR(y1[i], y2[i], 1e-6);
+  }
+}
+
+// Extreme quants (+-127, the quantizer's range) must not saturate the int16
+// pair sums of maddubs. (-128 is never produced; like ggml, the AVX2 sign trick
+// would overflow on it.)
+TEST(DotTest, ExtremeValuesDoNotSaturate) {
+  BlockQ8_0 w, x;
+  w.d = x.d = Fp32ToFp16(1.0f);
+  for (int j = 0; j < 32; ++j) {
+    w.qs[j] = -127;
+    x.qs[j] = -127;
+  }
+  const float expected = 32.0f * 127 * 127;
+  EXPECT_EQ(internal::DotQ8_0Q8_0Scalar(&w, &x, 32), expected);
+  if (GetCpuFeatures().avx2) {
+    EXPECT_EQ(internal::DotQ8_0Q8_0Avx2(&w, &x, 32), expected);
+  }
+}
+
+}  // namespace
+}  // namespace braid::kernels::cpu

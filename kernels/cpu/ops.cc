@@ -1,0 +1,64 @@
+#include "kernels/cpu/ops.h"
+
+#include <algorithm>
+#include <cmath>
+
+namespace braid::kernels::cpu {
+
+void RmsNorm(const float* x, const float* weight, int64_t n_rows, int64_t n,
+             float eps, float* y) {
+  for (int64_t r = 0; r < n_rows; ++r) {
+    const float* xr = x + r * n;
+    float* yr = y + r * n;
+    double sum = 0.0;  // ggml accumulates in ggml_float (double).
+    for (int64_t i = 0; i < n; ++i) sum += static_cast<double>(xr[i]) * xr[i];
+    const float scale = 1.0f / std::sqrt(static_cast<float>(sum / n) + eps);
+    for (int64_t i = 0; i < n; ++i) yr[i] = xr[i] * scale * weight[i];
+  }
+}
+
+void RopeNormal(float* x, const int32_t* positions, int64_t n_tok,
+                int64_t n_head, int64_t head_dim, int64_t n_rot, float base) {
+  const float theta_scale = std::pow(base, -2.0f / static_cast<float>(n_rot));
+  for (int64_t t = 0; t < n_tok; ++t) {
+    float theta = static_cast<float>(positions[t]);
+    // Incremental powers of theta_scale, as ggml computes them.
+    for (int64_t i = 0; i < n_rot; i += 2) {
+      const float c = std::cos(theta);
+      const float s = std::sin(theta);
+      for (int64_t h = 0; h < n_head; ++h) {
+        float* xh = x + (t * n_head + h) * head_dim;
+        const float x0 = xh[i];
+        const float x1 = xh[i + 1];
+        xh[i] = x0 * c - x1 * s;
+        xh[i + 1] = x0 * s + x1 * c;
+      }
+      theta *= theta_scale;
+    }
+  }
+}
+
+void SiluMul(float* gate, const float* up, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) {
+    const float g = gate[i];
+    gate[i] = g / (1.0f + std::exp(-g)) * up[i];
+  }
+}
+
+void Softmax(float* x, int64_t n) {
+  if (n <= 0) return;
+  const float max = *std::max_element(x, x + n);
+  float sum = 0.0f;
+  for (int64_t i = 0; i < n; ++i) {
+    x[i] = std::exp(x[i] - max);
+    sum += x[i];
+  }
+  const float inv = 1.0f / sum;
+  for (int64_t i = 0; i < n; ++i) x[i] *= inv;
+}
+
+void AddInPlace(float* y, const float* x, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) y[i] += x[i];
+}
+
+}  // namespace braid::kernels::cpu

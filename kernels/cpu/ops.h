@@ -1,0 +1,33 @@
+// Elementwise and row-wise ops of a Llama block, all in f32.
+// Pure functions; thread-safe. Shapes are given per function.
+#ifndef BRAID_KERNELS_CPU_OPS_H_
+#define BRAID_KERNELS_CPU_OPS_H_
+
+#include <cstdint>
+
+namespace braid::kernels::cpu {
+
+// y[r] = x[r] / sqrt(mean(x[r]^2) + eps) * weight for each of n_rows rows.
+// x, y: [n_rows, n]; weight: [n]. y may alias x.
+void RmsNorm(const float* x, const float* weight, int64_t n_rows, int64_t n,
+             float eps, float* y);
+
+// In-place rotary embedding, GGUF/ggml "normal" mode: within each head the
+// adjacent pairs (x[2i], x[2i+1]) for 2i < n_rot rotate by
+// theta = pos * base^(-2i / n_rot).
+// x: [n_tok, n_head, head_dim]; positions: [n_tok].
+void RopeNormal(float* x, const int32_t* positions, int64_t n_tok,
+                int64_t n_head, int64_t head_dim, int64_t n_rot, float base);
+
+// gate[i] = silu(gate[i]) * up[i]; silu(v) = v / (1 + exp(-v)).
+void SiluMul(float* gate, const float* up, int64_t n);
+
+// In-place softmax over x[0..n).
+void Softmax(float* x, int64_t n);
+
+// y[i] += x[i].
+void AddInPlace(float* y, const float* x, int64_t n);
+
+}  // namespace braid::kernels::cpu
+
+#endif  // BRAID_KERNELS_CPU_OPS_H_

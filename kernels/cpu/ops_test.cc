@@ -1,0 +1,75 @@
+#include "kernels/cpu/ops.h"
+
+#include <cmath>
+#include <vector>
+
+#include "gtest/gtest.h"
+
+namespace braid::kernels::cpu {
+namespace {
+
+TEST(OpsTest, RmsNorm) {
+  const std::vector<float> x = {1, 2, 3, 4, -1, -1, -1, -1};
+  const std::vector<float> w = {1, 1, 2, 0.5f};
+  std::vector<float> y(8);
+  RmsNorm(x.data(), w.data(), 2, 4, 0.0f, y.data());
+  const float s0 = 1.0f / std::sqrt(30.0f / 4);
+  EXPECT_NEAR(y[0], 1 * s0, 1e-6);
+  EXPECT_NEAR(y[2], 3 * s0 * 2, 1e-6);
+  EXPECT_NEAR(y[3], 4 * s0 * 0.5f, 1e-6);
+  EXPECT_NEAR(y[4], -1.0f, 1e-6);
+}
+
+TEST(OpsTest, RopeRotatesAdjacentPairs) {
+  // 2 tokens, 2 heads, head_dim 4, full rotation.
+  const int64_t hd = 4;
+  std::vector<float> x(2 * 2 * hd);
+  for (size_t i = 0; i < x.size(); ++i) x[i] = 0.1f * (i + 1);
+  std::vector<float> ref = x;
+  const int32_t pos[2] = {0, 7};
+  const float base = 10000.0f;
+  RopeNormal(x.data(), pos, 2, 2, hd, hd, base);
+  for (int t = 0; t < 2; ++t) {
+    for (int h = 0; h < 2; ++h) {
+      for (int i = 0; i < hd; i += 2) {
+        const float theta =
+            pos[t] * std::pow(base, -static_cast<float>(i) / hd);
+        const float* r = &ref[(t * 2 + h) * hd + i];
+        const float* o = &x[(t * 2 + h) * hd + i];
+        EXPECT_NEAR(o[0], r[0] * std::cos(theta) - r[1] * std::sin(theta),
+                    1e-5);
+        EXPECT_NEAR(o[1], r[0] * std::sin(theta) + r[1] * std::cos(theta),
+                    1e-5);
+      }
+    }
+  }
+}
+
+TEST(OpsTest, RopePartialRotationLeavesTail) {
+  std::vector<float> x = {1, 2, 3, 4};
+  const int32_t pos[1] = {3};
+  RopeNormal(x.data(), pos, 1, 1, 4, 2, 10000.0f);
+  EXPECT_EQ(x[2], 3.0f);
+  EXPECT_EQ(x[3], 4.0f);
+  EXPECT_NEAR(x[0] * x[0] + x[1] * x[1], 5.0f, 1e-5);
+}
+
+TEST(OpsTest, SiluMulAndSoftmaxAndAdd) {
+  std::vector<float> g = {0.0f, 1.0f, -2.0f};
+  const std::vector<float> u = {5.0f, 2.0f, 1.0f};
+  SiluMul(g.data(), u.data(), 3);
+  EXPECT_NEAR(g[0], 0.0f, 1e-7);
+  EXPECT_NEAR(g[1], 2.0f / (1.0f + std::exp(-1.0f)), 1e-6);
+  EXPECT_NEAR(g[2], -2.0f / (1.0f + std::exp(2.0f)), 1e-6);
+  std::vector<float> s = {1000.0f, 1000.0f, -1e30f};
+  Softmax(s.data(), 3);
+  EXPECT_NEAR(s[0], 0.5f, 1e-6);
+  EXPECT_NEAR(s[2], 0.0f, 1e-6);
+  std::vector<float> y = {1, 2};
+  const std::vector<float> x = {3, 4};
+  AddInPlace(y.data(), x.data(), 2);
+  EXPECT_EQ(y, (std::vector<float>{4, 6}));
+}
+
+}  // namespace
+}  // namespace braid::kernels::cpu

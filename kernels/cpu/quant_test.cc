@@ -1,0 +1,94 @@
+#include "kernels/cpu/quant.h"
+
+#include <cmath>
+#include <random>
+#include <vector>
+
+#include "gtest/gtest.h"
+#include "kernels/cpu/fp16.h"
+
+namespace braid::kernels::cpu {
+namespace {
+
+std::vector<float> RandomRow(int n, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::normal_distribution<float> dist(0.0f, 1.0f);
+  std::vector<float> x(n);
+  for (float& v : x) v = dist(rng);
+  return x;
+}
+
+TEST(QuantTest, Sizes) {
+  EXPECT_EQ(DTypeRowBytes(DType::kQ4_0, 64), 36u);
+  EXPECT_EQ(DTypeRowBytes(DType::kQ4_1, 64), 40u);
+  EXPECT_EQ(DTypeRowBytes(DType::kQ8_0, 64), 68u);
+  EXPECT_EQ(DTypeRowBytes(DType::kF16, 64), 128u);
+  EXPECT_TRUE(IsKnownDType(30));
+  EXPECT_FALSE(IsKnownDType(12));  // Q4_K is not supported.
+  EXPECT_EQ(ActivationDType(DType::kQ4_1), DType::kQ8_1);
+  EXPECT_EQ(ActivationDType(DType::kQ4_0), DType::kQ8_0);
+}
+
+TEST(QuantTest, HandBuiltBlocksDequantize) {
+  BlockQ4_0 q40{Fp32ToFp16(0.5f), {}};
+  BlockQ4_1 q41{Fp32ToFp16(0.5f), Fp32ToFp16(-1.0f), {}};
+  for (int j = 0; j < 16; ++j) {
+    q40.qs[j] = static_cast<uint8_t>(j | ((15 - j) << 4));
+    q41.qs[j] = q40.qs[j];
+  }
+  float out[32];
+  DequantizeRow(DType::kQ4_0, &q40, out, 32);
+  EXPECT_EQ(out[0], -4.0f);   // (0 - 8) * 0.5
+  EXPECT_EQ(out[16], 3.5f);   // (15 - 8) * 0.5
+  EXPECT_EQ(out[31], -4.0f);  // High nibble of byte 15 is 0.
+  DequantizeRow(DType::kQ4_1, &q41, out, 32);
+  EXPECT_EQ(out[1], -0.5f);  // 1 * 0.5 - 1
+  EXPECT_EQ(out[17], 6.0f);  // 14 * 0.5 - 1
+}
+
+// Round trip error is within the format's step size.
+TEST(QuantTest, RoundTripErrorIsBounded) {
+  const int n = 256;
+  const std::vector<float> x = RandomRow(n, 1);
+  for (DType t : {DType::kQ4_0, DType::kQ4_1, DType::kQ8_0, DType::kQ8_1,
+                  DType::kF16, DType::kBF16, DType::kF32}) {
+    std::vector<uint8_t> q(DTypeRowBytes(t, n));
+    QuantizeRow(t, x.data(), q.data(), n);
+    std::vector<float> y(n);
+    DequantizeRow(t, q.data(), y.data(), n);
+    for (int b = 0; b < n / 32; ++b) {
+      float amax = 0;
+      for (int j = 0; j < 32; ++j)
+        amax = std::max(amax, std::fabs(x[b * 32 + j]));
+      const float tol = (t == DType::kQ4_0 || t == DType::kQ4_1) ? amax / 7.0f
+                        : (t == DType::kQ8_0 || t == DType::kQ8_1)
+                            ? amax / 127.0f
+                            : amax / 128.0f;
+      for (int j = 0; j < 32; ++j) {
+        ASSERT_NEAR(x[b * 32 + j], y[b * 32 + j], tol) << DTypeName(t);
+      }
+    }
+  }
+}
+
+TEST(QuantTest, Q8_1SumMatchesQuants) {
+  const std::vector<float> x = RandomRow(64, 2);
+  BlockQ8_1 y[2];
+  QuantizeRowQ8_1(x.data(), y, 64);
+  for (const BlockQ8_1& b : y) {
+    int sum = 0;
+    for (int8_t q : b.qs) sum += q;
+    EXPECT_NEAR(Fp16ToFp32(b.s), Fp16ToFp32(b.d) * sum, 1e-2);
+  }
+}
+
+TEST(QuantTest, ZeroBlockQuantizesToZero) {
+  std::vector<float> x(32, 0.0f);
+  BlockQ8_0 y;
+  QuantizeRowQ8_0(x.data(), &y, 32);
+  EXPECT_EQ(Fp16ToFp32(y.d), 0.0f);
+  for (int8_t q : y.qs) EXPECT_EQ(q, 0);
+}
+
+}  // namespace
+}  // namespace braid::kernels::cpu

@@ -1,0 +1,38 @@
+#include "kernels/cpu/thread_pool.h"
+
+#include <atomic>
+#include <vector>
+
+#include "gtest/gtest.h"
+
+namespace braid::kernels::cpu {
+namespace {
+
+TEST(ThreadPoolTest, RunsEveryIndexExactlyOnce) {
+  for (int threads : {1, 2, 4}) {
+    ThreadPool pool(threads);
+    EXPECT_EQ(pool.num_threads(), threads);
+    for (int64_t n : {0, 1, 3, 100, 1000}) {
+      std::vector<std::atomic<int>> hits(n);
+      pool.ParallelFor(n, [&](int64_t i) { hits[i].fetch_add(1); });
+      for (int64_t i = 0; i < n; ++i) ASSERT_EQ(hits[i].load(), 1) << i;
+    }
+  }
+}
+
+TEST(ThreadPoolTest, ManySmallCallsComplete) {
+  ThreadPool pool(3);
+  std::atomic<int64_t> total{0};
+  for (int call = 0; call < 2000; ++call) {
+    pool.ParallelFor(5, [&](int64_t i) { total.fetch_add(i); });
+  }
+  EXPECT_EQ(total.load(), 2000 * 10);
+}
+
+TEST(ThreadPoolTest, DefaultUsesHardwareConcurrency) {
+  ThreadPool pool(0);
+  EXPECT_GE(pool.num_threads(), 1);
+}
+
+}  // namespace
+}  // namespace braid::kernels::cpu

@@ -1,0 +1,116 @@
+#include "model/model_config.h"
+
+#include <string>
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+
+namespace braid::model {
+namespace {
+
+// Architectures whose GGUF layout and forward pass match ours exactly.
+bool SupportedArch(const std::string& arch) { return arch == "llama"; }
+
+absl::Status ReadPositive(const GgufFile& f, const std::string& key, int* out) {
+  absl::StatusOr<int64_t> v = f.GetInt(key);
+  if (!v.ok()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("model config: ", v.status().message()));
+  }
+  if (*v <= 0 || *v > (1 << 30)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("model config: ", key, " = ", *v, " is out of range"));
+  }
+  *out = static_cast<int>(*v);
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::StatusOr<LlamaConfig> LlamaConfig::FromGguf(const GgufFile& f) {
+  LlamaConfig c;
+  absl::StatusOr<std::string> arch = f.GetString("general.architecture");
+  if (!arch.ok()) {
+    return absl::InvalidArgumentError(
+        "model config: missing general.architecture");
+  }
+  if (!SupportedArch(*arch)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "model config: unsupported architecture '", *arch, "' (need llama)"));
+  }
+  c.arch = *arch;
+  const std::string p = c.arch + ".";
+  for (auto [key, field] : {std::pair{"context_length", &c.n_ctx_train},
+                            {"embedding_length", &c.n_embd},
+                            {"block_count", &c.n_layer},
+                            {"feed_forward_length", &c.n_ff},
+                            {"attention.head_count", &c.n_head}}) {
+    if (absl::Status s = ReadPositive(f, p + key, field); !s.ok()) return s;
+  }
+  c.n_head_kv = c.n_head;
+  if (f.Has(p + "attention.head_count_kv")) {
+    if (absl::Status s =
+            ReadPositive(f, p + "attention.head_count_kv", &c.n_head_kv);
+        !s.ok()) {
+      return s;
+    }
+  }
+  if (c.n_embd % c.n_head != 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("model config: n_embd ", c.n_embd,
+                     " not divisible by n_head ", c.n_head));
+  }
+  if (c.n_head % c.n_head_kv != 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("model config: n_head ", c.n_head,
+                     " not divisible by n_head_kv ", c.n_head_kv));
+  }
+  c.head_dim = c.n_embd / c.n_head;
+  c.n_rot = c.head_dim;
+  if (f.Has(p + "rope.dimension_count")) {
+    if (absl::Status s = ReadPositive(f, p + "rope.dimension_count", &c.n_rot);
+        !s.ok()) {
+      return s;
+    }
+    if (c.n_rot > c.head_dim || c.n_rot % 2 != 0) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("model config: rope.dimension_count ", c.n_rot,
+                       " must be even and <= head_dim ", c.head_dim));
+    }
+  }
+  if (f.Has(p + "rope.freq_base")) {
+    absl::StatusOr<double> v = f.GetFloat(p + "rope.freq_base");
+    if (!v.ok() || !(*v > 0)) {
+      return absl::InvalidArgumentError("model config: bad rope.freq_base");
+    }
+    c.rope_base = static_cast<float>(*v);
+  }
+  if (f.Has(p + "rope.scaling.type")) {
+    absl::StatusOr<std::string> t = f.GetString(p + "rope.scaling.type");
+    if (!t.ok() || *t != "none") {
+      return absl::UnimplementedError(
+          "model config: rope scaling is not supported");
+    }
+  }
+  absl::StatusOr<double> eps =
+      f.GetFloat(p + "attention.layer_norm_rms_epsilon");
+  if (!eps.ok() || !(*eps > 0) || *eps > 1) {
+    return absl::InvalidArgumentError(
+        "model config: missing or bad attention.layer_norm_rms_epsilon");
+  }
+  c.rms_eps = static_cast<float>(*eps);
+  const GgufTensor* emb = f.FindTensor("token_embd.weight");
+  if (emb == nullptr || emb->dims.size() != 2) {
+    return absl::InvalidArgumentError(
+        "model config: missing 2-D tensor token_embd.weight");
+  }
+  if (emb->dims[0] != c.n_embd || emb->dims[1] > (1 << 30)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("model config: token_embd.weight row length ",
+                     emb->dims[0], " != n_embd ", c.n_embd));
+  }
+  c.n_vocab = static_cast<int>(emb->dims[1]);
+  return c;
+}
+
+}  // namespace braid::model

@@ -1,0 +1,38 @@
+// Hyperparameters of a Llama-family model, read from GGUF metadata.
+//
+// LlamaConfig is a plain value; FromGguf validates it (supported architecture,
+// positive sizes, head counts that divide evenly, rope dims within a head) and
+// names the missing or bad key in its error.
+#ifndef BRAID_MODEL_MODEL_CONFIG_H_
+#define BRAID_MODEL_MODEL_CONFIG_H_
+
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "model/gguf.h"
+
+namespace braid::model {
+
+struct LlamaConfig {
+  std::string arch;  // general.architecture, e.g. "llama".
+  int n_vocab = 0;
+  int n_ctx_train = 0;
+  int n_layer = 0;
+  int n_embd = 0;
+  int n_ff = 0;
+  int n_head = 0;
+  int n_head_kv = 0;
+  int head_dim = 0;  // n_embd / n_head.
+  int n_rot = 0;     // Rotary dimensions per head (<= head_dim).
+  float rope_base = 10000.0f;
+  float rms_eps = 1e-5f;
+
+  int kv_dim() const { return n_head_kv * head_dim; }
+
+  // Reads `<arch>.*` keys. n_vocab comes from token_embd.weight's shape.
+  static absl::StatusOr<LlamaConfig> FromGguf(const GgufFile& file);
+};
+
+}  // namespace braid::model
+
+#endif  // BRAID_MODEL_MODEL_CONFIG_H_

@@ -1,0 +1,65 @@
+#include "model/testing/random_llama.h"
+
+#include <cmath>
+#include <random>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "model/testing/gguf_writer.h"
+
+namespace braid::model::testing {
+
+std::string MakeRandomLlamaGguf(const RandomLlamaSpec& s) {
+  std::mt19937 rng(s.seed);
+  auto random = [&](int64_t n, float stddev, float mean = 0.0f) {
+    std::normal_distribution<float> dist(mean, stddev);
+    std::vector<float> v(n);
+    for (float& x : v) x = dist(rng);
+    return v;
+  };
+  GgufWriter w;
+  w.AddString("general.architecture", "llama");
+  w.AddUint32("llama.context_length", s.n_ctx_train);
+  w.AddUint32("llama.embedding_length", s.n_embd);
+  w.AddUint32("llama.block_count", s.n_layer);
+  w.AddUint32("llama.feed_forward_length", s.n_ff);
+  w.AddUint32("llama.attention.head_count", s.n_head);
+  w.AddUint32("llama.attention.head_count_kv", s.n_head_kv);
+  w.AddFloat32("llama.rope.freq_base", s.rope_base);
+  w.AddFloat32("llama.attention.layer_norm_rms_epsilon", 1e-5f);
+  const int64_t e = s.n_embd;
+  const int64_t kv = static_cast<int64_t>(s.n_head_kv) * (e / s.n_head);
+  const float scale = 1.0f / std::sqrt(static_cast<float>(e));
+  w.AddTensorFromFloats("token_embd.weight", s.embedding_type, {e, s.n_vocab},
+                        random(e * s.n_vocab, 1.0f));
+  w.AddTensorFromFloats("output_norm.weight", GgmlType::kF32, {e},
+                        random(e, 0.1f, 1.0f));
+  if (!s.tied_embeddings) {
+    w.AddTensorFromFloats("output.weight", s.embedding_type, {e, s.n_vocab},
+                          random(e * s.n_vocab, scale));
+  }
+  for (int il = 0; il < s.n_layer; ++il) {
+    const std::string p = absl::StrCat("blk.", il, ".");
+    const GgmlType t = s.matrix_type;
+    w.AddTensorFromFloats(p + "attn_norm.weight", GgmlType::kF32, {e},
+                          random(e, 0.1f, 1.0f));
+    w.AddTensorFromFloats(p + "ffn_norm.weight", GgmlType::kF32, {e},
+                          random(e, 0.1f, 1.0f));
+    w.AddTensorFromFloats(p + "attn_q.weight", t, {e, e}, random(e * e, scale));
+    w.AddTensorFromFloats(p + "attn_k.weight", t, {e, kv},
+                          random(e * kv, scale));
+    w.AddTensorFromFloats(p + "attn_v.weight", t, {e, kv},
+                          random(e * kv, scale));
+    w.AddTensorFromFloats(p + "attn_output.weight", t, {e, e},
+                          random(e * e, scale));
+    w.AddTensorFromFloats(p + "ffn_gate.weight", t, {e, s.n_ff},
+                          random(e * s.n_ff, scale));
+    w.AddTensorFromFloats(p + "ffn_up.weight", t, {e, s.n_ff},
+                          random(e * s.n_ff, scale));
+    w.AddTensorFromFloats(p + "ffn_down.weight", t, {s.n_ff, e},
+                          random(e * s.n_ff, scale));
+  }
+  return w.Serialize();
+}
+
+}  // namespace braid::model::testing

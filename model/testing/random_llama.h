@@ -1,0 +1,34 @@
+// Builds tiny Llama GGUF files with random weights, for tests that need a model
+// but not a real one (shapes, batching, error paths). Deterministic for a given
+// seed.
+#ifndef BRAID_MODEL_TESTING_RANDOM_LLAMA_H_
+#define BRAID_MODEL_TESTING_RANDOM_LLAMA_H_
+
+#include <cstdint>
+#include <string>
+
+#include "model/gguf.h"
+
+namespace braid::model::testing {
+
+struct RandomLlamaSpec {
+  int n_vocab = 96;
+  int n_embd = 64;
+  int n_ff = 96;
+  int n_layer = 2;
+  int n_head = 4;
+  int n_head_kv = 2;
+  int n_ctx_train = 128;
+  float rope_base = 10000.0f;
+  GgmlType matrix_type = GgmlType::kQ4_1;     // Attention and FFN weights.
+  GgmlType embedding_type = GgmlType::kQ8_0;  // token_embd (and output).
+  bool tied_embeddings = true;  // false: write a separate output.weight.
+  uint32_t seed = 1;
+};
+
+// The serialized GGUF (v3) image.
+std::string MakeRandomLlamaGguf(const RandomLlamaSpec& spec);
+
+}  // namespace braid::model::testing
+
+#endif  // BRAID_MODEL_TESTING_RANDOM_LLAMA_H_
