@@ -23,7 +23,7 @@ struct Engine::Sequence {
         sink(std::move(s)),
         handle(h),
         sampler(request.sampling, request.prompt),
-        detokenizer(tokenizer),
+        detokenizer(&tokenizer),
         stop(request.stop) {}
 
   GenerationRequest request;

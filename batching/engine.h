@@ -13,6 +13,7 @@
 #include "absl/synchronization/mutex.h"
 #include "batching/request.h"
 #include "model/llama.h"
+#include "model/tokenizer/streaming_detokenizer.h"
 #include "model/tokenizer/tokenizer.h"
 
 namespace braid::batching {

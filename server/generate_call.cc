@@ -1,0 +1,213 @@
+#include "server/generate_call.h"
+
+#include <deque>
+#include <string>
+#include <utility>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/synchronization/mutex.h"
+
+#include "server/status.h"
+
+namespace braid::server {
+namespace {
+
+v1::FinishReason ToProto(batching::FinishReason reason) {
+  switch (reason) {
+    case batching::FinishReason::kEos:
+      return v1::FINISH_REASON_EOS;
+    case batching::FinishReason::kLength:
+      return v1::FINISH_REASON_LENGTH;
+    case batching::FinishReason::kStop:
+      return v1::FINISH_REASON_STOP;
+    case batching::FinishReason::kContextFull:
+      return v1::FINISH_REASON_CONTEXT_FULL;
+    case batching::FinishReason::kCancelled:
+      return v1::FINISH_REASON_CANCELLED;
+    case batching::FinishReason::kNone:
+      break;
+  }
+  return v1::FINISH_REASON_UNSPECIFIED;
+}
+
+void AppendChunk(const batching::OutputChunk& chunk,
+                 v1::GenerateResponse* out) {
+  for (int32_t id : chunk.token_ids) out->add_token_ids(id);
+  out->mutable_text()->append(chunk.text);
+  for (const batching::SampledToken& t : chunk.logprobs) {
+    v1::TokenLogprob* lp = out->add_logprobs();
+    lp->set_token_id(t.token_id);
+    lp->set_logprob(t.logprob);
+    for (const batching::TokenChoice& c : t.top) {
+      v1::TopLogprob* top = lp->add_top();
+      top->set_token_id(c.token_id);
+      top->set_logprob(c.logprob);
+    }
+  }
+  if (!chunk.final) return;
+  v1::FinalInfo* info = out->mutable_final();
+  info->set_finish_reason(ToProto(chunk.finish_reason));
+  info->set_matched_stop(chunk.matched_stop);
+  info->set_seed(chunk.seed);
+  v1::Usage* usage = info->mutable_usage();
+  usage->set_prompt_tokens(chunk.prompt_tokens);
+  usage->set_output_tokens(chunk.output_tokens);
+  v1::Timings* timings = info->mutable_timings();
+  timings->set_queue_seconds(chunk.queue_seconds);
+  timings->set_time_to_first_token_seconds(chunk.time_to_first_token_seconds);
+  timings->set_total_seconds(chunk.total_seconds);
+}
+
+}  // namespace
+
+// The shared state of one call: chunks from the engine, the write in flight
+// and the call's progress, all under one mutex.
+class GenerateCall::Outbox : public batching::OutputSink {
+ public:
+  Outbox(GenerateCall* call, batching::Engine* engine, std::string request_id)
+      : call_(call), engine_(engine), request_id_(std::move(request_id)) {}
+
+  void set_handle(uint64_t handle) {
+    absl::MutexLock lock(&mu_);
+    handle_ = handle;
+  }
+
+  // Engine thread.
+  void Push(batching::OutputChunk chunk) override {
+    {
+      absl::MutexLock lock(&mu_);
+      if (call_ == nullptr || finished_) return;
+      chunks_.push_back(std::move(chunk));
+    }
+    Pump();
+  }
+
+  // gRPC threads.
+  void WriteDone(bool ok) {
+    {
+      absl::MutexLock lock(&mu_);
+      write_in_flight_ = false;
+      if (!ok) cancelled_ = true;  // the stream is broken
+    }
+    if (!ok) CancelEngineRequest();
+    Pump();
+  }
+
+  void Cancel() {
+    {
+      absl::MutexLock lock(&mu_);
+      cancelled_ = true;
+    }
+    CancelEngineRequest();
+    Pump();
+  }
+
+  void FinishNow(const grpc::Status& status) {
+    {
+      absl::MutexLock lock(&mu_);
+      if (finished_) return;
+      finished_ = true;
+    }
+    call_->Finish(status);
+  }
+
+  void Detach() {
+    absl::MutexLock lock(&mu_);
+    call_ = nullptr;
+    chunks_.clear();
+  }
+
+ private:
+  void CancelEngineRequest() {
+    uint64_t handle;
+    {
+      absl::MutexLock lock(&mu_);
+      handle = handle_;
+    }
+    if (handle != 0) engine_->Cancel(handle);
+  }
+
+  // Starts the next write, or finishes the call, when there is something to
+  // do and no write in flight.
+  void Pump() {
+    GenerateCall* call;
+    grpc::Status finish_status;
+    bool finish = false;
+    {
+      absl::MutexLock lock(&mu_);
+      call = call_;
+      if (call == nullptr || finished_ || write_in_flight_) return;
+      if (final_written_ || cancelled_) {
+        finish = true;
+        finish_status = final_written_
+                            ? grpc::Status::OK
+                            : grpc::Status(grpc::StatusCode::CANCELLED,
+                                           "cancelled by the client");
+      } else {
+        if (chunks_.empty()) return;
+        response_.Clear();
+        response_.set_request_id(request_id_);
+        for (const batching::OutputChunk& c : chunks_) {
+          if (!c.error.ok()) {
+            finish = true;
+            finish_status = ToGrpcStatus(c.error);
+            break;
+          }
+          AppendChunk(c, &response_);
+          if (c.final) final_written_ = true;
+        }
+        chunks_.clear();
+        if (!finish) {
+          response_.set_sequence_number(next_sequence_number_++);
+          write_in_flight_ = true;
+        }
+      }
+      if (finish) finished_ = true;
+    }
+    if (finish) {
+      call->Finish(finish_status);
+    } else {
+      call->StartWrite(&response_);
+    }
+  }
+
+  absl::Mutex mu_;
+  GenerateCall* call_ ABSL_GUARDED_BY(mu_);
+  batching::Engine* const engine_;
+  const std::string request_id_;
+  uint64_t handle_ ABSL_GUARDED_BY(mu_) = 0;
+  std::deque<batching::OutputChunk> chunks_ ABSL_GUARDED_BY(mu_);
+  bool write_in_flight_ ABSL_GUARDED_BY(mu_) = false;
+  bool finished_ ABSL_GUARDED_BY(mu_) = false;  // Finish() was called
+  bool final_written_ ABSL_GUARDED_BY(mu_) = false;
+  bool cancelled_ ABSL_GUARDED_BY(mu_) = false;
+  uint64_t next_sequence_number_ ABSL_GUARDED_BY(mu_) = 0;
+  v1::GenerateResponse response_;  // the write in flight
+};
+
+GenerateCall::GenerateCall(batching::Engine* engine,
+                           batching::GenerationRequest request)
+    : outbox_(std::make_shared<Outbox>(this, engine, request.request_id)) {
+  absl::StatusOr<uint64_t> handle = engine->Submit(std::move(request), outbox_);
+  if (!handle.ok()) {
+    outbox_->FinishNow(ToGrpcStatus(handle.status()));
+    return;
+  }
+  outbox_->set_handle(*handle);
+}
+
+GenerateCall::GenerateCall(const grpc::Status& error)
+    : outbox_(std::make_shared<Outbox>(this, nullptr, "")) {
+  outbox_->FinishNow(error);
+}
+
+void GenerateCall::OnWriteDone(bool ok) { outbox_->WriteDone(ok); }
+
+void GenerateCall::OnCancel() { outbox_->Cancel(); }
+
+void GenerateCall::OnDone() {
+  outbox_->Detach();
+  delete this;
+}
+
+}  // namespace braid::server

@@ -1,0 +1,67 @@
+#ifndef BRAID_SERVER_REQUEST_BUILDER_H_
+#define BRAID_SERVER_REQUEST_BUILDER_H_
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include "absl/strings/string_view.h"
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "batching/request.h"
+#include "model/tokenizer/chat_template.h"
+#include "model/tokenizer/tokenizer.h"
+#include "proto/braid/v1/braid.pb.h"
+
+namespace braid::server {
+
+// Validates API requests and turns them into engine requests. Every rejection
+// is INVALID_ARGUMENT with a message that names the field and the rule.
+// Immutable after construction; thread-safe.
+class RequestBuilder {
+ public:
+  struct Limits {
+    int context_length = 0;  // tokens the daemon serves per sequence
+    int max_stop_strings = 16;
+    int max_stop_bytes = 256;
+    int max_top_logprobs = 20;
+  };
+
+  // `chat_template` may be null (the model's template was not recognised;
+  // chat prompts are then rejected).
+  RequestBuilder(const model::Tokenizer* tokenizer,
+                 const model::ChatTemplate* chat_template, Limits limits);
+
+  absl::StatusOr<batching::GenerationRequest> BuildGenerate(
+      const v1::GenerateRequest& request) const;
+
+  // Text or chat prompt -> token ids (token-id prompts are rejected).
+  absl::StatusOr<std::vector<int32_t>> Tokenize(const v1::Prompt& prompt) const;
+
+  // Checks each id is in the vocabulary.
+  absl::Status CheckTokenIds(const google::protobuf::RepeatedField<int32_t>& ids,
+                             absl::string_view field) const;
+
+ private:
+  absl::StatusOr<std::vector<int32_t>> PromptTokens(
+      const v1::Prompt& prompt) const;
+  absl::Status FillSampling(const v1::SamplingParams& params,
+                            int prompt_tokens,
+                            batching::GenerationRequest* out) const;
+
+  const model::Tokenizer* tokenizer_;
+  const model::ChatTemplate* chat_template_;
+  Limits limits_;
+};
+
+// True when `s` is well-formed UTF-8 (no overlongs, surrogates or values past
+// U+10FFFF).
+bool IsValidUtf8(absl::string_view s);
+
+// Replaces every ill-formed sequence with U+FFFD, so the result can travel in
+// a proto string field.
+std::string SanitizeUtf8(absl::string_view s);
+
+}  // namespace braid::server
+
+#endif  // BRAID_SERVER_REQUEST_BUILDER_H_

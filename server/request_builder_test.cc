@@ -1,0 +1,115 @@
+#include "server/request_builder.h"
+
+#include <cmath>
+#include <cstdlib>
+#include <limits>
+
+#include "gtest/gtest.h"
+#include "model/gguf.h"
+#include "model/tokenizer/gguf_loader.h"
+
+namespace braid::server {
+namespace {
+
+TEST(Utf8Test, ValidAndInvalid) {
+  EXPECT_TRUE(IsValidUtf8("plain"));
+  EXPECT_TRUE(IsValidUtf8("caf\xC3\xA9 \xE4\xB8\x96 \xF0\x9F\x91\x8B"));
+  EXPECT_FALSE(IsValidUtf8("\xFF"));
+  EXPECT_FALSE(IsValidUtf8("\xC3"));                // truncated
+  EXPECT_FALSE(IsValidUtf8("\xC0\xAF"));            // overlong
+  EXPECT_FALSE(IsValidUtf8("\xED\xA0\x80"));        // surrogate
+  EXPECT_FALSE(IsValidUtf8("\xF4\x90\x80\x80"));    // > U+10FFFF
+  EXPECT_EQ(SanitizeUtf8("a\xFF" "b\xE4\xB8"), "a\xEF\xBF\xBD" "b\xEF\xBF\xBD\xEF\xBF\xBD");
+}
+
+class RequestBuilderTest : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    const char* path = std::getenv("BRAID_MODEL");
+    ASSERT_NE(path, nullptr) << "set BRAID_MODEL (make test does)";
+    auto file = model::GgufFile::Open(path);
+    ASSERT_TRUE(file.ok()) << file.status();
+    auto data = model::TokenizerDataFromGguf(**file);
+    ASSERT_TRUE(data.ok()) << data.status();
+    auto tok = model::Tokenizer::Create(*std::move(data));
+    ASSERT_TRUE(tok.ok()) << tok.status();
+    tokenizer_ = tok->release();
+  }
+
+  RequestBuilder Builder() const {
+    return RequestBuilder(tokenizer_, nullptr, {.context_length = 64});
+  }
+
+  static v1::GenerateRequest Text(const std::string& text) {
+    v1::GenerateRequest r;
+    r.mutable_prompt()->set_text(text);
+    return r;
+  }
+
+  void ExpectInvalid(const v1::GenerateRequest& r, const std::string& field) {
+    auto built = Builder().BuildGenerate(r);
+    ASSERT_FALSE(built.ok());
+    EXPECT_EQ(built.status().code(), absl::StatusCode::kInvalidArgument);
+    EXPECT_NE(built.status().message().find(field), std::string::npos)
+        << built.status();
+  }
+
+  static inline model::Tokenizer* tokenizer_ = nullptr;
+};
+
+TEST_F(RequestBuilderTest, DefaultsFillTheContext) {
+  auto built = Builder().BuildGenerate(Text("Hello world"));
+  ASSERT_TRUE(built.ok()) << built.status();
+  EXPECT_EQ(built->prompt, tokenizer_->Encode("Hello world", false, true));
+  EXPECT_EQ(built->max_tokens, 64 - static_cast<int64_t>(built->prompt.size()));
+  EXPECT_EQ(built->sampling.temperature, 0.0f);
+  EXPECT_EQ(built->sampling.top_p, 1.0f);
+  EXPECT_EQ(built->sampling.repetition_penalty, 1.0f);
+}
+
+TEST_F(RequestBuilderTest, RejectsEachBadField) {
+  ExpectInvalid(Text(""), "prompt");
+  ExpectInvalid(v1::GenerateRequest(), "prompt");
+  ExpectInvalid(Text("bad \xFF utf8"), "UTF-8");
+  v1::GenerateRequest r = Text("hi");
+  r.mutable_sampling()->set_max_tokens(0);
+  ExpectInvalid(r, "max_tokens");
+  r.mutable_sampling()->set_max_tokens(int64_t{1} << 31);
+  ExpectInvalid(r, "max_tokens");
+  r = Text("hi");
+  r.mutable_sampling()->set_temperature(std::nanf(""));
+  ExpectInvalid(r, "temperature");
+  r.mutable_sampling()->set_temperature(-1);
+  ExpectInvalid(r, "temperature");
+  r = Text("hi");
+  r.mutable_sampling()->add_stop_token_ids(49152);
+  ExpectInvalid(r, "stop_token_ids");
+  r = Text("hi");
+  r.mutable_sampling()->add_stop("");
+  ExpectInvalid(r, "stop[0]");
+  r = Text("hi");
+  r.mutable_sampling()->set_top_logprobs(3);
+  ExpectInvalid(r, "requires sampling.logprobs");
+  r = Text("hi");
+  r.set_priority(101);
+  ExpectInvalid(r, "priority");
+  r = Text(std::string(200, 'a'));  // > 64 tokens
+  ExpectInvalid(r, "context");
+  r = v1::GenerateRequest();
+  r.mutable_prompt()->mutable_chat()->add_messages()->set_content("hi");
+  ExpectInvalid(r, "chat template is not recognised");
+}
+
+TEST_F(RequestBuilderTest, TokenPromptsAreCheckedNotTokenized) {
+  v1::GenerateRequest r;
+  r.mutable_prompt()->mutable_tokens()->add_ids(1);
+  r.mutable_prompt()->mutable_tokens()->add_ids(42);
+  auto built = Builder().BuildGenerate(r);
+  ASSERT_TRUE(built.ok()) << built.status();
+  EXPECT_EQ(built->prompt, (std::vector<int32_t>{1, 42}));
+  r.mutable_prompt()->mutable_tokens()->add_ids(-1);
+  ExpectInvalid(r, "prompt.tokens.ids");
+}
+
+}  // namespace
+}  // namespace braid::server

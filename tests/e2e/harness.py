@@ -1,0 +1,141 @@
+"""Shared pieces of braid's end-to-end tests.
+
+Starts the real `braidd` binary on a free loopback port, generates Python
+stubs for the braid.v1 API with grpc_tools, and runs unittest cases with a
+JUnit XML report (Bazel's XML_OUTPUT_FILE) so `make test` counts each case.
+"""
+import os
+import subprocess
+import sys
+import tempfile
+import time
+import unittest
+import xml.etree.ElementTree as ET
+
+
+def require_env(name, what):
+    value = os.environ.get(name)
+    if not value:
+        sys.exit(f"FAIL: {name} is not set: {what}")
+    return value
+
+
+def runfile(path):
+    """Absolute path of a Bazel data dependency given its workspace path."""
+    base = os.environ.get("TEST_SRCDIR")
+    if base:
+        p = os.path.join(base, os.environ.get("TEST_WORKSPACE", "braid"), path)
+        if os.path.exists(p):
+            return p
+    return os.path.abspath(path)
+
+
+def load_stubs():
+    """Compiles braid.proto with grpc_tools into a temp dir and imports it."""
+    from grpc_tools import protoc
+    out = tempfile.mkdtemp(prefix="braid_pb_")
+    proto_root = os.path.dirname(os.path.dirname(os.path.dirname(
+        runfile("proto/braid/v1/braid.proto"))))
+    rc = protoc.main(["protoc", f"-I{proto_root}", f"--python_out={out}",
+                      f"--grpc_python_out={out}",
+                      os.path.join(proto_root, "braid/v1/braid.proto")])
+    if rc != 0:
+        sys.exit("FAIL: protoc could not compile braid.proto")
+    sys.path.insert(0, out)
+    from braid.v1 import braid_pb2, braid_pb2_grpc
+    return braid_pb2, braid_pb2_grpc
+
+
+class Daemon:
+    """A braidd process on 127.0.0.1:<free port>, stopped with SIGTERM."""
+
+    def __init__(self, *flags):
+        model = require_env(
+            "BRAID_MODEL",
+            "path of SmolLM2-135M-Instruct.Q4_1.gguf (`make test` sets it)")
+        self.dir = tempfile.mkdtemp(prefix="braidd_")
+        port_file = os.path.join(self.dir, "port")
+        self.log_path = os.path.join(self.dir, "braidd.log")
+        self.log = open(self.log_path, "w")
+        self.proc = subprocess.Popen(
+            [runfile("server/braidd"), f"--model={model}",
+             "--listen=127.0.0.1:0", f"--port_file={port_file}", *flags],
+            stdout=self.log, stderr=subprocess.STDOUT)
+        deadline = time.time() + 120
+        while not os.path.exists(port_file):
+            if self.proc.poll() is not None:
+                raise RuntimeError("braidd exited early:\n" + self.read_log())
+            if time.time() > deadline:
+                raise RuntimeError("braidd did not start:\n" + self.read_log())
+            time.sleep(0.05)
+        with open(port_file) as f:
+            self.port = int(f.read())
+        self.addr = f"127.0.0.1:{self.port}"
+
+    def read_log(self):
+        self.log.flush()
+        with open(self.log_path) as f:
+            return f.read()
+
+    def alive(self):
+        return self.proc.poll() is None
+
+    def stop(self):
+        if self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        self.log.close()
+        return self.proc.returncode
+
+
+class JUnitResult(unittest.TextTestResult):
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.cases = []
+        self._start = 0.0
+
+    def startTest(self, test):
+        self._start = time.time()
+        super().startTest(test)
+
+    def _record(self, test, kind=None, detail=""):
+        self.cases.append((test.id(), time.time() - self._start, kind, detail))
+
+    def addSuccess(self, test):
+        super().addSuccess(test)
+        self._record(test)
+
+    def addFailure(self, test, err):
+        super().addFailure(test, err)
+        self._record(test, "failure", self._exc_info_to_string(err, test))
+
+    def addError(self, test, err):
+        super().addError(test, err)
+        self._record(test, "error", self._exc_info_to_string(err, test))
+
+    def addSkip(self, test, reason):
+        # No silent skips: a skipped case counts as a failure.
+        super().addSkip(test, reason)
+        self._record(test, "failure", "skipped: " + reason)
+
+
+def main():
+    runner = unittest.TextTestRunner(resultclass=JUnitResult, verbosity=2)
+    suite = unittest.defaultTestLoader.loadTestsFromModule(sys.modules["__main__"])
+    result = runner.run(suite)
+    xml_path = os.environ.get("XML_OUTPUT_FILE")
+    if xml_path:
+        root = ET.Element("testsuites")
+        ts = ET.SubElement(root, "testsuite", name="e2e",
+                           tests=str(len(result.cases)))
+        for name, secs, kind, detail in result.cases:
+            tc = ET.SubElement(ts, "testcase", name=name, time=f"{secs:.3f}")
+            if kind:
+                ET.SubElement(tc, kind, message=detail[:200]).text = detail
+        ET.ElementTree(root).write(xml_path)
+    ok = result.wasSuccessful() and not result.skipped
+    sys.exit(0 if ok else 1)
