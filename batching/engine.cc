@@ -141,11 +141,7 @@ void Engine::Loop() {
         done = Step(seq);
       }
       if (done) {
-        absl::MutexLock lock(&mu_);
-        stats_.kv_tokens_reserved -= seq.kv ? seq.kv->capacity() : 0;
-        ++(seq.cancelled ? stats_.cancelled : stats_.completed);
         it = running_.erase(it);
-        stats_.running = static_cast<int>(running_.size());
       } else {
         ++it;
       }
@@ -161,7 +157,7 @@ bool Engine::Step(Sequence& seq) {
     seq.first_scheduled = absl::Now();
     absl::MutexLock lock(&mu_);
     stats_.kv_tokens_reserved += seq.kv->capacity();
-    stats_.running = static_cast<int>(running_.size());
+    ++stats_.running;
   }
   absl::Span<const int32_t> input;
   if (seq.num_computed_tokens < prompt_len) {
@@ -247,8 +243,19 @@ void Engine::Finish(Sequence& seq, FinishReason reason, absl::Status error,
     chunk.time_to_first_token_seconds = Seconds(arrival, seq.first_token);
   }
   chunk.total_seconds = Seconds(arrival, now);
-  seq.sink->Push(std::move(chunk));
+  {
+    // Release before telling the client, so a client that sees the final
+    // chunk also sees the engine without this request.
+    absl::MutexLock lock(&mu_);
+    if (seq.kv) {
+      stats_.kv_tokens_reserved -= seq.kv->capacity();
+      --stats_.running;
+    }
+    ++(reason == FinishReason::kCancelled ? stats_.cancelled
+                                          : stats_.completed);
+  }
   seq.kv.reset();
+  seq.sink->Push(std::move(chunk));
 }
 
 }  // namespace braid::batching

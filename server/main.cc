@@ -1,6 +1,7 @@
 // braidd: loads a GGUF model and serves it over gRPC.
 #include <sys/stat.h>
 
+#include <atomic>
 #include <csignal>
 #include <cstdio>
 #include <memory>
@@ -43,6 +44,8 @@ ABSL_FLAG(std::string, port_file, "",
 
 namespace braid {
 namespace {
+
+constexpr char kServiceName[] = "braid.v1.Braid";
 
 std::atomic<bool> g_stop{false};
 
@@ -128,7 +131,9 @@ int Run() {
     return Fail(absl::UnavailableError(
         absl::StrCat("cannot listen on ", absl::GetFlag(FLAGS_listen))));
   }
-  server->GetHealthCheckService()->SetServingStatus(true);
+  grpc::HealthCheckServiceInterface* health = server->GetHealthCheckService();
+  health->SetServingStatus(true);
+  health->SetServingStatus(kServiceName, true);
   std::fprintf(stderr, "braidd: serving on port %d\n", port);
   if (const std::string port_file = absl::GetFlag(FLAGS_port_file);
       !port_file.empty()) {
@@ -144,7 +149,8 @@ int Run() {
   std::signal(SIGTERM, OnSignal);
   while (!g_stop) absl::SleepFor(absl::Milliseconds(100));
   std::fprintf(stderr, "braidd: shutting down\n");
-  server->GetHealthCheckService()->SetServingStatus(false);
+  health->SetServingStatus(false);
+  health->SetServingStatus(kServiceName, false);
   engine.Shutdown();
   server->Shutdown(absl::ToChronoTime(absl::Now() + absl::Seconds(5)));
   return 0;

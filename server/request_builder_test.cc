@@ -47,6 +47,7 @@ class RequestBuilderTest : public ::testing::Test {
   }
 
   void ExpectInvalid(const v1::GenerateRequest& r, const std::string& field) {
+    SCOPED_TRACE(field);
     auto built = Builder().BuildGenerate(r);
     ASSERT_FALSE(built.ok());
     EXPECT_EQ(built.status().code(), absl::StatusCode::kInvalidArgument);
@@ -93,7 +94,9 @@ TEST_F(RequestBuilderTest, RejectsEachBadField) {
   r = Text("hi");
   r.set_priority(101);
   ExpectInvalid(r, "priority");
-  r = Text(std::string(200, 'a'));  // > 64 tokens
+  std::string long_text;
+  for (int i = 0; i < 100; ++i) long_text += " x";  // 100 tokens > 64
+  r = Text(long_text);
   ExpectInvalid(r, "context");
   r = v1::GenerateRequest();
   r.mutable_prompt()->mutable_chat()->add_messages()->set_content("hi");

@@ -174,12 +174,17 @@ class E2ETest(unittest.TestCase):
         out = "".join(r.text for r in responses)
         self.assertNotIn("United", out)
         self.assertTrue(out.startswith(" Paris."), out)
+        # The first token id that has not appeared before it, from index 3.
+        i = next(i for i in range(3, len(greedy)) if greedy[i] not in greedy[:i])
         responses, final = self.generate(
             prompt=pb.Prompt(text=text),
             sampling=pb.SamplingParams(max_tokens=32,
-                                       stop_token_ids=[greedy[3]]))
+                                       stop_token_ids=[greedy[i]]))
         self.assertEqual(final.finish_reason, pb.FINISH_REASON_STOP)
-        self.assertEqual(final.usage.output_tokens, 4)
+        self.assertEqual(final.matched_stop, str(greedy[i]))
+        self.assertEqual(final.usage.output_tokens, i + 1)
+        # The stop token itself is not sent.
+        self.assertEqual([t for r in responses for t in r.token_ids], greedy[:i])
 
     def test_logprobs(self):
         responses, _ = self.generate(
