@@ -1,5 +1,4 @@
-// Loads the real SmolLM2-135M GGUF (path from BRAID_MODEL_PATH, or the default
-// cache location) and checks metadata and tensor descriptors.
+// Loads the real SmolLM2-135M GGUF (path from BRAID_MODEL) and checks metadata and tensor descriptors.
 #include <cstdlib>
 #include <string>
 
@@ -12,6 +11,7 @@ namespace {
 
 TEST(GgufSmolLm2Test, LoadsRealModel) {
   const std::string path = testing::SmolLm2Path();
+  ASSERT_FALSE(path.empty()) << testing::kNoModelMessage;
   auto file = GgufFile::Open(path);
   ASSERT_TRUE(file.ok()) << file.status();
   const GgufFile& f = **file;

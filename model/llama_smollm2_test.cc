@@ -53,6 +53,7 @@ Reference LoadReference() {
 }
 
 std::unique_ptr<LlamaModel> LoadSmolLm2() {
+  EXPECT_FALSE(testing::SmolLm2Path().empty()) << testing::kNoModelMessage;
   auto file = GgufFile::Open(testing::SmolLm2Path());
   EXPECT_TRUE(file.ok()) << file.status();
   if (!file.ok()) return nullptr;

@@ -13,6 +13,7 @@ namespace braid::model {
 namespace {
 
 TEST(GgufLoaderTest, RealModelMatchesVocabDump) {
+  ASSERT_FALSE(testing::SmolLm2Path().empty()) << testing::kNoModelMessage;
   absl::StatusOr<std::unique_ptr<GgufFile>> gguf =
       GgufFile::Open(testing::SmolLm2Path());
   ASSERT_TRUE(gguf.ok()) << gguf.status();
