@@ -1,7 +1,10 @@
 # The two commands of the README. Both install what is missing first.
 #   make run   build braidd, fetch the default model, serve on 127.0.0.1:50051
+#              (MODEL=path.gguf or $BRAID_MODEL serves another GGUF;
+#               ADDR=host:port listens elsewhere; ARGS="..." passes braidd flags)
 #   make test  build and run every test; the last line is "N passed, N failed"
 ADDR ?= 127.0.0.1:50051
+MODEL ?= $(BRAID_MODEL)
 ARGS ?=
 
 .PHONY: run test setup build
@@ -13,7 +16,7 @@ build: setup
 	bazel build //server:braidd //tools:braid
 
 run: build
-	@model="$${BRAID_MODEL:-$$(scripts/fetch_model.sh)}"; \
+	@model="$(MODEL)"; [ -n "$$model" ] || model="$$(scripts/fetch_model.sh)"; \
 	exec bazel-bin/server/braidd --model="$$model" --listen=$(ADDR) $(ARGS)
 
 test: setup

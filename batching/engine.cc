@@ -152,8 +152,8 @@ void Engine::Loop() {
 bool Engine::Step(Sequence& seq) {
   const int prompt_len = static_cast<int>(seq.request.prompt.size());
   if (!seq.kv) {
-    seq.kv.emplace(
-        model_->NewKvCache(prompt_len + static_cast<int>(seq.request.max_tokens)));
+    seq.kv.emplace(model_->NewKvCache(
+        prompt_len + static_cast<int>(seq.request.max_tokens)));
     seq.first_scheduled = absl::Now();
     absl::MutexLock lock(&mu_);
     stats_.kv_tokens_reserved += seq.kv->capacity();
@@ -161,8 +161,8 @@ bool Engine::Step(Sequence& seq) {
   }
   absl::Span<const int32_t> input;
   if (seq.num_computed_tokens < prompt_len) {
-    const int n = std::min(options_.prefill_chunk,
-                           prompt_len - seq.num_computed_tokens);
+    const int n =
+        std::min(options_.prefill_chunk, prompt_len - seq.num_computed_tokens);
     input = absl::MakeConstSpan(seq.request.prompt)
                 .subspan(seq.num_computed_tokens, n);
   } else {
@@ -171,8 +171,8 @@ bool Engine::Step(Sequence& seq) {
   absl::Status status = model_->Forward(input, *seq.kv, false, &logits_);
   if (!status.ok()) {
     Finish(seq, FinishReason::kNone,
-           absl::InternalError(absl::StrCat("forward pass failed: ",
-                                            status.message())));
+           absl::InternalError(
+               absl::StrCat("forward pass failed: ", status.message())));
     return true;
   }
   seq.num_computed_tokens += static_cast<int>(input.size());

@@ -27,13 +27,20 @@ struct GenerationRequest {
   absl::Time arrival = absl::InfinitePast();
 };
 
-enum class FinishReason { kNone, kEos, kLength, kStop, kContextFull, kCancelled };
+enum class FinishReason {
+  kNone,
+  kEos,
+  kLength,
+  kStop,
+  kContextFull,
+  kCancelled
+};
 
 // One chunk of a request's output. The last chunk has `final` set; a chunk
 // with a non-OK `error` is also the last.
 struct OutputChunk {
   std::vector<int32_t> token_ids;
-  std::string text;  // whole UTF-8 characters only
+  std::string text;                    // whole UTF-8 characters only
   std::vector<SampledToken> logprobs;  // one per token when asked for
 
   bool final = false;

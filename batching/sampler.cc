@@ -121,11 +121,10 @@ void ComputeLogprobs(absl::Span<const float> logits, int32_t token_id,
   std::vector<int32_t> ids(logits.size());
   for (size_t i = 0; i < ids.size(); ++i) ids[i] = static_cast<int32_t>(i);
   top_n = std::min<int>(top_n, static_cast<int>(ids.size()));
-  std::partial_sort(ids.begin(), ids.begin() + top_n, ids.end(),
-                    [&](int32_t a, int32_t b) {
-                      return logits[a] > logits[b] ||
-                             (logits[a] == logits[b] && a < b);
-                    });
+  std::partial_sort(
+      ids.begin(), ids.begin() + top_n, ids.end(), [&](int32_t a, int32_t b) {
+        return logits[a] > logits[b] || (logits[a] == logits[b] && a < b);
+      });
   for (int i = 0; i < top_n; ++i) {
     out->top.push_back({ids[i], logits[ids[i]] - log_z});
   }

@@ -70,7 +70,10 @@ TEST(SamplerTest, SameSeedSameTokensDifferentSeedsDiffer) {
     Sampler s(o, {});
     for (int i = 0; i < 50; ++i) {
       std::vector<float> l = Logits();
-      (run == 0 ? a : run == 1 ? b : c).push_back(s.Sample(absl::MakeSpan(l)).token_id);
+      (run == 0   ? a
+       : run == 1 ? b
+                  : c)
+          .push_back(s.Sample(absl::MakeSpan(l)).token_id);
     }
   }
   EXPECT_EQ(a, b);

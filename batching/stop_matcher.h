@@ -18,9 +18,9 @@ class StopMatcher {
   explicit StopMatcher(std::vector<std::string> stops);
 
   struct Result {
-    std::string text;     // safe to emit now
-    bool stopped = false; // a stop string matched; `text` ends before it
-    std::string matched;  // the stop string that matched
+    std::string text;      // safe to emit now
+    bool stopped = false;  // a stop string matched; `text` ends before it
+    std::string matched;   // the stop string that matched
   };
 
   Result Push(std::string_view text);

@@ -1,4 +1,5 @@
-// Loads the real SmolLM2-135M GGUF (path from BRAID_MODEL) and checks metadata and tensor descriptors.
+// Loads the real SmolLM2-135M GGUF (path from BRAID_MODEL) and checks metadata
+// and tensor descriptors.
 #include <cstdlib>
 #include <string>
 

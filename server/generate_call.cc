@@ -6,7 +6,6 @@
 
 #include "absl/base/thread_annotations.h"
 #include "absl/synchronization/mutex.h"
-
 #include "server/status.h"
 
 namespace braid::server {

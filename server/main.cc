@@ -101,9 +101,10 @@ int Run() {
   if (stat(path.c_str(), &st) == 0) info.file_size_bytes = st.st_size;
   info.context_length =
       std::min<int>(absl::GetFlag(FLAGS_context_length), config.n_ctx_train);
-  info.num_threads = load_options.num_threads > 0
-                         ? load_options.num_threads
-                         : static_cast<int>(std::thread::hardware_concurrency());
+  info.num_threads =
+      load_options.num_threads > 0
+          ? load_options.num_threads
+          : static_cast<int>(std::thread::hardware_concurrency());
   info.chat_template_name = template_name;
 
   batching::EngineOptions engine_options;

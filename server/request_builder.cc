@@ -45,10 +45,10 @@ absl::Status CheckUtf8(absl::string_view s, absl::string_view field) {
   for (size_t i = 0; i < s.size();) {
     const size_t n = Utf8SequenceLength(s, i);
     if (n == 0) {
-      return Invalid(field,
-                     absl::StrCat("invalid UTF-8 at byte ", i, " (0x",
-                                  absl::Hex(static_cast<unsigned char>(s[i])),
-                                  ")"));
+      return Invalid(
+          field,
+          absl::StrCat("invalid UTF-8 at byte ", i, " (0x",
+                       absl::Hex(static_cast<unsigned char>(s[i])), ")"));
     }
     i += n;
   }
@@ -156,11 +156,11 @@ absl::StatusOr<std::vector<int32_t>> RequestBuilder::PromptTokens(
   }
   if (ids.empty()) return Invalid("prompt", "is empty (0 tokens)");
   if (static_cast<int64_t>(ids.size()) >= limits_.context_length) {
-    return Invalid("prompt",
-                   absl::StrCat("has ", ids.size(),
-                                " tokens but the context holds ",
-                                limits_.context_length,
-                                " (prompt plus at least one generated token)"));
+    return Invalid(
+        "prompt",
+        absl::StrCat("has ", ids.size(), " tokens but the context holds ",
+                     limits_.context_length,
+                     " (prompt plus at least one generated token)"));
   }
   return ids;
 }
@@ -204,9 +204,9 @@ absl::Status RequestBuilder::FillSampling(
   s.presence_penalty = p.presence_penalty();
   s.seed = p.has_seed() ? p.seed() : std::random_device{}();
   if (p.top_logprobs() < 0 || p.top_logprobs() > limits_.max_top_logprobs) {
-    return Invalid("sampling.top_logprobs",
-                   absl::StrCat("must be in [0, ", limits_.max_top_logprobs,
-                                "]"));
+    return Invalid(
+        "sampling.top_logprobs",
+        absl::StrCat("must be in [0, ", limits_.max_top_logprobs, "]"));
   }
   if (p.top_logprobs() > 0 && !p.logprobs()) {
     return Invalid("sampling.top_logprobs", "requires sampling.logprobs");
@@ -215,16 +215,17 @@ absl::Status RequestBuilder::FillSampling(
   s.top_logprobs = p.top_logprobs();
 
   if (p.stop_size() > limits_.max_stop_strings) {
-    return Invalid("sampling.stop", absl::StrCat("at most ",
-                                                 limits_.max_stop_strings,
-                                                 " stop strings"));
+    return Invalid(
+        "sampling.stop",
+        absl::StrCat("at most ", limits_.max_stop_strings, " stop strings"));
   }
   for (int i = 0; i < p.stop_size(); ++i) {
     const std::string field = absl::StrCat("sampling.stop[", i, "]");
     const std::string& stop = p.stop(i);
-    if (stop.empty() || static_cast<int>(stop.size()) > limits_.max_stop_bytes) {
-      return Invalid(field, absl::StrCat("must be 1..", limits_.max_stop_bytes,
-                                         " bytes"));
+    if (stop.empty() ||
+        static_cast<int>(stop.size()) > limits_.max_stop_bytes) {
+      return Invalid(
+          field, absl::StrCat("must be 1..", limits_.max_stop_bytes, " bytes"));
     }
     if (auto st = CheckUtf8(stop, field); !st.ok()) return st;
     out->stop.push_back(stop);
@@ -240,11 +241,11 @@ absl::Status RequestBuilder::FillSampling(
   const int64_t room = limits_.context_length - prompt_tokens;
   if (p.has_max_tokens()) {
     if (p.max_tokens() < 1 || p.max_tokens() > room) {
-      return Invalid("sampling.max_tokens",
-                     absl::StrCat("must be in [1, ", room, "] (context ",
-                                  limits_.context_length, " minus ",
-                                  prompt_tokens, " prompt tokens), got ",
-                                  p.max_tokens()));
+      return Invalid(
+          "sampling.max_tokens",
+          absl::StrCat("must be in [1, ", room, "] (context ",
+                       limits_.context_length, " minus ", prompt_tokens,
+                       " prompt tokens), got ", p.max_tokens()));
     }
     out->max_tokens = p.max_tokens();
   } else {

@@ -4,10 +4,10 @@
 #include <cstdint>
 #include <optional>
 #include <string>
-#include "absl/strings/string_view.h"
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 #include "batching/request.h"
 #include "model/tokenizer/chat_template.h"
 #include "model/tokenizer/tokenizer.h"
@@ -39,14 +39,14 @@ class RequestBuilder {
   absl::StatusOr<std::vector<int32_t>> Tokenize(const v1::Prompt& prompt) const;
 
   // Checks each id is in the vocabulary.
-  absl::Status CheckTokenIds(const google::protobuf::RepeatedField<int32_t>& ids,
-                             absl::string_view field) const;
+  absl::Status CheckTokenIds(
+      const google::protobuf::RepeatedField<int32_t>& ids,
+      absl::string_view field) const;
 
  private:
   absl::StatusOr<std::vector<int32_t>> PromptTokens(
       const v1::Prompt& prompt) const;
-  absl::Status FillSampling(const v1::SamplingParams& params,
-                            int prompt_tokens,
+  absl::Status FillSampling(const v1::SamplingParams& params, int prompt_tokens,
                             batching::GenerationRequest* out) const;
 
   const model::Tokenizer* tokenizer_;

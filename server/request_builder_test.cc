@@ -15,11 +15,14 @@ TEST(Utf8Test, ValidAndInvalid) {
   EXPECT_TRUE(IsValidUtf8("plain"));
   EXPECT_TRUE(IsValidUtf8("caf\xC3\xA9 \xE4\xB8\x96 \xF0\x9F\x91\x8B"));
   EXPECT_FALSE(IsValidUtf8("\xFF"));
-  EXPECT_FALSE(IsValidUtf8("\xC3"));                // truncated
-  EXPECT_FALSE(IsValidUtf8("\xC0\xAF"));            // overlong
-  EXPECT_FALSE(IsValidUtf8("\xED\xA0\x80"));        // surrogate
-  EXPECT_FALSE(IsValidUtf8("\xF4\x90\x80\x80"));    // > U+10FFFF
-  EXPECT_EQ(SanitizeUtf8("a\xFF" "b\xE4\xB8"), "a\xEF\xBF\xBD" "b\xEF\xBF\xBD\xEF\xBF\xBD");
+  EXPECT_FALSE(IsValidUtf8("\xC3"));              // truncated
+  EXPECT_FALSE(IsValidUtf8("\xC0\xAF"));          // overlong
+  EXPECT_FALSE(IsValidUtf8("\xED\xA0\x80"));      // surrogate
+  EXPECT_FALSE(IsValidUtf8("\xF4\x90\x80\x80"));  // > U+10FFFF
+  EXPECT_EQ(SanitizeUtf8("a\xFF"
+                         "b\xE4\xB8"),
+            "a\xEF\xBF\xBD"
+            "b\xEF\xBF\xBD\xEF\xBF\xBD");
 }
 
 class RequestBuilderTest : public ::testing::Test {

@@ -101,7 +101,8 @@ grpc::ServerUnaryReactor* BraidService::GetModelInfo(
   response->set_num_heads(config.n_head);
   response->set_num_kv_heads(config.n_head_kv);
   std::set<std::string> types;
-  for (const model::GgufTensor& t : file.tensors()) types.insert(TypeName(t.type));
+  for (const model::GgufTensor& t : file.tensors())
+    types.insert(TypeName(t.type));
   for (const std::string& t : types) response->add_tensor_types(t);
   response->set_bos_token_id(tokenizer_->bos_id());
   response->set_eos_token_id(tokenizer_->eos_id());

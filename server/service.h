@@ -45,10 +45,9 @@ class BraidService final : public v1::Braid::CallbackService {
       const v1::DetokenizeRequest* request,
       v1::DetokenizeResponse* response) override;
 
-  grpc::ServerUnaryReactor* GetModelInfo(
-      grpc::CallbackServerContext* context,
-      const v1::GetModelInfoRequest* request,
-      v1::ModelInfo* response) override;
+  grpc::ServerUnaryReactor* GetModelInfo(grpc::CallbackServerContext* context,
+                                         const v1::GetModelInfoRequest* request,
+                                         v1::ModelInfo* response) override;
 
  private:
   const model::LlamaModel* model_;

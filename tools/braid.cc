@@ -144,7 +144,8 @@ int Generate(braid::v1::Braid::Stub& stub, std::vector<std::string> args) {
   return 0;
 }
 
-int Tokenize(braid::v1::Braid::Stub& stub, const std::vector<std::string>& args) {
+int Tokenize(braid::v1::Braid::Stub& stub,
+             const std::vector<std::string>& args) {
   if (args.size() != 1) return Usage("tokenize needs exactly one TEXT");
   braid::v1::TokenizeRequest request;
   request.mutable_prompt()->set_text(args[0]);
@@ -153,8 +154,7 @@ int Tokenize(braid::v1::Braid::Stub& stub, const std::vector<std::string>& args)
   grpc::Status status = stub.Tokenize(&context, request, &response);
   if (!status.ok()) return RpcError(status);
   for (int i = 0; i < response.token_ids_size(); ++i) {
-    std::printf("%d\t%s\n", response.token_ids(i),
-                response.pieces(i).c_str());
+    std::printf("%d\t%s\n", response.token_ids(i), response.pieces(i).c_str());
   }
   return 0;
 }
@@ -173,8 +173,8 @@ int Health(const std::shared_ptr<grpc::Channel>& channel) {
   auto stub = grpc::health::v1::Health::NewStub(channel);
   grpc::health::v1::HealthCheckResponse response;
   grpc::ClientContext context;
-  grpc::Status status = stub->Check(
-      &context, grpc::health::v1::HealthCheckRequest(), &response);
+  grpc::Status status =
+      stub->Check(&context, grpc::health::v1::HealthCheckRequest(), &response);
   if (!status.ok()) return RpcError(status);
   std::printf("%s\n", grpc::health::v1::HealthCheckResponse::ServingStatus_Name(
                           response.status())

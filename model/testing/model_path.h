@@ -1,6 +1,6 @@
-// Where tests find the real SmolLM2-135M-Instruct Q4_1 GGUF: $BRAID_MODEL, which
-// `make test` sets (scripts/fetch_model.sh prints the path). Tests that need the
-// model fail, never skip, when it is not set.
+// Where tests find the real SmolLM2-135M-Instruct Q4_1 GGUF: $BRAID_MODEL,
+// which `make test` sets (scripts/fetch_model.sh prints the path). Tests that
+// need the model fail, never skip, when it is not set.
 #ifndef BRAID_MODEL_TESTING_MODEL_PATH_H_
 #define BRAID_MODEL_TESTING_MODEL_PATH_H_
 

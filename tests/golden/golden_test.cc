@@ -77,7 +77,8 @@ class GoldenTest : public ::testing::Test {
     while (std::getline(tsv, line)) {
       std::vector<absl::string_view> cols = absl::StrSplit(line, '\t');
       ASSERT_EQ(cols.size(), 3u) << line;
-      cases_->push_back({FromHex(cols[0]), ParseIds(cols[1]), ParseIds(cols[2])});
+      cases_->push_back(
+          {FromHex(cols[0]), ParseIds(cols[1]), ParseIds(cols[2])});
     }
     std::ifstream bin(std::string(kDir) + "generate_logits.f16",
                       std::ios::binary);
@@ -106,8 +107,8 @@ TEST_F(GoldenTest, TokenizationMatchesLlamaCpp) {
 TEST_F(GoldenTest, GreedyTokensMatchLlamaCpp) {
   int same = 0, total = 0;
   for (const Case& c : *cases_) {
-    model::KvCache kv = model_->NewKvCache(
-        static_cast<int>(c.prompt_ids.size()) + kNumTokens);
+    model::KvCache kv =
+        model_->NewKvCache(static_cast<int>(c.prompt_ids.size()) + kNumTokens);
     std::vector<float> logits;
     ASSERT_TRUE(model_->Forward(c.prompt_ids, kv, false, &logits).ok());
     std::vector<int32_t> got;
@@ -125,8 +126,7 @@ TEST_F(GoldenTest, GreedyTokensMatchLlamaCpp) {
     total += kNumTokens;
     EXPECT_GE(prefix, 8) << "first tokens differ for: " << c.prompt;
     std::printf("greedy: %2d/%d identical, first divergence at %2d: %s\n",
-                case_same, kNumTokens, prefix,
-                c.prompt.substr(0, 40).c_str());
+                case_same, kNumTokens, prefix, c.prompt.substr(0, 40).c_str());
   }
   const double ratio = static_cast<double>(same) / total;
   std::printf("greedy tokens identical to llama.cpp: %d/%d (%.1f%%)\n", same,
@@ -142,8 +142,8 @@ TEST_F(GoldenTest, LogitsCosineAtLeast0999) {
     // Teacher-forced on llama.cpp's tokens, evaluated the way the fixture
     // was made: the prompt in one call, then one token per call. The logits
     // that chose token i come after prompt + greedy[0..i-1].
-    model::KvCache kv = model_->NewKvCache(
-        static_cast<int>(c.prompt_ids.size()) + kNumTokens);
+    model::KvCache kv =
+        model_->NewKvCache(static_cast<int>(c.prompt_ids.size()) + kNumTokens);
     std::vector<float> logits;
     for (int i = 0; i < kNumTokens; ++i) {
       if (i == 0) {
@@ -153,8 +153,7 @@ TEST_F(GoldenTest, LogitsCosineAtLeast0999) {
             model_->Forward({c.greedy_ids[i - 1]}, kv, false, &logits).ok());
       }
       const float* ours = logits.data();
-      const uint16_t* theirs =
-          logits_->data() + (p * kNumTokens + i) * n_vocab;
+      const uint16_t* theirs = logits_->data() + (p * kNumTokens + i) * n_vocab;
       double dot = 0, a2 = 0, b2 = 0;
       for (int v = 0; v < n_vocab; ++v) {
         const double a = ours[v];
