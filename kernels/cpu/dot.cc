@@ -28,12 +28,25 @@ float DotBF16F32(const uint16_t* w, const float* x, int64_t n) {
   return UseAvx2() ? internal::DotBF16F32Avx2(w, x, n)
                    : internal::DotBF16F32Scalar(w, x, n);
 }
+float DotF16F32Vec(const uint16_t* x, const float* y, int64_t n) {
+  return UseAvx2() ? internal::DotF16F32VecAvx2(x, y, n)
+                   : internal::DotF16F32VecScalar(x, y, n);
+}
+float DotF16F32Gemm(const uint16_t* x, const float* y, int64_t n) {
+  return UseAvx2() ? internal::DotF16F32GemmAvx2(x, y, n)
+                   : internal::DotF16F32GemmScalar(x, y, n);
+}
 void AxpyF16(float a, const uint16_t* x, float* y, int64_t n) {
   if (UseAvx2()) return internal::AxpyF16Avx2(a, x, y, n);
   internal::AxpyF16Scalar(a, x, y, n);
 }
 void Scale(float a, float* y, int64_t n) {
   for (int64_t i = 0; i < n; ++i) y[i] *= a;
+}
+
+void AddF32(const float* x, float* y, int64_t n) {
+  if (UseAvx2()) return internal::AddF32Avx2(x, y, n);
+  internal::AddF32Scalar(x, y, n);
 }
 
 float DotRow(DType weight_type, const void* w, const void* x, int64_t n) {

@@ -23,10 +23,26 @@ float DotF32F32(const float* w, const float* x, int64_t n);
 float DotF16F32(const uint16_t* w, const float* x, int64_t n);
 float DotBF16F32(const uint16_t* w, const float* x, int64_t n);
 
-// y[i] += a * x[i], x in fp16.
+// Dots of an fp16 row with an f32 row that holds fp16 values (a query or
+// softmax row already rounded to fp16), summed in the exact order of one of
+// llama.cpp's F16 matmul kernels (its AVX-512 build), for attention that
+// reproduces llama.cpp bit for bit:
+//   DotF16F32Vec: ggml_vec_dot_f16, used for one-token batches: 4 accumulators
+//     of 16 lanes over steps of 64 elements, pairwise-combined, lanes reduced
+//     (ggml_reduce.h), then the n % 64 tail added in double.
+//   DotF16F32Gemm: llamafile's tinyBLAS, used for batches of 2+ tokens: one
+//     16-lane accumulator over the whole row, then the lane reduction.
+//     n must be a multiple of 16 (tinyBLAS declines other sizes).
+// Every product is one fused multiply-add (exact, since fp16 x fp16 fits).
+float DotF16F32Vec(const uint16_t* x, const float* y, int64_t n);
+float DotF16F32Gemm(const uint16_t* x, const float* y, int64_t n);
+
+// y[i] += a * x[i] (one fused multiply-add per element), x in fp16.
 void AxpyF16(float a, const uint16_t* x, float* y, int64_t n);
 // y[i] *= a.
 void Scale(float a, float* y, int64_t n);
+// y[i] += x[i].
+void AddF32(const float* x, float* y, int64_t n);
 
 // Dot of a row of `weight_type` with an activation row already in
 // ActivationDType(weight_type).
@@ -40,6 +56,9 @@ float DotF32F32Scalar(const float* w, const float* x, int64_t n);
 float DotF16F32Scalar(const uint16_t* w, const float* x, int64_t n);
 float DotBF16F32Scalar(const uint16_t* w, const float* x, int64_t n);
 void AxpyF16Scalar(float a, const uint16_t* x, float* y, int64_t n);
+void AddF32Scalar(const float* x, float* y, int64_t n);
+float DotF16F32VecScalar(const uint16_t* x, const float* y, int64_t n);
+float DotF16F32GemmScalar(const uint16_t* x, const float* y, int64_t n);
 
 float DotQ4_0Q8_0Avx2(const BlockQ4_0* w, const BlockQ8_0* x, int64_t n);
 float DotQ4_1Q8_1Avx2(const BlockQ4_1* w, const BlockQ8_1* x, int64_t n);
@@ -48,6 +67,9 @@ float DotF32F32Avx2(const float* w, const float* x, int64_t n);
 float DotF16F32Avx2(const uint16_t* w, const float* x, int64_t n);
 float DotBF16F32Avx2(const uint16_t* w, const float* x, int64_t n);
 void AxpyF16Avx2(float a, const uint16_t* x, float* y, int64_t n);
+void AddF32Avx2(const float* x, float* y, int64_t n);
+float DotF16F32VecAvx2(const uint16_t* x, const float* y, int64_t n);
+float DotF16F32GemmAvx2(const uint16_t* x, const float* y, int64_t n);
 }  // namespace internal
 
 }  // namespace braid::kernels::cpu

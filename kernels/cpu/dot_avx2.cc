@@ -3,19 +3,17 @@
 // follow ggml's x86 kernels: nibbles unpacked to bytes, maddubs, madd, fma.
 #include <immintrin.h>
 
+#include <cmath>
+
 #include "kernels/cpu/dot.h"
+#include "kernels/cpu/ggml_reduce.h"
 
 #define BRAID_AVX2 __attribute__((target("avx2,fma,f16c")))
 
 namespace braid::kernels::cpu::internal {
 namespace {
 
-BRAID_AVX2 inline float HorizontalSum(__m256 v) {
-  __m128 r = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
-  r = _mm_add_ps(r, _mm_movehl_ps(r, r));
-  r = _mm_add_ss(r, _mm_movehdup_ps(r));
-  return _mm_cvtss_f32(r);
-}
+BRAID_AVX2 inline float HorizontalSum(__m256 v) { return HorizontalSum8(v); }
 
 // 16 bytes of packed nibbles -> 32 bytes: low nibbles in the low lane, high in
 // high.
@@ -147,6 +145,59 @@ BRAID_AVX2 float DotBF16F32Avx2(const uint16_t* w, const float* x, int64_t n) {
   return sum;
 }
 
+BRAID_AVX2 void AddF32Avx2(const float* x, float* y, int64_t n) {
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    _mm256_storeu_ps(
+        y + i, _mm256_add_ps(_mm256_loadu_ps(y + i), _mm256_loadu_ps(x + i)));
+  }
+  for (; i < n; ++i) y[i] += x[i];
+}
+
+// acc + x[0..8) * y[0..8), x in fp16.
+BRAID_AVX2 inline __m256 FmaF16(const uint16_t* x, const float* y, __m256 acc) {
+  return _mm256_fmadd_ps(LoadF16(x), _mm256_loadu_ps(y), acc);
+}
+
+BRAID_AVX2 float DotF16F32VecAvx2(const uint16_t* x, const float* y,
+                                  int64_t n) {
+  // aN_lo / aN_hi are lanes 0..7 / 8..15 of ggml's accumulator N.
+  __m256 a0_lo = _mm256_setzero_ps(), a0_hi = _mm256_setzero_ps();
+  __m256 a1_lo = _mm256_setzero_ps(), a1_hi = _mm256_setzero_ps();
+  __m256 a2_lo = _mm256_setzero_ps(), a2_hi = _mm256_setzero_ps();
+  __m256 a3_lo = _mm256_setzero_ps(), a3_hi = _mm256_setzero_ps();
+  const int64_t np = n - n % 64;
+  for (int64_t i = 0; i < np; i += 64) {
+    a0_lo = FmaF16(x + i, y + i, a0_lo);
+    a0_hi = FmaF16(x + i + 8, y + i + 8, a0_hi);
+    a1_lo = FmaF16(x + i + 16, y + i + 16, a1_lo);
+    a1_hi = FmaF16(x + i + 24, y + i + 24, a1_hi);
+    a2_lo = FmaF16(x + i + 32, y + i + 32, a2_lo);
+    a2_hi = FmaF16(x + i + 40, y + i + 40, a2_hi);
+    a3_lo = FmaF16(x + i + 48, y + i + 48, a3_lo);
+    a3_hi = FmaF16(x + i + 56, y + i + 56, a3_hi);
+  }
+  a0_lo = _mm256_add_ps(a0_lo, a2_lo);
+  a0_hi = _mm256_add_ps(a0_hi, a2_hi);
+  a1_lo = _mm256_add_ps(a1_lo, a3_lo);
+  a1_hi = _mm256_add_ps(a1_hi, a3_hi);
+  a0_lo = _mm256_add_ps(a0_lo, a1_lo);
+  a0_hi = _mm256_add_ps(a0_hi, a1_hi);
+  double sum = ReduceAdd16(a0_lo, a0_hi);
+  for (int64_t i = np; i < n; ++i) sum += H2F(x[i]) * y[i];
+  return static_cast<float>(sum);
+}
+
+BRAID_AVX2 float DotF16F32GemmAvx2(const uint16_t* x, const float* y,
+                                   int64_t n) {
+  __m256 lo = _mm256_setzero_ps(), hi = _mm256_setzero_ps();
+  for (int64_t i = 0; i + 16 <= n; i += 16) {
+    lo = FmaF16(x + i, y + i, lo);
+    hi = FmaF16(x + i + 8, y + i + 8, hi);
+  }
+  return ReduceAdd16(lo, hi);
+}
+
 BRAID_AVX2 void AxpyF16Avx2(float a, const uint16_t* x, float* y, int64_t n) {
   const __m256 va = _mm256_set1_ps(a);
   int64_t i = 0;
@@ -154,7 +205,7 @@ BRAID_AVX2 void AxpyF16Avx2(float a, const uint16_t* x, float* y, int64_t n) {
     _mm256_storeu_ps(
         y + i, _mm256_fmadd_ps(va, LoadF16(x + i), _mm256_loadu_ps(y + i)));
   }
-  for (; i < n; ++i) y[i] += a * H2F(x[i]);
+  for (; i < n; ++i) y[i] = std::fmaf(a, H2F(x[i]), y[i]);
 }
 
 }  // namespace braid::kernels::cpu::internal

@@ -1,6 +1,9 @@
 // Portable scalar dot products (the reference path and the non-AVX2 fallback).
+#include <cmath>
+
 #include "kernels/cpu/dot.h"
 #include "kernels/cpu/fp16.h"
+#include "kernels/cpu/ggml_reduce.h"
 
 namespace braid::kernels::cpu::internal {
 
@@ -60,7 +63,35 @@ float DotBF16F32Scalar(const uint16_t* w, const float* x, int64_t n) {
 }
 
 void AxpyF16Scalar(float a, const uint16_t* x, float* y, int64_t n) {
-  for (int64_t i = 0; i < n; ++i) y[i] += a * Fp16ToFp32(x[i]);
+  for (int64_t i = 0; i < n; ++i) y[i] = std::fmaf(a, Fp16ToFp32(x[i]), y[i]);
+}
+
+void AddF32Scalar(const float* x, float* y, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) y[i] += x[i];
+}
+
+float DotF16F32VecScalar(const uint16_t* x, const float* y, int64_t n) {
+  float acc[64] = {};  // 4 accumulators x 16 lanes
+  const int64_t np = n - n % 64;
+  for (int64_t i = 0; i < np; ++i) {
+    acc[i % 64] = std::fmaf(Fp16ToFp32(x[i]), y[i], acc[i % 64]);
+  }
+  for (int l = 0; l < 16; ++l) {
+    acc[l] += acc[l + 32];
+    acc[l + 16] += acc[l + 48];
+  }
+  for (int l = 0; l < 16; ++l) acc[l] += acc[l + 16];
+  double sum = ReduceAdd16(acc);
+  for (int64_t i = np; i < n; ++i) sum += Fp16ToFp32(x[i]) * y[i];
+  return static_cast<float>(sum);
+}
+
+float DotF16F32GemmScalar(const uint16_t* x, const float* y, int64_t n) {
+  float acc[16] = {};
+  for (int64_t i = 0; i < n; ++i) {
+    acc[i % 16] = std::fmaf(Fp16ToFp32(x[i]), y[i], acc[i % 16]);
+  }
+  return ReduceAdd16(acc);
 }
 
 }  // namespace braid::kernels::cpu::internal

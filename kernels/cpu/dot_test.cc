@@ -100,5 +100,66 @@ TEST(DotTest, ExtremeValuesDoNotSaturate) {
   }
 }
 
+std::vector<uint16_t> RandomF16Row(int n, uint32_t seed) {
+  std::vector<uint16_t> h(n);
+  const std::vector<float> x = RandomRow(n, seed);
+  for (int i = 0; i < n; ++i) h[i] = Fp32ToFp16(x[i]);
+  return h;
+}
+
+// The ggml-ordered F16 dots: both paths bit-identical (they mirror one
+// summation order), each close to the exact dot, and Vec's n % 64 tail counted.
+TEST(DotTest, F16DotsInGgmlOrderAgreeAcrossPaths) {
+  for (int n : {16, 64, 80, 256, 1000}) {
+    const std::vector<uint16_t> x = RandomF16Row(n, n);
+    const std::vector<uint16_t> y16 = RandomF16Row(n, n + 1);
+    std::vector<float> y(n);
+    for (int i = 0; i < n; ++i) y[i] = Fp16ToFp32(y16[i]);
+    double ref = 0;
+    for (int i = 0; i < n; ++i) ref += double{Fp16ToFp32(x[i])} * y[i];
+    const float vec = DotF16F32Vec(x.data(), y.data(), n);
+    SetForceScalarForTesting(true);
+    const float vec_scalar = DotF16F32Vec(x.data(), y.data(), n);
+    SetForceScalarForTesting(false);
+    EXPECT_EQ(vec, vec_scalar) << n;
+    EXPECT_NEAR(vec, ref, 1e-5 * n) << n;
+    if (n % 16 == 0) {
+      const float gemm = DotF16F32Gemm(x.data(), y.data(), n);
+      SetForceScalarForTesting(true);
+      const float gemm_scalar = DotF16F32Gemm(x.data(), y.data(), n);
+      SetForceScalarForTesting(false);
+      EXPECT_EQ(gemm, gemm_scalar) << n;
+      EXPECT_NEAR(gemm, ref, 1e-5 * n) << n;
+    }
+  }
+}
+
+// Lane order is observable: 2^24 + 1 - 2^24 loses the 1 when the three land
+// in one lane in that order, and keeps it when the 1 is summed last.
+TEST(DotTest, F16DotsUseGgmlLaneLayout) {
+  std::vector<uint16_t> x(64, Fp32ToFp16(0.0f));
+  std::vector<float> y(64, 1.0f);
+  // Elements 0, 16, 32 share lane 0 of tinyBLAS's one accumulator, but sit in
+  // three of ggml_vec_dot_f16's four accumulators, which add 0+2 first.
+  x[0] = Fp32ToFp16(2048.0f);
+  y[0] = 8192.0f;  // 2^24
+  x[16] = Fp32ToFp16(1.0f);
+  x[32] = Fp32ToFp16(-2048.0f);
+  y[32] = 8192.0f;
+  for (bool scalar : {false, true}) {
+    SetForceScalarForTesting(scalar);
+    EXPECT_EQ(DotF16F32Gemm(x.data(), y.data(), 64), 0.0f) << scalar;
+    EXPECT_EQ(DotF16F32Vec(x.data(), y.data(), 64), 1.0f) << scalar;
+  }
+  SetForceScalarForTesting(false);
+}
+
+TEST(DotTest, AddF32) {
+  std::vector<float> x = RandomRow(19, 1), y = RandomRow(19, 2), want(19);
+  for (int i = 0; i < 19; ++i) want[i] = y[i] + x[i];
+  AddF32(x.data(), y.data(), 19);
+  EXPECT_EQ(y, want);
+}
+
 }  // namespace
 }  // namespace braid::kernels::cpu

@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <cmath>
 
+#include "kernels/cpu/vec_math.h"
+
 namespace braid::kernels::cpu {
 
 void RmsNorm(const float* x, const float* weight, int64_t n_rows, int64_t n,
@@ -10,8 +12,12 @@ void RmsNorm(const float* x, const float* weight, int64_t n_rows, int64_t n,
   for (int64_t r = 0; r < n_rows; ++r) {
     const float* xr = x + r * n;
     float* yr = y + r * n;
-    double sum = 0.0;  // ggml accumulates in ggml_float (double).
-    for (int64_t i = 0; i < n; ++i) sum += static_cast<double>(xr[i]) * xr[i];
+    // As ggml: float squares summed in ggml_float (double).
+    double sum = 0.0;
+    for (int64_t i = 0; i < n; ++i) {
+      const float square = xr[i] * xr[i];
+      sum += static_cast<double>(square);
+    }
     const float scale = 1.0f / std::sqrt(static_cast<float>(sum / n) + eps);
     for (int64_t i = 0; i < n; ++i) yr[i] = xr[i] * scale * weight[i];
   }
@@ -30,8 +36,9 @@ void RopeNormal(float* x, const int32_t* positions, int64_t n_tok,
         float* xh = x + (t * n_head + h) * head_dim;
         const float x0 = xh[i];
         const float x1 = xh[i + 1];
-        xh[i] = x0 * c - x1 * s;
-        xh[i + 1] = x0 * s + x1 * c;
+        // The fused forms GCC gives ggml's x0*c - x1*s and x0*s + x1*c.
+        xh[i] = std::fma(x0, c, -(x1 * s));
+        xh[i + 1] = std::fma(x0, s, x1 * c);
       }
       theta *= theta_scale;
     }
@@ -39,10 +46,7 @@ void RopeNormal(float* x, const int32_t* positions, int64_t n_tok,
 }
 
 void SiluMul(float* gate, const float* up, int64_t n) {
-  for (int64_t i = 0; i < n; ++i) {
-    const float g = gate[i];
-    gate[i] = g / (1.0f + std::exp(-g)) * up[i];
-  }
+  SwiGlu(gate, up, gate, n);
 }
 
 void Softmax(float* x, int64_t n) {

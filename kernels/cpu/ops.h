@@ -7,19 +7,23 @@
 
 namespace braid::kernels::cpu {
 
-// y[r] = x[r] / sqrt(mean(x[r]^2) + eps) * weight for each of n_rows rows.
+// y[r] = x[r] / sqrt(mean(x[r]^2) + eps) * weight for each of n_rows rows,
+// rounded like ggml's rms_norm followed by mul.
 // x, y: [n_rows, n]; weight: [n]. y may alias x.
 void RmsNorm(const float* x, const float* weight, int64_t n_rows, int64_t n,
              float eps, float* y);
 
 // In-place rotary embedding, GGUF/ggml "normal" mode: within each head the
 // adjacent pairs (x[2i], x[2i+1]) for 2i < n_rot rotate by
-// theta = pos * base^(-2i / n_rot).
+// theta = pos * base^(-2i / n_rot), with theta, cos and sin computed in
+// float as ggml does (successive products by base^(-2 / n_rot)).
 // x: [n_tok, n_head, head_dim]; positions: [n_tok].
 void RopeNormal(float* x, const int32_t* positions, int64_t n_tok,
                 int64_t n_head, int64_t head_dim, int64_t n_rot, float base);
 
-// gate[i] = silu(gate[i]) * up[i]; silu(v) = v / (1 + exp(-v)).
+// gate[i] = silu(gate[i]) * up[i]; silu(v) = v / (1 + exp(-v)), with ggml's
+// exp (vec_math.h SwiGlu; its 16-element groups run over the flat array, so
+// rows match ggml's per-row grouping when their length is a multiple of 16).
 void SiluMul(float* gate, const float* up, int64_t n);
 
 // In-place softmax over x[0..n).
