@@ -27,7 +27,9 @@ def runfile(path):
         p = os.path.join(base, os.environ.get("TEST_WORKSPACE", "braid"), path)
         if os.path.exists(p):
             return p
-    return os.path.abspath(path)
+    # Outside Bazel (benchmarks run from the repository root).
+    built = os.path.abspath(os.path.join("bazel-bin", path))
+    return built if os.path.exists(built) else os.path.abspath(path)
 
 
 def load_stubs():
