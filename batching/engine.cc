@@ -4,7 +4,9 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
 #include "batching/stop_matcher.h"
+#include "model/tokenizer/streaming_detokenizer.h"
 
 namespace braid::batching {
 namespace {
@@ -15,10 +17,11 @@ double Seconds(absl::Time from, absl::Time to) {
 
 }  // namespace
 
-// Engine-thread state of one request.
-struct Engine::Sequence {
-  Sequence(GenerationRequest r, std::shared_ptr<OutputSink> s, uint64_t h,
-           const model::Tokenizer& tokenizer)
+// Engine-thread state of one request (built by Submit, then owned by the
+// engine thread).
+struct Engine::Active {
+  Active(GenerationRequest r, std::shared_ptr<OutputSink> s, uint64_t h,
+         const model::Tokenizer& tokenizer)
       : request(std::move(r)),
         sink(std::move(s)),
         handle(h),
@@ -32,18 +35,19 @@ struct Engine::Sequence {
   Sampler sampler;
   model::StreamingDetokenizer detokenizer;
   StopMatcher stop;
-  std::optional<model::KvCache> kv;
-  int num_computed_tokens = 0;  // prompt + output tokens in the KV cache
-  std::vector<int32_t> output;
-  int32_t next_input = -1;  // last sampled token, fed next step
+  int num_output = 0;
+  bool waiting = true;  // counted by admission control
   absl::Time first_scheduled = absl::InfinitePast();
   absl::Time first_token = absl::InfinitePast();
-  bool cancelled = false;
 };
 
-Engine::Engine(model::LlamaModel* model, const model::Tokenizer* tokenizer,
-               const EngineOptions& options)
-    : model_(model), tokenizer_(tokenizer), options_(options) {
+Engine::Engine(Executor* executor, const model::Tokenizer* tokenizer,
+               const EngineOptions& options, WorkQueues queues)
+    : executor_(executor),
+      tokenizer_(tokenizer),
+      options_(options),
+      scheduler_(options.scheduler, std::move(queues)) {
+  PublishStats();
   thread_ = std::thread([this] { Loop(); });
 }
 
@@ -51,22 +55,36 @@ Engine::~Engine() { Shutdown(); }
 
 absl::StatusOr<uint64_t> Engine::Submit(GenerationRequest request,
                                         std::shared_ptr<OutputSink> sink) {
+  const int64_t prompt_tokens = static_cast<int64_t>(request.prompt.size());
+  const int64_t pool_tokens =
+      int64_t{options_.scheduler.num_blocks} * options_.scheduler.block_size;
   absl::MutexLock lock(&mu_);
   if (shutdown_) return absl::UnavailableError("the engine is shutting down");
-  if (static_cast<int>(waiting_.size()) >= options_.max_waiting) {
+  if (prompt_tokens + request.max_tokens > pool_tokens) {
     return absl::ResourceExhaustedError(
-        absl::StrCat("waiting queue is full (", options_.max_waiting,
-                     " requests, --max_waiting); retry later"));
+        absl::StrCat("the request needs ", prompt_tokens + request.max_tokens,
+                     " tokens of KV cache but the whole pool holds ",
+                     pool_tokens, " (--kv_budget_mb / --kv_budget_tokens)"));
+  }
+  if (stats_.waiting >= options_.max_waiting_requests) {
+    return absl::ResourceExhaustedError(
+        absl::StrCat("waiting queue is full: ", stats_.waiting,
+                     " requests are waiting (--max_waiting_requests=",
+                     options_.max_waiting_requests, "); retry later"));
+  }
+  if (stats_.waiting_tokens + prompt_tokens > options_.max_waiting_tokens) {
+    return absl::ResourceExhaustedError(absl::StrCat(
+        "waiting queue is full: ", stats_.waiting_tokens,
+        " prompt tokens are waiting and this request adds ", prompt_tokens,
+        " (--max_waiting_tokens=", options_.max_waiting_tokens,
+        "); retry later"));
   }
   const uint64_t handle = next_handle_++;
-  auto seq = std::make_unique<Sequence>(std::move(request), std::move(sink),
-                                        handle, *tokenizer_);
-  // Stable order by priority: after every waiting request of >= priority.
-  auto at = std::find_if(waiting_.begin(), waiting_.end(), [&](const auto& w) {
-    return w->request.priority < seq->request.priority;
-  });
-  waiting_.insert(at, std::move(seq));
-  stats_.waiting = static_cast<int>(waiting_.size());
+  ++stats_.requests;
+  ++stats_.waiting;
+  stats_.waiting_tokens += prompt_tokens;
+  inbox_.push_back(std::make_unique<Active>(std::move(request), std::move(sink),
+                                            handle, *tokenizer_));
   return handle;
 }
 
@@ -83,179 +101,196 @@ EngineStats Engine::Stats() const {
 void Engine::Shutdown() {
   {
     absl::MutexLock lock(&mu_);
-    if (shutdown_) return;
     shutdown_ = true;
   }
   if (thread_.joinable()) thread_.join();
 }
 
-void Engine::AdmitLocked() {
-  // Cancels apply to waiting and running requests alike.
-  for (uint64_t handle : cancels_) {
-    for (auto& w : waiting_) {
-      if (w->handle == handle) w->cancelled = true;
-    }
-    for (auto& r : running_) {
-      if (r->handle == handle) r->cancelled = true;
-    }
-  }
-  cancels_.clear();
-  for (auto it = waiting_.begin(); it != waiting_.end();) {
-    if ((*it)->cancelled || shutdown_) {
-      running_.push_back(std::move(*it));  // finished as cancelled below
-      it = waiting_.erase(it);
-    } else {
-      ++it;
-    }
-  }
-  while (!waiting_.empty() &&
-         static_cast<int>(running_.size()) < options_.max_running) {
-    running_.push_back(std::move(waiting_.front()));
-    waiting_.pop_front();
-  }
-  stats_.waiting = static_cast<int>(waiting_.size());
-}
-
 void Engine::Loop() {
-  for (;;) {
-    {
-      absl::MutexLock lock(&mu_);
-      auto has_work = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-        return shutdown_ || !waiting_.empty() || !cancels_.empty() ||
-               !running_.empty();
-      };
-      mu_.Await(absl::Condition(&has_work));
-      if (shutdown_) {
-        for (auto& r : running_) r->cancelled = true;
-      }
-      AdmitLocked();
-      if (shutdown_ && running_.empty()) return;
+  while (DrainInbox()) {
+    if (!active_.empty()) RunStep();
+    PublishStats();
+  }
+  PublishStats();
+}
+
+bool Engine::DrainInbox() {
+  std::vector<std::unique_ptr<Active>> incoming;
+  std::vector<uint64_t> cancels;
+  bool shutdown;
+  {
+    absl::MutexLock lock(&mu_);
+    auto has_work = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+      return shutdown_ || busy_ || !inbox_.empty() || !cancels_.empty();
+    };
+    mu_.Await(absl::Condition(&has_work));
+    incoming.swap(inbox_);
+    cancels.swap(cancels_);
+    shutdown = shutdown_;
+  }
+  for (auto& a : incoming) {
+    const uint64_t id = a->handle;
+    scheduler_.Add(id, a->request.prompt, a->request.priority,
+                   a->request.tenant);
+    active_[id] = std::move(a);
+  }
+  for (uint64_t id : cancels) {
+    auto it = active_.find(id);
+    if (it != active_.end()) {
+      Finish(*it->second, FinishReason::kCancelled, absl::OkStatus());
     }
-    for (auto it = running_.begin(); it != running_.end();) {
-      Sequence& seq = **it;
-      bool done = false;
-      if (seq.cancelled) {
-        Finish(seq, FinishReason::kCancelled, absl::OkStatus());
-        done = true;
-      } else {
-        done = Step(seq);
-      }
-      if (done) {
-        it = running_.erase(it);
-      } else {
-        ++it;
-      }
+  }
+  if (shutdown) {
+    while (!active_.empty()) {
+      Finish(*active_.begin()->second, FinishReason::kCancelled,
+             absl::OkStatus());
     }
+  }
+  return !shutdown;
+}
+
+void Engine::RunStep() {
+  StepPlan plan = scheduler_.Schedule();
+  if (plan.empty()) {
+    // Nothing fits now (Submit keeps out requests that never fit); wait for
+    // the inbox instead of spinning.
+    absl::MutexLock lock(&mu_);
+    auto inbox = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+      return shutdown_ || !inbox_.empty() || !cancels_.empty();
+    };
+    mu_.AwaitWithTimeout(absl::Condition(&inbox), absl::Milliseconds(50));
+    return;
+  }
+  const absl::Time now = absl::Now();
+  std::vector<Sampler*> samplers;
+  samplers.reserve(plan.sequences.size());
+  int64_t started = 0, started_tokens = 0;
+  for (const ScheduledSequence& s : plan.sequences) {
+    Active& a = *active_.at(s.request_id);
+    samplers.push_back(&a.sampler);
+    if (a.waiting) {
+      a.waiting = false;
+      a.first_scheduled = now;
+      ++started;
+      started_tokens += static_cast<int64_t>(a.request.prompt.size());
+    }
+  }
+  if (started > 0) {
+    absl::MutexLock lock(&mu_);
+    stats_.waiting -= static_cast<int>(started);
+    stats_.waiting_tokens -= started_tokens;
+  }
+  absl::StatusOr<StepOutput> output =
+      executor_->Execute(plan, absl::MakeConstSpan(samplers));
+  if (!output.ok()) {
+    // A failed step fails its requests only; the others go on.
+    const absl::Status error = absl::InternalError(
+        absl::StrCat("forward pass failed: ", output.status().message()));
+    for (const ScheduledSequence& s : plan.sequences) {
+      Finish(*active_.at(s.request_id), FinishReason::kNone, error);
+    }
+    return;
+  }
+  scheduler_.Update(plan, *output);
+  for (size_t i = 0; i < plan.sequences.size(); ++i) {
+    if (!plan.sequences[i].sample) continue;
+    OnToken(*active_.at(plan.sequences[i].request_id), output->tokens[i]);
   }
 }
 
-bool Engine::Step(Sequence& seq) {
-  const int prompt_len = static_cast<int>(seq.request.prompt.size());
-  if (!seq.kv) {
-    seq.kv.emplace(model_->NewKvCache(
-        prompt_len + static_cast<int>(seq.request.max_tokens)));
-    seq.first_scheduled = absl::Now();
-    absl::MutexLock lock(&mu_);
-    stats_.kv_tokens_reserved += seq.kv->capacity();
-    ++stats_.running;
-  }
-  absl::Span<const int32_t> input;
-  if (seq.num_computed_tokens < prompt_len) {
-    const int n =
-        std::min(options_.prefill_chunk, prompt_len - seq.num_computed_tokens);
-    input = absl::MakeConstSpan(seq.request.prompt)
-                .subspan(seq.num_computed_tokens, n);
-  } else {
-    input = absl::MakeConstSpan(&seq.next_input, 1);
-  }
-  absl::Status status = model_->Forward(input, *seq.kv, false, &logits_);
-  if (!status.ok()) {
-    Finish(seq, FinishReason::kNone,
-           absl::InternalError(
-               absl::StrCat("forward pass failed: ", status.message())));
-    return true;
-  }
-  seq.num_computed_tokens += static_cast<int>(input.size());
-  if (seq.num_computed_tokens < prompt_len) return false;
-
-  SampledToken token = seq.sampler.Sample(absl::MakeSpan(logits_));
-  if (seq.output.empty()) seq.first_token = absl::Now();
-  seq.output.push_back(token.token_id);
-  seq.next_input = token.token_id;
-
-  const auto& stop_ids = seq.request.stop_token_ids;
+void Engine::OnToken(Active& a, const SampledToken& token) {
+  if (a.num_output == 0) a.first_token = absl::Now();
+  ++a.num_output;
+  const auto& stop_ids = a.request.stop_token_ids;
   if (std::find(stop_ids.begin(), stop_ids.end(), token.token_id) !=
       stop_ids.end()) {
-    Finish(seq, FinishReason::kStop, absl::OkStatus(),
+    Finish(a, FinishReason::kStop, absl::OkStatus(),
            absl::StrCat(token.token_id));
-    return true;
+    return;
   }
-  if (!seq.request.ignore_eos &&
-      tokenizer_->IsEndOfGeneration(token.token_id)) {
-    Finish(seq, FinishReason::kEos, absl::OkStatus());
-    return true;
+  if (!a.request.ignore_eos && tokenizer_->IsEndOfGeneration(token.token_id)) {
+    Finish(a, FinishReason::kEos, absl::OkStatus());
+    return;
   }
-  if (EmitToken(seq, token)) return true;
-  if (static_cast<int64_t>(seq.output.size()) >= seq.request.max_tokens) {
-    Finish(seq, FinishReason::kLength, absl::OkStatus());
-    return true;
-  }
-  if (seq.num_computed_tokens >= seq.kv->capacity()) {
-    Finish(seq, FinishReason::kContextFull, absl::OkStatus());
-    return true;
-  }
-  return false;
-}
-
-bool Engine::EmitToken(Sequence& seq, const SampledToken& token) {
   OutputChunk chunk;
   chunk.token_ids.push_back(token.token_id);
-  if (seq.request.sampling.logprobs) chunk.logprobs.push_back(token);
-  StopMatcher::Result r = seq.stop.Push(seq.detokenizer.Push(token.token_id));
+  if (a.request.sampling.logprobs) chunk.logprobs.push_back(token);
+  StopMatcher::Result r = a.stop.Push(a.detokenizer.Push(token.token_id));
   chunk.text = std::move(r.text);
-  seq.sink->Push(std::move(chunk));
+  a.sink->Push(std::move(chunk));
   // A stop string ends the request: its text is dropped, while the tokens
   // that formed it were sent.
-  if (r.stopped) Finish(seq, FinishReason::kStop, absl::OkStatus(), r.matched);
-  return r.stopped;
+  if (r.stopped) {
+    Finish(a, FinishReason::kStop, absl::OkStatus(), r.matched);
+  } else if (a.num_output >= a.request.max_tokens) {
+    Finish(a, FinishReason::kLength, absl::OkStatus());
+  } else if (static_cast<int>(a.request.prompt.size()) + a.num_output >=
+             options_.max_context_tokens) {
+    Finish(a, FinishReason::kContextFull, absl::OkStatus());
+  }
 }
 
-void Engine::Finish(Sequence& seq, FinishReason reason, absl::Status error,
+void Engine::Finish(Active& a, FinishReason reason, absl::Status error,
                     std::string matched_stop) {
   const absl::Time now = absl::Now();
   OutputChunk chunk;
   chunk.final = true;
-  chunk.error = std::move(error);
   chunk.finish_reason = reason;
   chunk.matched_stop = std::move(matched_stop);
-  if (reason != FinishReason::kStop && reason != FinishReason::kCancelled) {
+  if (error.ok() && reason != FinishReason::kStop &&
+      reason != FinishReason::kCancelled) {
     // Release what was held back for stop strings and partial characters.
-    chunk.text = seq.stop.Flush() + seq.detokenizer.Flush();
+    chunk.text = a.stop.Flush() + a.detokenizer.Flush();
   }
-  chunk.prompt_tokens = static_cast<int>(seq.request.prompt.size());
-  chunk.output_tokens = static_cast<int>(seq.output.size());
-  chunk.seed = seq.request.sampling.seed;
-  const absl::Time arrival = seq.request.arrival;
-  if (seq.first_scheduled != absl::InfinitePast()) {
-    chunk.queue_seconds = Seconds(arrival, seq.first_scheduled);
+  chunk.error = std::move(error);
+  chunk.prompt_tokens = static_cast<int>(a.request.prompt.size());
+  chunk.output_tokens = a.num_output;
+  chunk.seed = a.request.sampling.seed;
+  const absl::Time arrival = a.request.arrival;
+  if (a.first_scheduled != absl::InfinitePast()) {
+    chunk.queue_seconds = Seconds(arrival, a.first_scheduled);
   }
-  if (seq.first_token != absl::InfinitePast()) {
-    chunk.time_to_first_token_seconds = Seconds(arrival, seq.first_token);
+  if (a.first_token != absl::InfinitePast()) {
+    chunk.time_to_first_token_seconds = Seconds(arrival, a.first_token);
   }
   chunk.total_seconds = Seconds(arrival, now);
+  // Release before telling the client, so a client that sees the final
+  // chunk also sees the engine without this request.
+  scheduler_.Remove(a.handle);
   {
-    // Release before telling the client, so a client that sees the final
-    // chunk also sees the engine without this request.
     absl::MutexLock lock(&mu_);
-    if (seq.kv) {
-      stats_.kv_tokens_reserved -= seq.kv->capacity();
-      --stats_.running;
+    --stats_.requests;
+    if (a.waiting) {
+      --stats_.waiting;
+      stats_.waiting_tokens -= static_cast<int64_t>(a.request.prompt.size());
     }
-    ++(reason == FinishReason::kCancelled ? stats_.cancelled
-                                          : stats_.completed);
+    if (!chunk.error.ok()) {
+      ++stats_.failed;
+    } else if (reason == FinishReason::kCancelled) {
+      ++stats_.cancelled;
+    } else {
+      ++stats_.completed;
+    }
   }
-  seq.kv.reset();
-  seq.sink->Push(std::move(chunk));
+  std::shared_ptr<OutputSink> sink = std::move(a.sink);
+  active_.erase(a.handle);  // destroys `a`
+  PublishStats();
+  sink->Push(std::move(chunk));
+}
+
+void Engine::PublishStats() {
+  const SchedulerStats s = scheduler_.stats();
+  absl::MutexLock lock(&mu_);
+  busy_ = !active_.empty();
+  stats_.running = s.num_running;
+  stats_.queue_sizes = s.queue_sizes;
+  stats_.kv_blocks_total = s.blocks.num_blocks;
+  stats_.kv_blocks_free = s.blocks.num_free_blocks;
+  stats_.kv_blocks_cached = s.blocks.num_cached_blocks;
+  stats_.steps = s.num_steps;
+  stats_.preemptions = s.num_preemptions;
+  stats_.computed_tokens = s.num_computed_tokens;
+  stats_.prefix_hit_tokens = s.num_prefix_hit_tokens;
 }
 
 }  // namespace braid::batching

@@ -1,66 +1,82 @@
 #ifndef BRAID_BATCHING_ENGINE_H_
 #define BRAID_BATCHING_ENGINE_H_
 
+#include <array>
 #include <cstdint>
-#include <deque>
-#include <list>
 #include <memory>
 #include <thread>
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
+#include "absl/container/flat_hash_map.h"
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
+#include "batching/executor.h"
 #include "batching/request.h"
-#include "model/llama.h"
-#include "model/tokenizer/streaming_detokenizer.h"
+#include "batching/scheduler.h"
+#include "batching/work_queue.h"
 #include "model/tokenizer/tokenizer.h"
 
 namespace braid::batching {
 
 struct EngineOptions {
-  int max_running = 8;      // requests holding a KV cache at once
-  int max_waiting = 256;    // admitted but not yet running
-  int prefill_chunk = 512;  // prompt tokens per forward call
+  SchedulerOptions scheduler;
+  // Admission control: requests accepted but not yet started, and their
+  // prompt tokens. Beyond either bound Submit fails at once.
+  int max_waiting_requests = 256;
+  int64_t max_waiting_tokens = 256 * 1024;
+  // A request that reaches this many tokens (prompt + output) finishes with
+  // kContextFull.
+  int max_context_tokens = 4096;
 };
 
-// Counters for tests and operators; a consistent snapshot.
+// Counters for tests, operators and --stats_file; a consistent snapshot.
 struct EngineStats {
-  int running = 0;
-  int waiting = 0;
-  int64_t kv_tokens_reserved = 0;  // capacity of live KV caches, in tokens
+  int requests = 0;  // accepted and not finished
+  int waiting = 0;   // accepted, never scheduled yet
+  int64_t waiting_tokens = 0;
+  int running = 0;  // holding KV blocks
+  std::array<int, kNumQueues> queue_sizes = {};
+  int kv_blocks_total = 0;
+  int kv_blocks_free = 0;  // unreferenced (cached content counts as free)
+  int kv_blocks_cached = 0;
+  int64_t steps = 0;
+  int64_t preemptions = 0;
+  int64_t computed_tokens = 0;    // tokens run through the executor
+  int64_t prefix_hit_tokens = 0;  // tokens taken from the prefix cache
   int64_t completed = 0;
   int64_t cancelled = 0;
+  int64_t failed = 0;
 };
 
-// The step loop: one engine thread runs every model call.
+// The continuous-batching engine: one thread runs the step loop
+//   inbox -> Scheduler::Schedule -> Executor::Execute -> Scheduler::Update
+//   -> emit tokens, finish requests
+// and requests join and leave between steps.
 //
-// Requests enter through Submit (any thread) and wait in a FIFO by priority.
-// Each step the engine admits waiting requests up to `max_running`, then gives
-// every running request one forward call (a prefill chunk or one decode
-// token), samples, and pushes output to the request's sink. Cancel marks a
-// request; it is finished and its KV cache freed at the start of the next
-// step. Requests come and go between steps.
-//
-// This is the single-sequence-per-call engine of the first release: each
-// request owns a contiguous KV cache sized to prompt + max_tokens. Paged KV
-// and batched steps replace it in batching/'s continuous-batching engine.
+// Submit and Cancel only touch the inbox (a mutex-guarded list), so gRPC
+// reactors never block on model work. Cancellation (client cancel, deadline,
+// disconnect, shutdown) is applied at the top of the next step: the
+// request's KV blocks are freed and its sink gets a final CANCELLED chunk,
+// whatever phase it was in (queued, prefilling, decoding or preempted).
 //
 // Thread-safe: Submit, Cancel, Stats and Shutdown may be called from any
-// thread. The model and tokenizer must outlive the engine.
+// thread. The executor and tokenizer must outlive the engine.
 class Engine {
  public:
-  Engine(model::LlamaModel* model, const model::Tokenizer* tokenizer,
-         const EngineOptions& options);
+  // `queues` are the prompt / reasoning / I/O queues (streams/ makes them).
+  Engine(Executor* executor, const model::Tokenizer* tokenizer,
+         const EngineOptions& options, WorkQueues queues);
   ~Engine();  // Shutdown()
 
-  // Queues a request. RESOURCE_EXHAUSTED when the waiting queue is full.
-  // Returns a handle for Cancel.
+  // Queues a request; returns a handle for Cancel. RESOURCE_EXHAUSTED at
+  // once when the waiting work is over a bound (the message names it) or
+  // the request could never fit the KV pool; UNAVAILABLE after Shutdown.
   absl::StatusOr<uint64_t> Submit(GenerationRequest request,
                                   std::shared_ptr<OutputSink> sink);
 
-  // Cancels a request in any phase; its sink gets a final CANCELLED chunk.
-  // Unknown or finished handles are ignored.
+  // Cancels a request in any phase; its sink gets a final CANCELLED chunk
+  // within one step. Unknown or finished handles are ignored.
   void Cancel(uint64_t handle);
 
   EngineStats Stats() const;
@@ -69,32 +85,34 @@ class Engine {
   void Shutdown();
 
  private:
-  struct Sequence;
+  struct Active;
 
   void Loop();
-  void AdmitLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // Runs one forward call for `seq`; returns true when it finished.
-  bool Step(Sequence& seq);
-  // Sends one token; returns true when a stop string matched (finished).
-  bool EmitToken(Sequence& seq, const SampledToken& token);
-  // Sends the final chunk and frees the KV cache.
-  void Finish(Sequence& seq, FinishReason reason, absl::Status error,
+  // Moves the inbox into the scheduler; false when shutting down.
+  bool DrainInbox();
+  void RunStep();
+  // Handles a sampled token; finishes the request when it ends it.
+  void OnToken(Active& a, const SampledToken& token);
+  // Sends the final chunk, frees the request's blocks and forgets it.
+  void Finish(Active& a, FinishReason reason, absl::Status error,
               std::string matched_stop = "");
+  void PublishStats();
 
-  model::LlamaModel* const model_;
+  Executor* const executor_;
   const model::Tokenizer* const tokenizer_;
   const EngineOptions options_;
 
   mutable absl::Mutex mu_;
   bool shutdown_ ABSL_GUARDED_BY(mu_) = false;
+  bool busy_ ABSL_GUARDED_BY(mu_) = false;  // the engine holds requests
   uint64_t next_handle_ ABSL_GUARDED_BY(mu_) = 1;
-  std::deque<std::unique_ptr<Sequence>> waiting_ ABSL_GUARDED_BY(mu_);
+  std::vector<std::unique_ptr<Active>> inbox_ ABSL_GUARDED_BY(mu_);
   std::vector<uint64_t> cancels_ ABSL_GUARDED_BY(mu_);
   EngineStats stats_ ABSL_GUARDED_BY(mu_);
 
   // Engine thread only.
-  std::list<std::unique_ptr<Sequence>> running_;
-  std::vector<float> logits_;
+  Scheduler scheduler_;
+  absl::flat_hash_map<uint64_t, std::unique_ptr<Active>> active_;
 
   std::thread thread_;
 };

@@ -69,8 +69,10 @@ absl::StatusOr<std::vector<float>> Vector(const GgufFile& f,
 }  // namespace
 
 LlamaModel::LlamaModel(std::unique_ptr<GgufFile> file, LlamaConfig config,
-                       int num_threads)
-    : file_(std::move(file)), config_(std::move(config)), pool_(num_threads) {}
+                       const LoadOptions& opts)
+    : file_(std::move(file)),
+      config_(std::move(config)),
+      pool_(opts.num_threads, opts.spin_us) {}
 
 absl::StatusOr<std::unique_ptr<LlamaModel>> LlamaModel::Load(
     std::unique_ptr<GgufFile> file, const LoadOptions& opts) {
@@ -78,7 +80,7 @@ absl::StatusOr<std::unique_ptr<LlamaModel>> LlamaModel::Load(
   absl::StatusOr<LlamaConfig> config = LlamaConfig::FromGguf(*file);
   if (!config.ok()) return config.status();
   std::unique_ptr<LlamaModel> model(
-      new LlamaModel(std::move(file), *std::move(config), opts.num_threads));
+      new LlamaModel(std::move(file), *std::move(config), opts));
   if (absl::Status s = model->BindWeights(); !s.ok()) return s;
   return model;
 }
@@ -123,6 +125,24 @@ KvCache LlamaModel::NewKvCache(int max_tokens) const {
   return KvCache(config_.n_layer, max_tokens, config_.kv_dim());
 }
 
+int64_t LlamaModel::WeightBytes() const {
+  auto bytes = [](const k::WeightMatrix& w) {
+    return static_cast<int64_t>(k::DTypeRowBytes(w.type, w.cols)) * w.rows;
+  };
+  int64_t total = bytes(output_);
+  for (const Layer& l : layers_) {
+    for (const k::WeightMatrix* w :
+         {&l.wq, &l.wk, &l.wv, &l.wo, &l.w_gate, &l.w_up, &l.w_down}) {
+      total += bytes(*w);
+    }
+  }
+  return total;
+}
+
+PagedKvPool LlamaModel::NewPagedKvPool(int block_size, int num_blocks) const {
+  return PagedKvPool(config_.n_layer, config_.kv_dim(), block_size, num_blocks);
+}
+
 void LlamaModel::EnsureScratch(int n) {
   if (n <= scratch_.capacity) return;
   const LlamaConfig& c = config_;
@@ -138,6 +158,11 @@ void LlamaModel::EnsureScratch(int n) {
   s.gate.resize(static_cast<size_t>(n) * c.n_ff);
   s.up.resize(static_cast<size_t>(n) * c.n_ff);
   s.pos.resize(n);
+  s.tok_seq.resize(n);
+  s.out_rows.resize(n);
+  s.seqs.resize(n);  // At most one sequence per token.
+  s.rope_cs.resize(static_cast<size_t>(n) * c.n_rot);
+  s.slot.resize(n);
   size_t mm = 0;
   for (const Layer& l : layers_) {
     for (const k::WeightMatrix* w :
@@ -147,40 +172,237 @@ void LlamaModel::EnsureScratch(int n) {
   }
   mm = std::max(mm, k::MatMulScratchBytes(output_, n));
   s.matmul.resize(mm);
+  s.matmul2.resize(mm);
+  s.matmul3.resize(mm);
 }
 
-// One transformer block over n tokens whose positions are in scratch_.pos:
+void LlamaModel::NormRows(const float* x, const float* weight, int n,
+                          float* h) {
+  const LlamaConfig& c = config_;
+  constexpr int kRowsPerTask = 16;
+  auto rows = [&](int64_t t0, int64_t t1) {
+    k::RmsNorm(x + t0 * c.n_embd, weight, t1 - t0, c.n_embd, c.rms_eps,
+               h + t0 * c.n_embd);
+  };
+  if (n < 2 * kRowsPerTask) return rows(0, n);
+  pool_.ParallelFor((n + kRowsPerTask - 1) / kRowsPerTask, [&](int64_t i) {
+    rows(i * kRowsPerTask, std::min<int64_t>(n, (i + 1) * kRowsPerTask));
+  });
+}
+
+void LlamaModel::QuantizeFor(const k::WeightMatrix* const* ws, int count,
+                             const float* in, int n, int64_t cols,
+                             k::QuantizedActivations* out) {
+  std::vector<uint8_t>* bufs[] = {&scratch_.matmul, &scratch_.matmul2,
+                                  &scratch_.matmul3};
+  for (int i = 0; i < count; ++i) {
+    const k::DType act = k::ActivationDType(ws[i]->type);
+    int same = -1;
+    for (int j = 0; j < i && same < 0; ++j) {
+      if (out[j].type == act) same = j;
+    }
+    out[i] = same >= 0 ? out[same]
+                       : k::QuantizeActivations(ws[i]->type, in, n, cols,
+                                                bufs[i], &pool_);
+  }
+}
+
+// One transformer block over the batch's n tokens:
 //   x += Wo * Attn(RoPE(Wq h), RoPE(Wk h), Wv h),  h = RmsNorm(x) * attn_norm
 //   x += Wdown * (SiLU(Wgate h) * Wup h),          h = RmsNorm(x) * ffn_norm
-void LlamaModel::RunLayer(int il, int n, KvCache& kv) {
+// Every linear layer is a GEMM with a fused epilogue, one parallel section
+// each: Q, K and V together (one task per head: RoPE on Q and K, and K/V
+// rounded to fp16 into their pool slots, while the tile is in cache); Wo and
+// Wdown add into the residual; gate and up together (SiLU(gate) * up per
+// tile). The batch shares each weight fetch; attention runs per sequence over
+// the paged cache. Five parallel sections per layer.
+void LlamaModel::RunLayer(int il, const Batch& batch, const KvView& kv) {
   const LlamaConfig& c = config_;
   const Layer& l = layers_[il];
   Scratch& s = scratch_;
-  k::RmsNorm(s.x.data(), l.attn_norm.data(), n, c.n_embd, c.rms_eps,
-             s.h.data());
-  k::MatMul(l.wq, s.h.data(), n, s.q.data(), false, &pool_, &s.matmul);
-  k::MatMul(l.wk, s.h.data(), n, s.k.data(), false, &pool_, &s.matmul);
-  k::MatMul(l.wv, s.h.data(), n, s.v.data(), false, &pool_, &s.matmul);
-  k::RopeNormal(s.q.data(), s.pos.data(), n, c.n_head, c.head_dim, c.n_rot,
-                c.rope_base);
-  k::RopeNormal(s.k.data(), s.pos.data(), n, c.n_head_kv, c.head_dim, c.n_rot,
-                c.rope_base);
-  // K/V rows for positions pos[0].. go into the cache as fp16.
-  const size_t kv_dim = c.kv_dim();
-  k::Fp32ToFp16Row(s.k.data(), kv.k(il) + s.pos[0] * kv_dim, n * kv_dim);
-  k::Fp32ToFp16Row(s.v.data(), kv.v(il) + s.pos[0] * kv_dim, n * kv_dim);
+  const int n = static_cast<int>(batch.tokens.size());
+  const int64_t hd = c.head_dim;
+  const int64_t q_dim = c.n_head * hd;
+  const int64_t kv_dim = c.kv_dim();
+
+  NormRows(s.x.data(), l.attn_norm.data(), n, s.h.data());
+  const k::WeightMatrix* qkv[3] = {&l.wq, &l.wk, &l.wv};
+  k::QuantizedActivations qkv_in[3];
+  QuantizeFor(qkv, 3, s.h.data(), n, c.n_embd, qkv_in);
+  uint16_t* k_layer = kv.k + il * kv.layer_stride;
+  uint16_t* v_layer = kv.v + il * kv.layer_stride;
+  // Tasks: n_head Q heads, then n_head_kv K heads, then n_head_kv V heads.
+  pool_.ParallelFor(c.n_head + 2 * c.n_head_kv, [&](int64_t task) {
+    if (task < c.n_head) {
+      k::MatMulRows(l.wq, qkv_in[0], task * hd, (task + 1) * hd, s.q.data(),
+                    q_dim, false);
+      k::RopeApply(s.q.data(), n, q_dim, task, task + 1, hd, c.n_rot,
+                   s.rope_cs.data());
+      return;
+    }
+    const bool is_k = task < c.n_head + c.n_head_kv;
+    const int64_t h = is_k ? task - c.n_head : task - c.n_head - c.n_head_kv;
+    float* out = is_k ? s.k.data() : s.v.data();
+    k::MatMulRows(is_k ? l.wk : l.wv, qkv_in[is_k ? 1 : 2], h * hd,
+                  (h + 1) * hd, out, kv_dim, false);
+    if (is_k) {
+      k::RopeApply(out, n, kv_dim, h, h + 1, hd, c.n_rot, s.rope_cs.data());
+    }
+    uint16_t* cache = is_k ? k_layer : v_layer;
+    for (int t = 0; t < n; ++t) {
+      k::Fp32ToFp16Row(out + t * kv_dim + h * hd,
+                       cache + s.slot[t] * kv_dim + h * hd, hd);
+    }
+  });
   const k::AttentionShape shape{c.n_head, c.n_head_kv, c.head_dim};
-  k::Attention(shape, s.q.data(), s.pos.data(), n, kv.k(il), kv.v(il),
-               s.attn.data(), &pool_);
+  const k::PagedKvLayer layer{k_layer, v_layer, kv.meta, kv.block_size};
+  k::PagedAttention(shape, layer, s.q.data(), batch.meta.data(), s.seqs.data(),
+                    s.tok_seq.data(), n, s.attn.data(), &pool_);
   k::MatMul(l.wo, s.attn.data(), n, s.x.data(), /*accumulate=*/true, &pool_,
             &s.matmul);
 
-  k::RmsNorm(s.x.data(), l.ffn_norm.data(), n, c.n_embd, c.rms_eps, s.h.data());
-  k::MatMul(l.w_gate, s.h.data(), n, s.gate.data(), false, &pool_, &s.matmul);
-  k::MatMul(l.w_up, s.h.data(), n, s.up.data(), false, &pool_, &s.matmul);
-  k::SiluMul(s.gate.data(), s.up.data(), static_cast<int64_t>(n) * c.n_ff);
+  NormRows(s.x.data(), l.ffn_norm.data(), n, s.h.data());
+  const k::WeightMatrix* gate_up[2] = {&l.w_gate, &l.w_up};
+  k::QuantizedActivations ffn_in[2];
+  QuantizeFor(gate_up, 2, s.h.data(), n, c.n_embd, ffn_in);
+  // 64-row tasks keep SwiGlu's 16-element groups aligned with ggml's rows.
+  constexpr int64_t kFfnRows = 64;
+  pool_.ParallelFor((c.n_ff + kFfnRows - 1) / kFfnRows, [&](int64_t task) {
+    const int64_t r0 = task * kFfnRows;
+    const int64_t r1 = std::min<int64_t>(c.n_ff, r0 + kFfnRows);
+    k::MatMulRows(l.w_gate, ffn_in[0], r0, r1, s.gate.data(), c.n_ff, false);
+    k::MatMulRows(l.w_up, ffn_in[1], r0, r1, s.up.data(), c.n_ff, false);
+    for (int t = 0; t < n; ++t) {
+      float* g = s.gate.data() + int64_t{t} * c.n_ff + r0;
+      k::SiluMul(g, s.up.data() + int64_t{t} * c.n_ff + r0, r1 - r0);
+    }
+  });
   k::MatMul(l.w_down, s.gate.data(), n, s.x.data(), /*accumulate=*/true, &pool_,
             &s.matmul);
+}
+
+absl::Status LlamaModel::ValidateBatch(const Batch& b, const KvView& kv) const {
+  const LlamaConfig& c = config_;
+  const int64_t n = static_cast<int64_t>(b.tokens.size());
+  if (n == 0) return absl::InvalidArgumentError("Forward: no tokens");
+  if (b.meta.size() != b.tokens.size()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("Forward: ", n, " tokens but ", b.meta.size(), " metas"));
+  }
+  for (int64_t t = 0; t < n; ++t) {
+    if (b.tokens[t] < 0 || b.tokens[t] >= c.n_vocab) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("Forward: token id ", b.tokens[t], " at index ", t,
+                       " is outside [0, ", c.n_vocab, ")"));
+    }
+    if (b.meta[t].y < 0) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("Forward: negative y at index ", t));
+    }
+  }
+  int64_t next = 0;
+  for (size_t i = 0; i < b.sequences.size(); ++i) {
+    const BatchSequence& seq = b.sequences[i];
+    if (seq.first_token != next || seq.num_tokens <= 0 ||
+        seq.num_tokens > n - next) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "Forward: sequence ", i, " covers tokens [", seq.first_token, ", +",
+          seq.num_tokens, "); sequences must partition the ", n,
+          " tokens in order"));
+    }
+    next += seq.num_tokens;
+    if (seq.num_cached < 0) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("Forward: sequence ", i, " has num_cached < 0"));
+    }
+    const int64_t n_ctx = int64_t{seq.num_cached} + seq.num_tokens;
+    const int64_t need = (n_ctx + kv.block_size - 1) / kv.block_size;
+    if (static_cast<int64_t>(seq.block_table.size()) < need) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "Forward: sequence ", i, " needs ", need, " blocks for ", n_ctx,
+          " entries, its table has ", seq.block_table.size()));
+    }
+    for (int32_t block : seq.block_table) {
+      if (block < 0 || block >= kv.num_blocks) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("Forward: sequence ", i, " has block id ", block,
+                         " outside [0, ", kv.num_blocks, ")"));
+      }
+    }
+  }
+  if (next != n) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("Forward: sequences cover ", next, " of ", n, " tokens"));
+  }
+  return absl::OkStatus();
+}
+
+void LlamaModel::ForwardBatch(const Batch& b, const KvView& kv,
+                              std::vector<float>* logits) {
+  const LlamaConfig& c = config_;
+  const int n = static_cast<int>(b.tokens.size());
+  EnsureScratch(n);
+  Scratch& s = scratch_;
+  int n_out = 0;
+  for (size_t i = 0; i < b.sequences.size(); ++i) {
+    const BatchSequence& seq = b.sequences[i];
+    s.seqs[i] =
+        k::PagedAttentionSeq{seq.first_token,
+                             seq.num_tokens,
+                             int64_t{seq.num_cached} + seq.num_tokens,
+                             seq.block_table.data(),
+                             seq.visible_streams.data(),
+                             static_cast<int64_t>(seq.visible_streams.size())};
+    for (int j = 0; j < seq.num_tokens; ++j) {
+      const int t = seq.first_token + j;
+      s.tok_seq[t] = static_cast<int32_t>(i);
+      const int64_t e = seq.num_cached + j;
+      s.slot[t] = seq.block_table[e / kv.block_size] * kv.block_size +
+                  e % kv.block_size;
+      if (kv.meta != nullptr) kv.meta[s.slot[t]] = b.meta[t];
+      const bool wanted = seq.logits == BatchSequence::Logits::kAll ||
+                          (seq.logits == BatchSequence::Logits::kLast &&
+                           j == seq.num_tokens - 1);
+      if (wanted) s.out_rows[n_out++] = t;
+    }
+  }
+  for (int t = 0; t < n; ++t) {
+    s.pos[t] = b.meta[t].y;
+    k::DequantizeRow(token_embd_.type, token_embd_.Row(b.tokens[t]),
+                     s.x.data() + static_cast<size_t>(t) * c.n_embd, c.n_embd);
+  }
+  k::RopeTable(s.pos.data(), n, c.n_rot, c.rope_base, s.rope_cs.data());
+  for (int il = 0; il < c.n_layer; ++il) RunLayer(il, b, kv);
+
+  // Final norm and vocabulary projection of the wanted rows.
+  for (int r = 0; r < n_out; ++r) {
+    k::RmsNorm(s.x.data() + static_cast<size_t>(s.out_rows[r]) * c.n_embd,
+               output_norm_.data(), 1, c.n_embd, c.rms_eps,
+               s.h.data() + static_cast<size_t>(r) * c.n_embd);
+  }
+  logits->resize(static_cast<size_t>(n_out) * c.n_vocab);
+  if (n_out > 0) {
+    k::MatMul(output_, s.h.data(), n_out, logits->data(), false, &pool_,
+              &s.matmul);
+  }
+}
+
+absl::Status LlamaModel::Forward(const Batch& batch, PagedKvPool& kv,
+                                 std::vector<float>* logits) {
+  const LlamaConfig& c = config_;
+  if (kv.n_layer() != c.n_layer || kv.kv_dim() != c.kv_dim()) {
+    return absl::InvalidArgumentError(
+        "Forward: KV pool shaped for another model");
+  }
+  const KvView view{kv.k(0, 0),
+                    kv.v(0, 0),
+                    int64_t{kv.num_blocks()} * kv.block_size() * kv.kv_dim(),
+                    kv.block_size(),
+                    kv.num_blocks(),
+                    kv.meta(0)};
+  if (absl::Status st = ValidateBatch(batch, view); !st.ok()) return st;
+  ForwardBatch(batch, view, logits);
+  return absl::OkStatus();
 }
 
 absl::Status LlamaModel::Forward(absl::Span<const int32_t> tokens, KvCache& kv,
@@ -197,33 +419,23 @@ absl::Status LlamaModel::Forward(absl::Span<const int32_t> tokens, KvCache& kv,
         absl::StrCat("Forward: KV cache holds ", kv.size(), " of ",
                      kv.capacity(), " positions; ", n, " more do not fit"));
   }
-  for (int t = 0; t < n; ++t) {
-    if (tokens[t] < 0 || tokens[t] >= c.n_vocab) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("Forward: token id ", tokens[t], " at index ", t,
-                       " is outside [0, ", c.n_vocab, ")"));
-    }
-  }
-  EnsureScratch(n);
-  Scratch& s = scratch_;
-  const int pos0 = kv.size();
-  for (int t = 0; t < n; ++t) {
-    s.pos[t] = pos0 + t;
-    k::DequantizeRow(token_embd_.type, token_embd_.Row(tokens[t]),
-                     s.x.data() + static_cast<size_t>(t) * c.n_embd, c.n_embd);
-  }
-  for (int il = 0; il < c.n_layer; ++il) RunLayer(il, n, kv);
-  kv.set_size(pos0 + n);
-
-  // Final norm and vocabulary projection, for every row or only the last.
-  const int first = all_logits ? 0 : n - 1;
-  const int n_out = n - first;
-  const float* x_out = s.x.data() + static_cast<size_t>(first) * c.n_embd;
-  k::RmsNorm(x_out, output_norm_.data(), n_out, c.n_embd, c.rms_eps,
-             s.h.data());
-  logits->resize(static_cast<size_t>(n_out) * c.n_vocab);
-  k::MatMul(output_, s.h.data(), n_out, logits->data(), false, &pool_,
-            &s.matmul);
+  // One sequence whose context is the whole cache as a single block.
+  Batch batch;
+  batch.tokens.assign(tokens.begin(), tokens.end());
+  batch.meta.resize(n);
+  for (int t = 0; t < n; ++t) batch.meta[t] = EntryMeta{0, kv.size() + t};
+  BatchSequence seq;
+  seq.num_tokens = n;
+  seq.num_cached = kv.size();
+  seq.block_table = {0};
+  seq.logits =
+      all_logits ? BatchSequence::Logits::kAll : BatchSequence::Logits::kLast;
+  batch.sequences.push_back(std::move(seq));
+  const KvView view{kv.k(0),       kv.v(0), int64_t{kv.capacity()} * c.kv_dim(),
+                    kv.capacity(), 1,       nullptr};
+  if (absl::Status st = ValidateBatch(batch, view); !st.ok()) return st;
+  ForwardBatch(batch, view, logits);
+  kv.set_size(kv.size() + n);
   return absl::OkStatus();
 }
 

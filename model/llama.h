@@ -2,10 +2,12 @@
 // GGUF mapping.
 //
 // LlamaModel owns the GgufFile; weight matrices stay quantized in the mmap
-// (only the small norm vectors are copied to f32). Forward runs one sequence:
-// it appends tokens to that sequence's KvCache and returns logits. Scratch
-// buffers are sized for the largest batch seen and reused, so steady-state
-// decoding allocates nothing. Thread-safety: Forward mutates scratch state and
+// (only the small norm vectors are copied to f32). Forward runs one engine
+// step: any number of sequences over a paged KV pool (the batch form), or one
+// sequence over its own KvCache (the first-release form, kept until the engine
+// moves to the paged pool; it runs the same code). Scratch buffers are sized
+// for the largest batch seen and reused, so steady-state decoding allocates
+// nothing. Thread-safety: Forward mutates scratch state and
 // must be called from one thread at a time (the engine thread);
 // config()/file()/NewKvCache() are safe from any thread.
 #ifndef BRAID_MODEL_LLAMA_H_
@@ -20,6 +22,7 @@
 #include "absl/types/span.h"
 #include "kernels/cpu/matmul.h"
 #include "kernels/cpu/thread_pool.h"
+#include "model/batch.h"
 #include "model/gguf.h"
 #include "model/kv_cache.h"
 #include "model/model_config.h"
@@ -28,6 +31,8 @@ namespace braid::model {
 
 struct LoadOptions {
   int num_threads = 0;  // 0 = std::thread::hardware_concurrency().
+  // How long idle pool workers spin before sleeping (kernels::cpu::ThreadPool).
+  int spin_us = 200;
 };
 
 class LlamaModel {
@@ -40,6 +45,27 @@ class LlamaModel {
   const GgufFile& file() const { return *file_; }
 
   KvCache NewKvCache(int max_tokens) const;
+  // Bytes of the weight matrices one decode step reads (every linear layer
+  // and the output projection).
+  int64_t WeightBytes() const;
+  // A pool shaped for this model.
+  PagedKvPool NewPagedKvPool(int block_size, int num_blocks) const;
+
+  // One step for every sequence of `batch`: writes each token's K/V and
+  // metadata into its sequence's slot of `kv` (context index num_cached + i),
+  // attends under the visibility rule of docs/MULTISTREAM.md, and writes
+  // logits rows [n_rows, n_vocab] in batch order: for each sequence none, its
+  // last or all of its tokens (BatchSequence::logits). RoPE uses meta[t].y.
+  // A sequence's logits depend only on its own tokens and context, never on
+  // the rest of the batch, bit for bit; and they are deterministic.
+  // The sequences must partition the tokens in order (sequence i starts where
+  // i-1 ended) and must not write the same slot twice.
+  // Errors: InvalidArgument (empty batch, sizes that disagree, token id out of
+  // range, negative y or num_cached, block table too short or with ids
+  // outside the pool, pool shaped for another model). On error neither kv nor
+  // logits are changed.
+  absl::Status Forward(const Batch& batch, PagedKvPool& kv,
+                       std::vector<float>* logits);
 
   // Appends `tokens` at positions kv.size() .. kv.size()+n-1 and writes logits:
   // if all_logits, [n, n_vocab] for every token, else [1, n_vocab] for the
@@ -58,26 +84,56 @@ class LlamaModel {
     kernels::cpu::WeightMatrix w_down;          // [n_embd, n_ff]
   };
 
+  // Where one Forward reads and writes K/V: layer l's block b starts at
+  // k + l * layer_stride + b * block_size * kv_dim (V alike). meta == nullptr
+  // for a KvCache (entry i is stream 0, y = i).
+  struct KvView {
+    uint16_t* k = nullptr;
+    uint16_t* v = nullptr;
+    int64_t layer_stride = 0;
+    int64_t block_size = 0;
+    int64_t num_blocks = 0;
+    EntryMeta* meta = nullptr;
+  };
+
   // Activation buffers for up to `capacity` tokens.
   struct Scratch {
     int capacity = 0;
-    std::vector<float> x;         // [n, n_embd] residual stream
-    std::vector<float> h;         // [n, n_embd] normed input
-    std::vector<float> q;         // [n, n_head * head_dim]
-    std::vector<float> k;         // [n, kv_dim]
-    std::vector<float> v;         // [n, kv_dim]
-    std::vector<float> attn;      // [n, n_head * head_dim]
-    std::vector<float> gate;      // [n, n_ff]
-    std::vector<float> up;        // [n, n_ff]
-    std::vector<int32_t> pos;     // [n]
-    std::vector<uint8_t> matmul;  // quantized activations
+    std::vector<float> x;           // [n, n_embd] residual stream
+    std::vector<float> h;           // [n, n_embd] normed input
+    std::vector<float> q;           // [n, n_head * head_dim]
+    std::vector<float> k;           // [n, kv_dim]
+    std::vector<float> v;           // [n, kv_dim]
+    std::vector<float> attn;        // [n, n_head * head_dim]
+    std::vector<float> gate;        // [n, n_ff]
+    std::vector<float> up;          // [n, n_ff]
+    std::vector<int32_t> pos;       // [n]
+    std::vector<int32_t> tok_seq;   // [n] sequence of each token
+    std::vector<int32_t> out_rows;  // [n] tokens whose logits are wanted
+    std::vector<kernels::cpu::PagedAttentionSeq> seqs;  // [n_seq]
+    std::vector<float> rope_cs;  // [n, n_rot] RoPE cos/sin per token
+    std::vector<int64_t> slot;   // [n] pool slot of each token's entry
+    // Quantized activations: one buffer per distinct activation type among
+    // the matrices that read the same input (Q, K, V; gate, up).
+    std::vector<uint8_t> matmul, matmul2, matmul3;
   };
 
   LlamaModel(std::unique_ptr<GgufFile> file, LlamaConfig config,
-             int num_threads);
+             const LoadOptions& opts);
   absl::Status BindWeights();
   void EnsureScratch(int n);
-  void RunLayer(int il, int n, KvCache& kv);
+  absl::Status ValidateBatch(const Batch& batch, const KvView& kv) const;
+  // Runs a validated batch.
+  void ForwardBatch(const Batch& batch, const KvView& kv,
+                    std::vector<float>* logits);
+  void RunLayer(int il, const Batch& batch, const KvView& kv);
+  // h = RmsNorm(x) * weight for the batch's n rows (in parallel when many).
+  void NormRows(const float* x, const float* weight, int n, float* h);
+  // Quantizes `in` [n, cols] once per distinct activation type of ws into
+  // out[i] for ws[i].
+  void QuantizeFor(const kernels::cpu::WeightMatrix* const* ws, int count,
+                   const float* in, int n, int64_t cols,
+                   kernels::cpu::QuantizedActivations* out);
 
   std::unique_ptr<GgufFile> file_;
   LlamaConfig config_;

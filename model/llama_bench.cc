@@ -1,87 +1,231 @@
-// Benchmark: load a GGUF Llama model, prefill N tokens, decode M greedily.
-// Prints load seconds, prefill and decode tokens/second, and peak RSS.
-//   bazel run -c opt //model:llama_bench -- --model=PATH --prefill=128
-//   --decode=64
+// Benchmark driver for the CPU executor (tools/bench/cpu_bench.py runs it
+// beside llama.cpp and prints ratios). Through LlamaModel::Forward on a paged
+// pool of --kv_tokens entries, it measures:
+//   prefill:  one sequence of --prefill tokens in one call (tok/s);
+//   decode1:  one sequence, --decode greedy tokens after a short prompt;
+//   decodeN:  --seqs sequences decoding together, one batch per step
+//             (aggregate tok/s);
+//   read_gbps: a streaming read over a buffer much larger than the caches
+//             with the same thread count (the machine's read bandwidth);
+//   weight_bytes / kv bytes: what one decode step reads.
+// Each phase runs --reps times; the best run is reported. Prints one JSON
+// object on stdout.
+//   bazel run //model:llama_bench -- --model=PATH --threads=2
+#include <immintrin.h>
 #include <sys/resource.h>
 
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <cstring>
+#include <fstream>
 #include <string>
 #include <vector>
 
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
+#include "kernels/cpu/thread_pool.h"
+#include "model/batch.h"
 #include "model/gguf.h"
 #include "model/llama.h"
+#include "model/paged_kv.h"
 
 ABSL_FLAG(std::string, model,
           "/root/.cache/braid/models/SmolLM2-135M-Instruct.Q4_1.gguf",
           "GGUF model path");
-ABSL_FLAG(int, prefill, 128, "prompt tokens to prefill");
-ABSL_FLAG(int, decode, 64, "tokens to decode greedily");
+ABSL_FLAG(int, prefill, 512, "prompt tokens for the prefill phase");
+ABSL_FLAG(int, prompt, 27, "prompt tokens before the decode phases");
+ABSL_FLAG(int, decode, 128, "tokens decoded per sequence");
+ABSL_FLAG(int, seqs, 8, "sequences in the batched decode phase");
 ABSL_FLAG(int, threads, 0, "threads (0 = hardware concurrency)");
+ABSL_FLAG(int, kv_tokens, 4096, "KV pool capacity in tokens");
+ABSL_FLAG(int, block_size, 16, "KV block size");
+ABSL_FLAG(int, spin_us, 200, "thread pool spin before sleeping");
+ABSL_FLAG(int, reps, 3, "repetitions per phase (best is reported)");
 
 namespace {
 
-double Seconds(std::chrono::steady_clock::time_point since) {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now() - since)
-      .count();
+using braid::model::Batch;
+using braid::model::BatchSequence;
+using braid::model::EntryMeta;
+using braid::model::LlamaModel;
+using braid::model::PagedKvPool;
+using Clock = std::chrono::steady_clock;
+
+double Seconds(Clock::time_point since) {
+  return std::chrono::duration<double>(Clock::now() - since).count();
+}
+
+double RssMib() {
+  std::ifstream f("/proc/self/status");
+  std::string line;
+  while (std::getline(f, line)) {
+    if (line.rfind("VmRSS:", 0) == 0) return std::stod(line.substr(6)) / 1024;
+  }
+  return 0;
+}
+
+void Check(const absl::Status& s) {
+  if (!s.ok()) {
+    std::fprintf(stderr, "%s\n", s.ToString().c_str());
+    std::exit(1);
+  }
+}
+
+int32_t Argmax(const float* v, int n) {
+  return static_cast<int32_t>(std::max_element(v, v + n) - v);
+}
+
+// Sequence i owns blocks [i * per_seq, (i + 1) * per_seq).
+struct Runner {
+  LlamaModel& model;
+  PagedKvPool& pool;
+  int per_seq;
+  std::vector<float> logits;
+
+  std::vector<int32_t> Table(int seq) const {
+    std::vector<int32_t> t(per_seq);
+    for (int b = 0; b < per_seq; ++b) t[b] = seq * per_seq + b;
+    return t;
+  }
+  // Prefills `prompt` for sequences 0..n_seqs-1 (one call each); returns the
+  // first generated token of each.
+  std::vector<int32_t> Prefill(const std::vector<int32_t>& prompt, int n_seqs) {
+    std::vector<int32_t> next(n_seqs);
+    const int n_vocab = model.config().n_vocab;
+    for (int s = 0; s < n_seqs; ++s) {
+      Batch b;
+      b.tokens = prompt;
+      for (size_t t = 0; t < prompt.size(); ++t) {
+        b.meta.push_back(EntryMeta{0, static_cast<int32_t>(t)});
+      }
+      BatchSequence seq;
+      seq.num_tokens = static_cast<int>(prompt.size());
+      seq.block_table = Table(s);
+      b.sequences.push_back(std::move(seq));
+      Check(model.Forward(b, pool, &logits));
+      next[s] = Argmax(logits.data(), n_vocab);
+    }
+    return next;
+  }
+  // Decodes n_steps greedy tokens for n_seqs sequences in one batch per step;
+  // returns seconds. The batch is built once and updated in place.
+  double Decode(int n_seqs, int n_cached, std::vector<int32_t> next,
+                int n_steps) {
+    const int n_vocab = model.config().n_vocab;
+    Batch b;
+    b.tokens = next;
+    for (int s = 0; s < n_seqs; ++s) {
+      b.meta.push_back(EntryMeta{0, n_cached});
+      BatchSequence seq;
+      seq.first_token = s;
+      seq.num_tokens = 1;
+      seq.num_cached = n_cached;
+      seq.block_table = Table(s);
+      b.sequences.push_back(std::move(seq));
+    }
+    const auto t0 = Clock::now();
+    for (int step = 0; step < n_steps; ++step) {
+      Check(model.Forward(b, pool, &logits));
+      for (int s = 0; s < n_seqs; ++s) {
+        b.tokens[s] = Argmax(logits.data() + int64_t{s} * n_vocab, n_vocab);
+        ++b.meta[s].y;
+        ++b.sequences[s].num_cached;
+      }
+    }
+    return Seconds(t0);
+  }
+};
+
+// Best-of-3 read bandwidth (GB/s) over a 512 MiB buffer, split across the
+// pool's threads.
+double ReadBandwidthGbps(braid::kernels::cpu::ThreadPool& pool) {
+  const size_t n = size_t{512} << 20;
+  std::vector<uint8_t> buf(n, 1);
+  const int64_t chunks = pool.num_threads() * 8;
+  std::vector<int64_t> sink(chunks);
+  double best = 0;
+  for (int rep = 0; rep < 3; ++rep) {
+    const auto t0 = Clock::now();
+    pool.ParallelFor(chunks, [&](int64_t c) {
+      const auto* p =
+          reinterpret_cast<const __m256i*>(buf.data() + n / chunks * c);
+      __m256i acc0 = _mm256_setzero_si256(), acc1 = acc0;
+      for (size_t i = 0; i < n / chunks / 32; i += 2) {
+        acc0 = _mm256_xor_si256(acc0, _mm256_load_si256(p + i));
+        acc1 = _mm256_xor_si256(acc1, _mm256_load_si256(p + i + 1));
+      }
+      sink[c] = _mm256_extract_epi64(_mm256_xor_si256(acc0, acc1), 0);
+    });
+    best = std::max(best, n / Seconds(t0) / 1e9);
+  }
+  return best;
 }
 
 }  // namespace
 
 int main(int argc, char** argv) {
   absl::ParseCommandLine(argc, argv);
-  using braid::model::GgufFile;
-  using braid::model::LlamaModel;
-  const auto t0 = std::chrono::steady_clock::now();
-  auto file = GgufFile::Open(absl::GetFlag(FLAGS_model));
-  if (!file.ok()) {
-    std::fprintf(stderr, "%s\n", file.status().ToString().c_str());
-    return 1;
-  }
-  auto model =
-      LlamaModel::Load(*std::move(file),
-                       braid::model::LoadOptions{absl::GetFlag(FLAGS_threads)});
-  if (!model.ok()) {
-    std::fprintf(stderr, "%s\n", model.status().ToString().c_str());
-    return 1;
-  }
+  const int threads = absl::GetFlag(FLAGS_threads);
+  const int reps = std::max(1, absl::GetFlag(FLAGS_reps));
+  const auto t0 = Clock::now();
+  auto file = braid::model::GgufFile::Open(absl::GetFlag(FLAGS_model));
+  Check(file.status());
+  auto loaded = LlamaModel::Load(
+      *std::move(file),
+      braid::model::LoadOptions{threads, absl::GetFlag(FLAGS_spin_us)});
+  Check(loaded.status());
+  LlamaModel& model = **loaded;
   const double load_s = Seconds(t0);
-  const int n_prefill = std::max(1, absl::GetFlag(FLAGS_prefill));
+  const auto& c = model.config();
+  const int bs = absl::GetFlag(FLAGS_block_size);
+  const int kv_tokens = absl::GetFlag(FLAGS_kv_tokens);
+  const int n_seqs = std::max(1, absl::GetFlag(FLAGS_seqs));
+  const int n_prefill = absl::GetFlag(FLAGS_prefill);
+  const int n_prompt = absl::GetFlag(FLAGS_prompt);
   const int n_decode = absl::GetFlag(FLAGS_decode);
-  const int n_vocab = (*model)->config().n_vocab;
-  std::vector<int32_t> prompt(n_prefill);
-  for (int i = 0; i < n_prefill; ++i) prompt[i] = (i * 7919 + 13) % n_vocab;
-  braid::model::KvCache kv = (*model)->NewKvCache(n_prefill + n_decode + 1);
-  std::vector<float> logits;
-
-  const auto t1 = std::chrono::steady_clock::now();
-  if (auto s = (*model)->Forward(prompt, kv, false, &logits); !s.ok()) {
-    std::fprintf(stderr, "%s\n", s.ToString().c_str());
+  PagedKvPool pool = model.NewPagedKvPool(bs, (kv_tokens + bs - 1) / bs);
+  const int per_seq = pool.num_blocks() / n_seqs;
+  if (per_seq * bs < std::max(n_prefill, n_prompt + n_decode)) {
+    std::fprintf(stderr, "--kv_tokens too small for --seqs\n");
     return 1;
   }
-  const double prefill_s = Seconds(t1);
+  Runner run{model, pool, per_seq, {}};
+  std::vector<int32_t> prefill(n_prefill), prompt(n_prompt);
+  for (int i = 0; i < n_prefill; ++i) prefill[i] = (i * 7919 + 13) % c.n_vocab;
+  for (int i = 0; i < n_prompt; ++i) prompt[i] = (i * 104729 + 7) % c.n_vocab;
 
-  const auto t2 = std::chrono::steady_clock::now();
-  for (int i = 0; i < n_decode; ++i) {
-    const int32_t next = static_cast<int32_t>(
-        std::max_element(logits.begin(), logits.end()) - logits.begin());
-    if (auto s = (*model)->Forward({&next, 1}, kv, false, &logits); !s.ok()) {
-      std::fprintf(stderr, "%s\n", s.ToString().c_str());
-      return 1;
-    }
+  double prefill_s = 1e9, decode1_s = 1e9, decoden_s = 1e9;
+  for (int rep = 0; rep < reps; ++rep) {
+    auto t = Clock::now();
+    run.Prefill(prefill, 1);
+    prefill_s = std::min(prefill_s, Seconds(t));
+    std::vector<int32_t> next = run.Prefill(prompt, n_seqs);
+    decode1_s =
+        std::min(decode1_s, run.Decode(1, n_prompt, {next[0]}, n_decode));
+    decoden_s =
+        std::min(decoden_s, run.Decode(n_seqs, n_prompt, next, n_decode));
   }
-  const double decode_s = Seconds(t2);
-  struct rusage ru;
-  getrusage(RUSAGE_SELF, &ru);
-  std::printf("model: %s\n", absl::GetFlag(FLAGS_model).c_str());
-  std::printf("load_seconds: %.3f\n", load_s);
-  std::printf("prefill: %d tokens in %.3f s = %.1f tok/s\n", n_prefill,
-              prefill_s, n_prefill / prefill_s);
-  std::printf("decode: %d tokens in %.3f s = %.1f tok/s\n", n_decode, decode_s,
-              n_decode > 0 ? n_decode / decode_s : 0.0);
-  std::printf("peak_rss_mib: %.1f\n", ru.ru_maxrss / 1024.0);
+  const double rss = RssMib();
+  // Bytes one decode step reads: every weight matrix (the embedding row is
+  // negligible) plus K and V of the context, at the decode phase's mean
+  // context length.
+  const double weight_bytes = static_cast<double>(model.WeightBytes());
+  const double mean_ctx = n_prompt + n_decode / 2.0;
+  const double kv_bytes = 2.0 * c.n_layer * c.kv_dim() * 2 * mean_ctx;
+  braid::kernels::cpu::ThreadPool bw_pool(threads);
+  const double read_gbps = ReadBandwidthGbps(bw_pool);
+  const double decode1_tps = n_decode / decode1_s;
+  std::printf(
+      "{\"threads\": %d, \"load_s\": %.4f, \"prefill_tokens\": %d, "
+      "\"prefill_tps\": %.2f, \"decode_tokens\": %d, \"decode1_tps\": %.2f, "
+      "\"seqs\": %d, \"decodeN_tps\": %.2f, \"rss_mib\": %.1f, "
+      "\"kv_pool_mib\": %.1f, \"weight_bytes\": %.0f, "
+      "\"kv_bytes_per_step\": %.0f, \"read_gbps\": %.2f, "
+      "\"decode1_gbps\": %.2f}\n",
+      bw_pool.num_threads(), load_s, n_prefill, n_prefill / prefill_s, n_decode,
+      decode1_tps, n_seqs, n_seqs * n_decode / decoden_s, rss,
+      pool.bytes() / 1048576.0, weight_bytes, kv_bytes, read_gbps,
+      (weight_bytes + kv_bytes) * decode1_tps / 1e9);
   return 0;
 }

@@ -14,6 +14,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "batching/engine.h"
+#include "batching/model_executor.h"
 #include "grpcpp/ext/proto_server_reflection_plugin.h"
 #include "grpcpp/grpcpp.h"
 #include "grpcpp/health_check_service_interface.h"
@@ -22,7 +23,9 @@
 #include "model/tokenizer/chat_template.h"
 #include "model/tokenizer/gguf_loader.h"
 #include "model/tokenizer/tokenizer.h"
+#include "server/engine_config.h"
 #include "server/service.h"
+#include "streams/work_queues.h"
 
 ABSL_FLAG(std::string, model, "",
           "Path of the GGUF model to serve (default: $BRAID_MODEL).");
@@ -33,10 +36,39 @@ ABSL_FLAG(int, threads, 0,
 ABSL_FLAG(int, context_length, 4096,
           "Tokens per sequence (prompt plus output); capped at the model's "
           "trained context length.");
-ABSL_FLAG(int, max_running, 8, "Requests that hold a KV cache at once.");
-ABSL_FLAG(int, max_waiting, 256,
-          "Requests that may wait for a slot; beyond it RESOURCE_EXHAUSTED.");
-ABSL_FLAG(int, prefill_chunk, 512, "Prompt tokens per forward call.");
+ABSL_FLAG(int, kv_budget_mb, 512,
+          "Memory for the paged KV cache, in MiB; sets the number of blocks.");
+ABSL_FLAG(int, kv_budget_tokens, 0,
+          "If > 0, size the KV cache for this many tokens instead of "
+          "--kv_budget_mb.");
+ABSL_FLAG(int, block_size, 16, "Tokens per KV cache block.");
+ABSL_FLAG(int, max_batch_tokens, 512,
+          "Tokens per engine step (decode tokens plus prefill chunks).");
+ABSL_FLAG(int, max_num_seqs, 64,
+          "Sequences per engine step, and requests holding KV blocks at once.");
+ABSL_FLAG(int, max_running, 0, "Deprecated alias of --max_num_seqs.");
+ABSL_FLAG(int, max_waiting_requests, 256,
+          "Requests that may wait to start; beyond it RESOURCE_EXHAUSTED.");
+ABSL_FLAG(
+    int64_t, max_waiting_tokens, 262144,
+    "Prompt tokens that may wait to start; beyond it RESOURCE_EXHAUSTED.");
+ABSL_FLAG(std::string, queue_policy, "fair",
+          "Ordering inside each work queue: fifo, priority or fair "
+          "(priority, then per-tenant fair share, then arrival).");
+ABSL_FLAG(double, io_share, 0.5,
+          "Guaranteed share of each step for the I/O queue (visible output).");
+ABSL_FLAG(double, reasoning_share, 0.25,
+          "Guaranteed share of each step for the reasoning queue.");
+ABSL_FLAG(double, prompt_share, 0.25,
+          "Guaranteed share of each step for the prompt queue (prefill).");
+ABSL_FLAG(std::string, think_start, "",
+          "The model's start-of-thinking marker (one token, e.g. <think>); "
+          "decode work between the markers goes to the reasoning queue.");
+ABSL_FLAG(std::string, think_end, "",
+          "The model's end-of-thinking marker (one token, e.g. </think>).");
+ABSL_FLAG(std::string, stats_file, "",
+          "If set, write the engine's counters here as JSON about every "
+          "100 ms (for tests and operators).");
 ABSL_FLAG(bool, reflection, false, "Enable gRPC server reflection.");
 ABSL_FLAG(std::string, port_file, "",
           "If set, write the bound port to this file once serving (for tests "
@@ -107,11 +139,36 @@ int Run() {
           : static_cast<int>(std::thread::hardware_concurrency());
   info.chat_template_name = template_name;
 
-  batching::EngineOptions engine_options;
-  engine_options.max_running = absl::GetFlag(FLAGS_max_running);
-  engine_options.max_waiting = absl::GetFlag(FLAGS_max_waiting);
-  engine_options.prefill_chunk = absl::GetFlag(FLAGS_prefill_chunk);
-  batching::Engine engine(llama->get(), tokenizer->get(), engine_options);
+  server::EngineFlags flags;
+  flags.kv_budget_mb = absl::GetFlag(FLAGS_kv_budget_mb);
+  flags.kv_budget_tokens = absl::GetFlag(FLAGS_kv_budget_tokens);
+  flags.block_size = absl::GetFlag(FLAGS_block_size);
+  flags.max_batch_tokens = absl::GetFlag(FLAGS_max_batch_tokens);
+  flags.max_num_seqs = absl::GetFlag(FLAGS_max_running) > 0
+                           ? absl::GetFlag(FLAGS_max_running)
+                           : absl::GetFlag(FLAGS_max_num_seqs);
+  flags.max_waiting_requests = absl::GetFlag(FLAGS_max_waiting_requests);
+  flags.max_waiting_tokens = absl::GetFlag(FLAGS_max_waiting_tokens);
+  flags.queue_shares = {absl::GetFlag(FLAGS_io_share),
+                        absl::GetFlag(FLAGS_reasoning_share),
+                        absl::GetFlag(FLAGS_prompt_share)};
+  flags.think_start = absl::GetFlag(FLAGS_think_start);
+  flags.think_end = absl::GetFlag(FLAGS_think_end);
+  flags.context_length = info.context_length;
+  auto engine_options = server::MakeEngineOptions(
+      flags, config.n_layer, config.kv_dim(), tokenizer->get());
+  if (!engine_options.ok()) return Fail(engine_options.status());
+  auto policy = streams::ParseQueuePolicy(absl::GetFlag(FLAGS_queue_policy));
+  if (!policy.ok()) return Fail(policy.status());
+  batching::ModelExecutor executor(llama->get(),
+                                   engine_options->scheduler.block_size,
+                                   engine_options->scheduler.num_blocks);
+  batching::Engine engine(&executor, tokenizer->get(), *engine_options,
+                          streams::MakeWorkQueues(*policy));
+  std::fprintf(stderr, "braidd: KV cache: %d blocks of %d tokens (%.1f MiB)\n",
+               engine_options->scheduler.num_blocks,
+               engine_options->scheduler.block_size,
+               executor.pool().bytes() / (1024.0 * 1024.0));
   server::BraidService service(llama->get(), tokenizer->get(),
                                chat_template.get(), &engine, info);
   std::fprintf(stderr, "braidd: loaded %s (%d layers, vocab %d) in %.2f s\n",
@@ -148,11 +205,18 @@ int Run() {
 
   std::signal(SIGINT, OnSignal);
   std::signal(SIGTERM, OnSignal);
-  while (!g_stop) absl::SleepFor(absl::Milliseconds(100));
+  const std::string stats_file = absl::GetFlag(FLAGS_stats_file);
+  while (!g_stop) {
+    absl::SleepFor(absl::Milliseconds(100));
+    if (!stats_file.empty()) server::WriteStatsFile(stats_file, engine.Stats());
+  }
   std::fprintf(stderr, "braidd: shutting down\n");
   health->SetServingStatus(false);
   health->SetServingStatus(kServiceName, false);
   engine.Shutdown();
+  std::fprintf(stderr, "braidd: engine: %s\n",
+               server::StatsJson(engine.Stats()).c_str());
+  if (!stats_file.empty()) server::WriteStatsFile(stats_file, engine.Stats());
   server->Shutdown(absl::ToChronoTime(absl::Now() + absl::Seconds(5)));
   return 0;
 }

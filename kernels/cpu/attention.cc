@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <utility>
 #include <vector>
 
 #include "kernels/cpu/dot.h"
@@ -44,39 +45,63 @@ void ReduceSlots(float* acc, int64_t slots, int64_t dim, float* out) {
   std::memcpy(out, acc, dim * sizeof(float));
 }
 
-// One query head against keys 0..n_keys-1.
-void AttendOne(const float* q, int64_t n_keys, const uint16_t* k,
-               const uint16_t* v, int64_t kv_stride, int64_t head_dim,
-               float scale, KernelChoice kernels, float* out) {
-  thread_local std::vector<float> scores, acc;
+// Thread-local score and accumulator rows; they only grow (to powers of two),
+// so steady-state calls allocate nothing.
+float* ScratchFloats(std::vector<float>& buf, int64_t n) {
+  if (static_cast<int64_t>(buf.size()) < n) {
+    int64_t cap = 256;
+    while (cap < n) cap *= 2;
+    buf.resize(cap);
+  }
+  return buf.data();
+}
+
+// One query head against context entries 0..n_keys-1. at(j) gives entry j's
+// K and V rows (this head's slice); visible(j) says whether the query sees it.
+template <typename EntryAt, typename Visible>
+void AttendOne(const float* q, int64_t n_keys, EntryAt at, Visible visible,
+               int64_t head_dim, float scale, KernelChoice kernels,
+               float* out) {
+  thread_local std::vector<float> score_buf, acc_buf;
   // The query as fp16 values (ggml converts it to the K cache's type).
   float q16[kMaxHeadDim];
   for (int64_t i = 0; i < head_dim; ++i) q16[i] = Fp16ToFp32(Fp32ToFp16(q[i]));
   // Scores padded to whole lanes with -inf, i.e. weight exactly 0.
   const int64_t n_pad = (n_keys + kLanes - 1) / kLanes * kLanes;
-  scores.resize(n_pad);
+  float* scores = ScratchFloats(score_buf, n_pad);
   float max = -INFINITY;
   for (int64_t j = 0; j < n_keys; ++j) {
-    const uint16_t* kj = k + j * kv_stride;
+    if (!visible(j)) {
+      scores[j] = -INFINITY;
+      continue;
+    }
+    const uint16_t* kj = at(j).first;
     const float dot = kernels.kq_gemm ? DotF16F32Gemm(kj, q16, head_dim)
                                       : DotF16F32Vec(kj, q16, head_dim);
     scores[j] = dot * scale;
     max = std::max(max, scores[j]);
   }
-  std::fill(scores.begin() + n_keys, scores.end(), -INFINITY);
-  const double sum = ExpShiftedSum(scores.data(), max, scores.data(), n_pad);
+  std::fill(scores + n_keys, scores + n_pad, -INFINITY);
+  const double sum = ExpShiftedSum(scores, max, scores, n_pad);
   const float inv_sum = static_cast<float>(1.0 / sum);
   // Weighted V sum, one partial row per accumulator lane.
   const int64_t slots = kernels.kqv_gemm ? kLanes : 4 * kLanes;
-  acc.resize(slots * head_dim);
-  std::memset(acc.data(), 0, acc.size() * sizeof(float));
+  float* acc = ScratchFloats(acc_buf, slots * head_dim);
+  std::memset(acc, 0, slots * head_dim * sizeof(float));
   for (int64_t j = 0; j < n_keys; ++j) {
     const float p = Fp16ToFp32(Fp32ToFp16(scores[j] * inv_sum));
-    if (p == 0.0f) continue;  // Adds exactly nothing.
-    AxpyF16(p, v + j * kv_stride, acc.data() + (j % slots) * head_dim,
-            head_dim);
+    if (p == 0.0f) continue;  // Adds exactly nothing (and masked entries).
+    AxpyF16(p, at(j).second, acc + (j % slots) * head_dim, head_dim);
   }
-  ReduceSlots(acc.data(), slots, head_dim, out);
+  ReduceSlots(acc, slots, head_dim, out);
+}
+
+// tinyBLAS only serves batches of 2+ and declines a K·q whose inner size
+// (head_dim) is not a multiple of its 16 lanes or a V^T·w with head_dim rows
+// not a multiple of 4; llama.cpp then falls back to ggml_vec_dot_f16.
+KernelChoice ChooseKernels(int64_t n_tok, int64_t head_dim) {
+  return KernelChoice{n_tok > 1 && head_dim % kLanes == 0,
+                      n_tok > 1 && head_dim % 4 == 0};
 }
 
 }  // namespace
@@ -87,18 +112,74 @@ void Attention(const AttentionShape& shape, const float* q,
   const int64_t group = shape.n_head / shape.n_kv_head;
   const int64_t kv_stride = shape.n_kv_head * shape.head_dim;
   const float scale = 1.0f / std::sqrt(static_cast<float>(shape.head_dim));
-  // tinyBLAS only serves batches of 2+ and declines a K·q whose inner size
-  // (head_dim) is not a multiple of its 16 lanes or a V^T·w with head_dim rows
-  // not a multiple of 4; llama.cpp then falls back to ggml_vec_dot_f16.
-  const KernelChoice kernels{n_tok > 1 && shape.head_dim % kLanes == 0,
-                             n_tok > 1 && shape.head_dim % 4 == 0};
+  const KernelChoice kernels = ChooseKernels(n_tok, shape.head_dim);
   auto task = [&](int64_t i) {
     const int64_t t = i / shape.n_head;
     const int64_t h = i % shape.n_head;
     const int64_t kv_off = (h / group) * shape.head_dim;
     const int64_t off = (t * shape.n_head + h) * shape.head_dim;
-    AttendOne(q + off, static_cast<int64_t>(q_positions[t]) + 1, k + kv_off,
-              v + kv_off, kv_stride, shape.head_dim, scale, kernels, out + off);
+    const uint16_t* kh = k + kv_off;
+    const uint16_t* vh = v + kv_off;
+    auto at = [&](int64_t j) {
+      return std::make_pair(kh + j * kv_stride, vh + j * kv_stride);
+    };
+    AttendOne(
+        q + off, static_cast<int64_t>(q_positions[t]) + 1, at,
+        [](int64_t) { return true; }, shape.head_dim, scale, kernels,
+        out + off);
+  };
+  const int64_t n = n_tok * shape.n_head;
+  if (pool != nullptr) {
+    pool->ParallelFor(n, task);
+  } else {
+    for (int64_t i = 0; i < n; ++i) task(i);
+  }
+}
+
+void PagedAttention(const AttentionShape& shape, const PagedKvLayer& kv,
+                    const float* q, const KvEntryMeta* q_meta,
+                    const PagedAttentionSeq* seqs, const int32_t* token_seq,
+                    int64_t n_tok, float* out, ThreadPool* pool) {
+  const int64_t group = shape.n_head / shape.n_kv_head;
+  const int64_t kv_stride = shape.n_kv_head * shape.head_dim;
+  const int64_t bs = kv.block_size;
+  int shift = -1;
+  if ((bs & (bs - 1)) == 0) shift = __builtin_ctzll(static_cast<uint64_t>(bs));
+  const float scale = 1.0f / std::sqrt(static_cast<float>(shape.head_dim));
+  auto task = [&](int64_t i) {
+    const int64_t t = i / shape.n_head;
+    const int64_t h = i % shape.n_head;
+    const PagedAttentionSeq& seq = seqs[token_seq[t]];
+    const int32_t* table = seq.block_table;
+    const int64_t kv_off = (h / group) * shape.head_dim;
+    const int64_t off = (t * shape.n_head + h) * shape.head_dim;
+    const uint16_t* kh = kv.k + kv_off;
+    const uint16_t* vh = kv.v + kv_off;
+    // Pool index of context entry j (shifts for the usual power-of-two
+    // block sizes).
+    auto slot = [&](int64_t j) {
+      if (shift >= 0) {
+        return (int64_t{table[j >> shift]} << shift) | (j & (bs - 1));
+      }
+      return table[j / bs] * bs + j % bs;
+    };
+    auto at = [&](int64_t j) {
+      const int64_t e = slot(j) * kv_stride;
+      return std::make_pair(kh + e, vh + e);
+    };
+    const KvEntryMeta qm = q_meta[t];
+    auto visible = [&](int64_t j) {
+      KvEntryMeta m{0, static_cast<int32_t>(j)};
+      if (kv.meta != nullptr) m = kv.meta[slot(j)];
+      if (m.stream == qm.stream) return m.y <= qm.y;
+      if (m.y >= qm.y) return false;
+      for (int64_t s = 0; s < seq.num_visible_streams; ++s) {
+        if (seq.visible_streams[s] == m.stream) return true;
+      }
+      return false;
+    };
+    AttendOne(q + off, seq.num_ctx, at, visible, shape.head_dim, scale,
+              ChooseKernels(seq.num_tokens, shape.head_dim), out + off);
   };
   const int64_t n = n_tok * shape.n_head;
   if (pool != nullptr) {

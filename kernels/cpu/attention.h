@@ -42,6 +42,53 @@ void Attention(const AttentionShape& shape, const float* q,
                const int32_t* q_positions, int64_t n_tok, const uint16_t* k,
                const uint16_t* v, float* out, ThreadPool* pool);
 
+// Where a KV entry (or a query token) sits in the multi-stream layout of
+// docs/MULTISTREAM.md: its stream and its position y (RoPE position).
+struct KvEntryMeta {
+  int32_t stream = 0;
+  int32_t y = 0;
+};
+
+// One layer of a paged KV cache. Entry `slot` of block `b` holds its K row at
+// k + (b * block_size + slot) * n_kv_head * head_dim (fp16; V alike) and its
+// metadata at meta[b * block_size + slot]. meta == nullptr means entry i of a
+// context is (stream 0, y = i): a plain causal cache.
+struct PagedKvLayer {
+  const uint16_t* k = nullptr;
+  const uint16_t* v = nullptr;
+  const KvEntryMeta* meta = nullptr;
+  int64_t block_size = 0;
+};
+
+// One sequence of a paged attention call: its query rows
+// [first_token, first_token + num_tokens) and a context of num_ctx entries
+// (entry i in block_table[i / block_size], slot i % block_size).
+struct PagedAttentionSeq {
+  int64_t first_token = 0;
+  int64_t num_tokens = 0;
+  int64_t num_ctx = 0;
+  const int32_t* block_table = nullptr;
+  // sees(s) besides the query's own stream.
+  const int32_t* visible_streams = nullptr;
+  int64_t num_visible_streams = 0;
+};
+
+// Attention of many sequences in one call over a paged cache.
+// q:   [n_tok, n_head, head_dim] f32; q_meta: [n_tok] (stream, y) per query.
+// token_seq: [n_tok] index into seqs of each query row.
+// out: [n_tok, n_head, head_dim] f32.
+// Query (s, y) attends to context entry (s', y') iff s' in sees(s) and
+// (y' < y or (s' == s and y' <= y)); every query must see at least itself.
+// Arithmetic as Attention() above with the score row over the context in
+// entry order (invisible entries weigh exactly 0), and the kernel choice made
+// from the query's own sequence (num_tokens == 1 or not), never from the rest
+// of the batch: a sequence's result is bit-identical alone or in any batch,
+// and with one stream and context = positions 0.. it equals Attention().
+void PagedAttention(const AttentionShape& shape, const PagedKvLayer& kv,
+                    const float* q, const KvEntryMeta* q_meta,
+                    const PagedAttentionSeq* seqs, const int32_t* token_seq,
+                    int64_t n_tok, float* out, ThreadPool* pool);
+
 }  // namespace braid::kernels::cpu
 
 #endif  // BRAID_KERNELS_CPU_ATTENTION_H_

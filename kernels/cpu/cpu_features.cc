@@ -6,6 +6,7 @@ namespace braid::kernels::cpu {
 namespace {
 
 std::atomic<bool> force_scalar{false};
+std::atomic<bool> disable_vnni{false};
 
 CpuFeatures Detect() {
   CpuFeatures f;
@@ -16,6 +17,9 @@ CpuFeatures Detect() {
   // GCC 12 has no "f16c" name for __builtin_cpu_supports; every AVX2 CPU has
   // F16C.
   f.f16c = f.avx2;
+  f.avx_vnni = __builtin_cpu_supports("avxvnni");
+  f.avx512f = __builtin_cpu_supports("avx512f");
+  f.avx512_vnni = __builtin_cpu_supports("avx512vnni");
 #endif
   return f;
 }
@@ -31,6 +35,15 @@ bool UseAvx2() {
   static const bool has_avx2 =
       GetCpuFeatures().avx2 && GetCpuFeatures().fma && GetCpuFeatures().f16c;
   return has_avx2 && !force_scalar.load(std::memory_order_relaxed);
+}
+
+bool UseAvxVnni() {
+  static const bool has_vnni = GetCpuFeatures().avx_vnni;
+  return has_vnni && UseAvx2() && !disable_vnni.load(std::memory_order_relaxed);
+}
+
+void SetDisableVnniForTesting(bool value) {
+  disable_vnni.store(value, std::memory_order_relaxed);
 }
 
 void SetForceScalarForTesting(bool value) {

@@ -14,6 +14,9 @@ struct CpuFeatures {
   bool avx2 = false;
   bool fma = false;
   bool f16c = false;
+  bool avx_vnni = false;  // 256-bit VNNI (dpbusd on ymm).
+  bool avx512f = false;   // Reported only; no AVX-512 kernels yet.
+  bool avx512_vnni = false;
 };
 
 // Features of the running CPU, detected once.
@@ -22,6 +25,13 @@ const CpuFeatures& GetCpuFeatures();
 // True when the AVX2+FMA+F16C kernels may run (and are not disabled for
 // testing).
 bool UseAvx2();
+
+// True when the AVX-VNNI variants of the integer dot products may run (AVX2
+// plus AVX-VNNI, not disabled for testing). They give the same integers.
+bool UseAvxVnni();
+
+// Disables the VNNI variants (true) or restores detection. Testing only.
+void SetDisableVnniForTesting(bool disable);
 
 // Forces the scalar kernels (true) or restores detection (false). Testing only.
 void SetForceScalarForTesting(bool force_scalar);

@@ -2,14 +2,9 @@
 
 #include <algorithm>
 
-#include "kernels/cpu/dot.h"
+#include "kernels/cpu/gemm_tile.h"
 
 namespace braid::kernels::cpu {
-namespace {
-
-constexpr int64_t kRowGroup = 8;  // Rows dotted against all tokens together.
-
-}  // namespace
 
 size_t MatMulScratchBytes(const WeightMatrix& w, int64_t n_tok) {
   const DType act = ActivationDType(w.type);
@@ -17,47 +12,66 @@ size_t MatMulScratchBytes(const WeightMatrix& w, int64_t n_tok) {
   return DTypeRowBytes(act, w.cols) * n_tok;
 }
 
-void MatMul(const WeightMatrix& w, const float* x, int64_t n_tok, float* y,
-            bool accumulate, ThreadPool* pool, std::vector<uint8_t>* scratch) {
-  const DType act = ActivationDType(w.type);
-  const void* xq = x;
-  size_t x_row_bytes = w.cols * sizeof(float);
-  if (act != DType::kF32) {
-    x_row_bytes = DTypeRowBytes(act, w.cols);
-    const size_t need = x_row_bytes * n_tok;
-    if (scratch->size() < need) scratch->resize(need);
-    for (int64_t t = 0; t < n_tok; ++t) {
-      QuantizeRow(act, x + t * w.cols, scratch->data() + t * x_row_bytes,
-                  w.cols);
-    }
-    xq = scratch->data();
-  }
-  const auto* xbytes = static_cast<const uint8_t*>(xq);
-  const int64_t n_out = w.rows;
-  const int64_t n_groups = (n_out + kRowGroup - 1) / kRowGroup;
-  const int num_threads = pool != nullptr ? pool->num_threads() : 1;
-  // A few chunks per thread balance load when a thread is descheduled.
-  const int64_t n_chunks = std::min<int64_t>(n_groups, num_threads * 4);
-  auto run_chunk = [&](int64_t chunk) {
-    const int64_t g0 = n_groups * chunk / n_chunks;
-    const int64_t g1 = n_groups * (chunk + 1) / n_chunks;
-    for (int64_t g = g0; g < g1; ++g) {
-      const int64_t r0 = g * kRowGroup;
-      const int64_t r1 = std::min(n_out, r0 + kRowGroup);
-      for (int64_t t = 0; t < n_tok; ++t) {
-        const uint8_t* xt = xbytes + t * x_row_bytes;
-        float* yt = y + t * n_out;
-        for (int64_t r = r0; r < r1; ++r) {
-          const float v = DotRow(w.type, w.Row(r), xt, w.cols);
-          yt[r] = accumulate ? yt[r] + v : v;
-        }
-      }
+QuantizedActivations QuantizeActivations(DType weight_type, const float* x,
+                                         int64_t n_tok, int64_t cols,
+                                         std::vector<uint8_t>* scratch,
+                                         ThreadPool* pool) {
+  const DType act = ActivationDType(weight_type);
+  QuantizedActivations q{act, reinterpret_cast<const uint8_t*>(x),
+                         cols * sizeof(float), n_tok, cols};
+  if (act == DType::kF32) return q;
+  q.row_bytes = DTypeRowBytes(act, cols);
+  const size_t need = q.row_bytes * n_tok;
+  if (scratch->size() < need) scratch->resize(need);
+  uint8_t* out = scratch->data();
+  auto rows = [&](int64_t t0, int64_t t1) {
+    for (int64_t t = t0; t < t1; ++t) {
+      QuantizeRow(act, x + t * cols, out + t * q.row_bytes, cols);
     }
   };
-  if (pool != nullptr) {
-    pool->ParallelFor(n_chunks, run_chunk);
+  constexpr int64_t kRowsPerTask = 16;
+  if (pool == nullptr || n_tok < 2 * kRowsPerTask) {
+    rows(0, n_tok);
   } else {
-    for (int64_t c = 0; c < n_chunks; ++c) run_chunk(c);
+    pool->ParallelFor(
+        (n_tok + kRowsPerTask - 1) / kRowsPerTask, [&](int64_t i) {
+          rows(i * kRowsPerTask, std::min(n_tok, (i + 1) * kRowsPerTask));
+        });
+  }
+  q.data = out;
+  return q;
+}
+
+void MatMulRows(const WeightMatrix& w, const QuantizedActivations& xq,
+                int64_t r0, int64_t r1, float* y, int64_t ld_y,
+                bool accumulate) {
+  GemmTile(w.type, static_cast<const uint8_t*>(w.data),
+           DTypeRowBytes(w.type, w.cols), xq.data, xq.row_bytes, w.cols, r0, r1,
+           xq.n_tok, y, ld_y, accumulate);
+}
+
+int64_t RowsPerTask(int64_t rows, int num_threads, int64_t align) {
+  const int64_t tasks = std::max<int64_t>(1, int64_t{num_threads} * 8);
+  int64_t per = (rows + tasks - 1) / tasks;
+  per = (per + align - 1) / align * align;
+  return std::max<int64_t>(per, align);
+}
+
+void MatMul(const WeightMatrix& w, const float* x, int64_t n_tok, float* y,
+            bool accumulate, ThreadPool* pool, std::vector<uint8_t>* scratch) {
+  const QuantizedActivations xq =
+      QuantizeActivations(w.type, x, n_tok, w.cols, scratch, pool);
+  const int num_threads = pool != nullptr ? pool->num_threads() : 1;
+  const int64_t per = RowsPerTask(w.rows, num_threads, 4);
+  const int64_t n_tasks = (w.rows + per - 1) / per;
+  auto task = [&](int64_t i) {
+    MatMulRows(w, xq, i * per, std::min(w.rows, (i + 1) * per), y, w.rows,
+               accumulate);
+  };
+  if (pool != nullptr) {
+    pool->ParallelFor(n_tasks, task);
+  } else {
+    for (int64_t i = 0; i < n_tasks; ++i) task(i);
   }
 }
 

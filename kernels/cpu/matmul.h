@@ -2,11 +2,19 @@
 //
 // Design: decode is bound by streaming weights from memory, prefill by
 // arithmetic. X is quantized once per call to the weight type's partner
-// (Q8_0/Q8_1) into a caller-owned scratch buffer; then each thread takes a
-// contiguous run of output rows and, for each small group of rows, dots them
-// against every token row, so a weight row is fetched from memory once per call
-// whatever the number of tokens. Thread-safety: stateless; the scratch buffer
-// and outputs belong to the caller.
+// (Q8_0/Q8_1) into a caller-owned scratch buffer (in parallel over rows when
+// there are many); then each task takes a run of output rows and computes
+// them for every token with register tiles (gemm_tile.h), so a weight block
+// is fetched from memory and unpacked once per call whatever the number of
+// tokens. Every output element has the arithmetic of the row dot product
+// (dot.h), so results never depend on the batch or the tiling.
+//
+// Fused epilogues: callers that want one (add residual, SiLU(gate)*up, RoPE)
+// run MatMulRows for a run of rows inside their own parallel task and apply
+// the epilogue to that tile while it is in cache (see model/llama.cc); MatMul
+// itself offers the plain store and the residual add (accumulate).
+// Thread-safety: stateless; the scratch buffers and outputs belong to the
+// caller.
 #ifndef BRAID_KERNELS_CPU_MATMUL_H_
 #define BRAID_KERNELS_CPU_MATMUL_H_
 
@@ -30,8 +38,34 @@ struct WeightMatrix {
   }
 };
 
+// Activations [n_tok, cols] in the type a weight type is dotted against.
+struct QuantizedActivations {
+  DType type = DType::kF32;  // ActivationDType(weight type)
+  const uint8_t* data = nullptr;
+  size_t row_bytes = 0;
+  int64_t n_tok = 0;
+  int64_t cols = 0;
+};
+
 // Bytes of scratch MatMul needs for n_tok rows against `w`.
 size_t MatMulScratchBytes(const WeightMatrix& w, int64_t n_tok);
+
+// Quantizes x [n_tok, cols] for weights of `weight_type` into *scratch (grown
+// if too small); float weight types use x in place. pool may be null.
+QuantizedActivations QuantizeActivations(DType weight_type, const float* x,
+                                         int64_t n_tok, int64_t cols,
+                                         std::vector<uint8_t>* scratch,
+                                         ThreadPool* pool);
+
+// y[t * ld_y + r] (= or +=) for rows [r0, r1) of w and every token of xq
+// (xq.type must be ActivationDType(w.type), xq.cols == w.cols).
+void MatMulRows(const WeightMatrix& w, const QuantizedActivations& xq,
+                int64_t r0, int64_t r1, float* y, int64_t ld_y,
+                bool accumulate);
+
+// Output rows per parallel task for `rows` rows on `num_threads` threads: a
+// multiple of `align`, about 8 tasks per thread.
+int64_t RowsPerTask(int64_t rows, int num_threads, int64_t align);
 
 // y [n_tok, w.rows] (= or +=, see accumulate) from x [n_tok, w.cols].
 // Preconditions (checked by callers at model load): w.cols is a multiple of the

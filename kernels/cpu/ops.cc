@@ -23,25 +23,45 @@ void RmsNorm(const float* x, const float* weight, int64_t n_rows, int64_t n,
   }
 }
 
-void RopeNormal(float* x, const int32_t* positions, int64_t n_tok,
-                int64_t n_head, int64_t head_dim, int64_t n_rot, float base) {
+void RopeTable(const int32_t* positions, int64_t n_tok, int64_t n_rot,
+               float base, float* cs) {
   const float theta_scale = std::pow(base, -2.0f / static_cast<float>(n_rot));
   for (int64_t t = 0; t < n_tok; ++t) {
     float theta = static_cast<float>(positions[t]);
     // Incremental powers of theta_scale, as ggml computes them.
     for (int64_t i = 0; i < n_rot; i += 2) {
-      const float c = std::cos(theta);
-      const float s = std::sin(theta);
-      for (int64_t h = 0; h < n_head; ++h) {
-        float* xh = x + (t * n_head + h) * head_dim;
+      cs[t * n_rot + i] = std::cos(theta);
+      cs[t * n_rot + i + 1] = std::sin(theta);
+      theta *= theta_scale;
+    }
+  }
+}
+
+void RopeApply(float* x, int64_t n_tok, int64_t row_stride, int64_t h0,
+               int64_t h1, int64_t head_dim, int64_t n_rot, const float* cs) {
+  for (int64_t t = 0; t < n_tok; ++t) {
+    const float* cst = cs + t * n_rot;
+    for (int64_t h = h0; h < h1; ++h) {
+      float* xh = x + t * row_stride + h * head_dim;
+      for (int64_t i = 0; i < n_rot; i += 2) {
+        const float c = cst[i];
+        const float s = cst[i + 1];
         const float x0 = xh[i];
         const float x1 = xh[i + 1];
         // The fused forms GCC gives ggml's x0*c - x1*s and x0*s + x1*c.
         xh[i] = std::fma(x0, c, -(x1 * s));
         xh[i + 1] = std::fma(x0, s, x1 * c);
       }
-      theta *= theta_scale;
     }
+  }
+}
+
+void RopeNormal(float* x, const int32_t* positions, int64_t n_tok,
+                int64_t n_head, int64_t head_dim, int64_t n_rot, float base) {
+  float cs[1024];  // n_rot <= head_dim <= 1024 for every supported model.
+  for (int64_t t = 0; t < n_tok; ++t) {
+    RopeTable(positions + t, 1, n_rot, base, cs);
+    RopeApply(x + t * n_head * head_dim, 1, 0, 0, n_head, head_dim, n_rot, cs);
   }
 }
 

@@ -21,6 +21,19 @@ void RmsNorm(const float* x, const float* weight, int64_t n_rows, int64_t n,
 void RopeNormal(float* x, const int32_t* positions, int64_t n_tok,
                 int64_t n_head, int64_t head_dim, int64_t n_rot, float base);
 
+// The rotation RopeNormal applies, tabulated once per token for all heads and
+// layers: cs[t * n_rot + i] = cos(theta_i), cs[t * n_rot + i + 1] =
+// sin(theta_i) for even i < n_rot, theta computed exactly as RopeNormal does.
+// positions: [n_tok]; cs: [n_tok, n_rot].
+void RopeTable(const int32_t* positions, int64_t n_tok, int64_t n_rot,
+               float base, float* cs);
+
+// RopeNormal with a table, on heads [h0, h1) of x's rows: row t starts at
+// x + t * row_stride and holds heads of head_dim. Bit-identical to
+// RopeNormal.
+void RopeApply(float* x, int64_t n_tok, int64_t row_stride, int64_t h0,
+               int64_t h1, int64_t head_dim, int64_t n_rot, const float* cs);
+
 // gate[i] = silu(gate[i]) * up[i]; silu(v) = v / (1 + exp(-v)), with ggml's
 // exp (vec_math.h SwiGlu; its 16-element groups run over the flat array, so
 // rows match ggml's per-row grouping when their length is a multiple of 16).

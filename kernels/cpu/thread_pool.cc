@@ -1,8 +1,20 @@
 #include "kernels/cpu/thread_pool.h"
 
-namespace braid::kernels::cpu {
+#include <immintrin.h>
 
-ThreadPool::ThreadPool(int num_threads) {
+#include <chrono>
+
+namespace braid::kernels::cpu {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+inline void CpuRelax() { _mm_pause(); }
+
+}  // namespace
+
+ThreadPool::ThreadPool(int num_threads, int spin_us)
+    : spin_us_(spin_us < 0 ? 0 : spin_us) {
   if (num_threads <= 0) {
     num_threads = static_cast<int>(std::thread::hardware_concurrency());
     if (num_threads <= 0) num_threads = 1;
@@ -16,7 +28,7 @@ ThreadPool::ThreadPool(int num_threads) {
 ThreadPool::~ThreadPool() {
   {
     std::lock_guard<std::mutex> lock(mu_);
-    stop_ = true;
+    stop_.store(true);
   }
   work_cv_.notify_all();
   for (std::thread& t : workers_) t.join();
@@ -33,17 +45,32 @@ void ThreadPool::RunTasks() {
 void ThreadPool::WorkerLoop() {
   uint64_t seen = 0;
   for (;;) {
-    {
+    // Spin a while for the next job, then sleep.
+    const auto deadline = Clock::now() + std::chrono::microseconds(spin_us_);
+    bool got = false;
+    for (int i = 0; !got; ++i) {
+      got = generation_.load(std::memory_order_acquire) != seen ||
+            stop_.load(std::memory_order_relaxed);
+      if (got || ((i & 15) == 15 && Clock::now() >= deadline)) break;
+      // Pause briefly, then give the core away on each round: on a shared
+      // machine a spinning worker must not starve the thread it waits for.
+      if (i < 64) {
+        CpuRelax();
+      } else {
+        std::this_thread::yield();
+      }
+    }
+    if (!got) {
       std::unique_lock<std::mutex> lock(mu_);
-      work_cv_.wait(lock, [&] { return stop_ || generation_ != seen; });
-      if (stop_) return;
-      seen = generation_;
+      sleepers_.fetch_add(1);
+      work_cv_.wait(lock,
+                    [&] { return stop_.load() || generation_.load() != seen; });
+      sleepers_.fetch_sub(1);
     }
+    if (stop_.load()) return;
+    seen = generation_.load(std::memory_order_acquire);
     RunTasks();
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      if (--active_workers_ == 0) done_cv_.notify_one();
-    }
+    remaining_.fetch_sub(1, std::memory_order_release);
   }
 }
 
@@ -54,18 +81,25 @@ void ThreadPool::ParallelFor(int64_t n, absl::FunctionRef<void(int64_t)> fn) {
     return;
   }
   std::lock_guard<std::mutex> call_lock(call_mu_);
-  {
+  fn_ = &fn;
+  n_ = n;
+  next_.store(0, std::memory_order_relaxed);
+  remaining_.store(static_cast<int>(workers_.size()),
+                   std::memory_order_relaxed);
+  generation_.fetch_add(1);  // seq_cst: ordered before the sleepers_ load.
+  if (sleepers_.load() > 0) {
     std::lock_guard<std::mutex> lock(mu_);
-    fn_ = &fn;
-    n_ = n;
-    next_.store(0, std::memory_order_relaxed);
-    active_workers_ = static_cast<int>(workers_.size());
-    ++generation_;
+    work_cv_.notify_all();
   }
-  work_cv_.notify_all();
   RunTasks();
-  std::unique_lock<std::mutex> lock(mu_);
-  done_cv_.wait(lock, [&] { return active_workers_ == 0; });
+  // Workers finish their last item; yield the core if one is descheduled.
+  for (int i = 0; remaining_.load(std::memory_order_acquire) != 0; ++i) {
+    if (i < 256) {
+      CpuRelax();
+    } else {
+      std::this_thread::yield();
+    }
+  }
   fn_ = nullptr;
 }
 

@@ -2,10 +2,20 @@
 //
 // Threads are created once in the constructor and joined in the destructor.
 // ParallelFor(n, fn) runs fn(i) for every i in [0, n) on the workers and the
-// calling thread, and returns when all calls finished. It allocates nothing per
-// call. Only one ParallelFor may run at a time (one engine thread drives the
-// pool); calls from several threads at once are serialized by an internal
-// mutex. fn must not call ParallelFor on the same pool.
+// calling thread, and returns when all calls finished. It allocates nothing
+// and creates no thread per call.
+//
+// Design: a forward pass issues a few hundred short parallel sections per
+// token, so waking workers through a condition variable each time (tens of
+// microseconds) would cost a large share of a decode step. Workers instead
+// spin on an atomic generation counter for `spin_us` after each job, and only
+// then sleep on a condition variable; the caller notifies only when someone
+// sleeps. Indices are handed out one at a time from an atomic counter, so a
+// descheduled thread (a shared machine) delays only the items it holds.
+//
+// Only one ParallelFor may run at a time (one engine thread drives the pool);
+// calls from several threads at once are serialized by an internal mutex. fn
+// must not call ParallelFor on the same pool.
 #ifndef BRAID_KERNELS_CPU_THREAD_POOL_H_
 #define BRAID_KERNELS_CPU_THREAD_POOL_H_
 
@@ -23,8 +33,9 @@ namespace braid::kernels::cpu {
 class ThreadPool {
  public:
   // num_threads counts the calling thread: num_threads - 1 workers are started.
-  // num_threads <= 0 means std::thread::hardware_concurrency().
-  explicit ThreadPool(int num_threads);
+  // num_threads <= 0 means std::thread::hardware_concurrency(). Idle workers
+  // spin for spin_us microseconds before they sleep (0: sleep at once).
+  explicit ThreadPool(int num_threads, int spin_us = 200);
   ~ThreadPool();
   ThreadPool(const ThreadPool&) = delete;
   ThreadPool& operator=(const ThreadPool&) = delete;
@@ -37,20 +48,22 @@ class ThreadPool {
   void WorkerLoop();
   void RunTasks();
 
+  const int spin_us_;
   std::vector<std::thread> workers_;
   std::mutex call_mu_;  // Serializes ParallelFor callers.
 
-  std::mutex mu_;
-  std::condition_variable work_cv_;
-  std::condition_variable done_cv_;
-  uint64_t generation_ = 0;  // Guarded by mu_; bumped per ParallelFor.
-  int active_workers_ = 0;   // Guarded by mu_; workers still inside a job.
-  bool stop_ = false;        // Guarded by mu_.
-
-  // The current job; written before generation_ is bumped under mu_.
+  // The current job; written before generation_ is bumped (release), read by
+  // workers after they observe the bump (acquire).
   const absl::FunctionRef<void(int64_t)>* fn_ = nullptr;
   int64_t n_ = 0;
   std::atomic<int64_t> next_{0};
+  std::atomic<uint64_t> generation_{0};
+  std::atomic<int> remaining_{0};  // Workers still inside the current job.
+  std::atomic<bool> stop_{false};
+
+  std::mutex mu_;  // Guards sleeping; sleepers_ changes only under it.
+  std::condition_variable work_cv_;
+  std::atomic<int> sleepers_{0};
 };
 
 }  // namespace braid::kernels::cpu

@@ -1,6 +1,8 @@
 #include "kernels/cpu/thread_pool.h"
 
 #include <atomic>
+#include <chrono>
+#include <thread>
 #include <vector>
 
 #include "gtest/gtest.h"
@@ -27,6 +29,22 @@ TEST(ThreadPoolTest, ManySmallCallsComplete) {
     pool.ParallelFor(5, [&](int64_t i) { total.fetch_add(i); });
   }
   EXPECT_EQ(total.load(), 2000 * 10);
+}
+
+// Workers that went to sleep (no spinning) still wake for every job, and
+// calls far apart (workers asleep) and back to back (workers spinning) mix.
+TEST(ThreadPoolTest, SleepingAndSpinningWorkersWake) {
+  for (int spin_us : {0, 50, 100000}) {
+    ThreadPool pool(3, spin_us);
+    std::atomic<int64_t> total{0};
+    for (int call = 0; call < 300; ++call) {
+      if (call % 50 == 0) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(2));
+      }
+      pool.ParallelFor(7, [&](int64_t i) { total.fetch_add(i); });
+    }
+    EXPECT_EQ(total.load(), 300 * 21) << spin_us;
+  }
 }
 
 TEST(ThreadPoolTest, DefaultUsesHardwareConcurrency) {

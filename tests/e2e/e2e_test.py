@@ -1,14 +1,18 @@
 """End to end: the real braidd over gRPC, driven by an independent client
 (Python grpcio) and by the `braid` CLI.
 
-The daemon runs with --max_running=1 so a request that leaked its slot (for
-example a cancelled stream that never freed its KV cache) would make every
-later request hang and fail these tests.
+The daemon runs with --max_num_seqs=1 (one request holds KV blocks at a
+time) so a request that leaked its slot (for example a cancelled stream that
+never freed its KV blocks) would make every later request hang and fail these
+tests; the cancellation tests also read --stats_file to check that every
+block is free and no request remains.
 """
+import json
 import math
 import os
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 import unittest
@@ -39,7 +43,10 @@ def golden_cases():
 class E2ETest(unittest.TestCase):
     @classmethod
     def setUpClass(cls):
-        cls.daemon = harness.Daemon("--max_running=1",
+        cls.stats_path = os.path.join(tempfile.mkdtemp(), "stats")
+        cls.daemon = harness.Daemon("--max_num_seqs=1",
+                                    f"--kv_budget_tokens={2 * CONTEXT}",
+                                    f"--stats_file={cls.stats_path}",
                                     f"--context_length={CONTEXT}",
                                     "--threads=2")
         cls.channel = grpc.insecure_channel(cls.daemon.addr)
@@ -65,6 +72,23 @@ class E2ETest(unittest.TestCase):
                                  timeout=60)
         self.assertEqual(final.usage.output_tokens, 2)
         self.assertTrue(self.daemon.alive())
+
+    def assert_engine_idle(self):
+        """Waits (10 s at most) for the engine to hold no request and no
+        KV block, as reported by --stats_file."""
+        deadline = time.time() + 10
+        stats = None
+        while time.time() < deadline:
+            try:
+                with open(self.stats_path) as f:
+                    stats = json.load(f)
+            except (OSError, ValueError):
+                stats = None
+            if (stats and stats["requests"] == 0 and
+                    stats["kv_blocks_free"] == stats["kv_blocks_total"]):
+                return stats
+            time.sleep(0.05)
+        self.fail(f"engine not idle: {stats}")
 
     # -- health and info --------------------------------------------------
 
@@ -218,6 +242,7 @@ class E2ETest(unittest.TestCase):
             # With one slot, this only completes if the cancelled request
             # released it.
             self.assert_still_serving()
+        self.assert_engine_idle()
 
     def test_client_disconnect_frees_the_slot(self):
         channel = grpc.insecure_channel(self.daemon.addr)
@@ -229,6 +254,7 @@ class E2ETest(unittest.TestCase):
         next(call)
         channel.close()
         self.assert_still_serving()
+        self.assert_engine_idle()
 
     def test_deadline_cancels(self):
         with self.assertRaises(grpc.RpcError) as cm:
@@ -238,6 +264,7 @@ class E2ETest(unittest.TestCase):
                           timeout=1.0)
         self.assertEqual(cm.exception.code(), grpc.StatusCode.DEADLINE_EXCEEDED)
         self.assert_still_serving()
+        self.assert_engine_idle()
 
     # -- bad input --------------------------------------------------------
 

@@ -1,0 +1,409 @@
+#include "batching/scheduler.h"
+
+#include <algorithm>
+#include <cassert>
+#include <cmath>
+#include <limits>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+
+namespace braid::batching {
+namespace {
+
+constexpr QueueKind kServiceOrder[] = {QueueKind::kIo, QueueKind::kReasoning,
+                                       QueueKind::kPrompt};
+
+}  // namespace
+
+absl::Status SchedulerOptions::Validate() const {
+  if (block_size < 1 || num_blocks < 1) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("the KV pool needs at least one block of at least one "
+                     "token (block_size ",
+                     block_size, ", num_blocks ", num_blocks, ")"));
+  }
+  if (max_batch_tokens < 2 || max_num_seqs < 1) {
+    // Two: exact_chunks never computes a single prompt token alone.
+    return absl::InvalidArgumentError(
+        "max_batch_tokens must be at least 2 and max_num_seqs at least 1");
+  }
+  double sum = 0;
+  for (double s : queue_shares) {
+    if (!(s >= 0 && s <= 1)) {
+      return absl::InvalidArgumentError("queue shares must be in [0, 1]");
+    }
+    sum += s;
+  }
+  if (sum > 1 + 1e-9) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("queue shares sum to ", sum, "; at most 1"));
+  }
+  return absl::OkStatus();
+}
+
+// The scheduler's state of one request.
+struct Scheduler::Request {
+  uint64_t id = 0;
+  int priority = 0;
+  std::string tenant;
+  uint64_t arrival = 0;
+  std::vector<int32_t> tokens;  // prompt, then sampled tokens
+  int num_prompt_tokens = 0;
+  int num_computed = 0;  // entries in the KV cache
+  std::vector<int32_t> block_table;
+  std::vector<uint64_t> block_hashes;  // of the committed (full) blocks
+  QueueKind queue = QueueKind::kPrompt;
+  bool thinking = false;
+  uint64_t admit = 0;  // admission order while holding blocks; 0 = none
+  int num_preemptions = 0;
+  // Planning state of the current step.
+  int64_t planned_step = -1;
+  int num_planned = 0;
+  int64_t preempted_step = -1;
+
+  WorkItem Item() const { return {id, priority, tenant, arrival}; }
+  int remaining() const {
+    return static_cast<int>(tokens.size()) - num_computed - num_planned;
+  }
+  // Rank for preemption: lower priority first, then the most recently
+  // admitted (a request holding nothing counts as the most recent of all).
+  bool RanksBelow(const Request& other) const {
+    if (priority != other.priority) return priority < other.priority;
+    const uint64_t a =
+        admit == 0 ? std::numeric_limits<uint64_t>::max() : admit;
+    const uint64_t b =
+        other.admit == 0 ? std::numeric_limits<uint64_t>::max() : other.admit;
+    return a > b;
+  }
+};
+
+Scheduler::Scheduler(const SchedulerOptions& options, WorkQueues queues)
+    : options_(options),
+      queues_(std::move(queues)),
+      blocks_(options.num_blocks, options.block_size) {}
+
+Scheduler::~Scheduler() = default;
+
+Scheduler::Request& Scheduler::Get(uint64_t id) {
+  auto it = requests_.find(id);
+  assert(it != requests_.end());
+  return *it->second;
+}
+
+const Scheduler::Request& Scheduler::Get(uint64_t id) const {
+  auto it = requests_.find(id);
+  assert(it != requests_.end());
+  return *it->second;
+}
+
+void Scheduler::Add(uint64_t id, std::vector<int32_t> prompt, int priority,
+                    std::string tenant) {
+  auto r = std::make_unique<Request>();
+  r->id = id;
+  r->priority = priority;
+  r->tenant = std::move(tenant);
+  r->arrival = next_arrival_++;
+  r->tokens = std::move(prompt);
+  r->num_prompt_tokens = static_cast<int>(r->tokens.size());
+  // The prompt may leave the model inside a thinking section.
+  for (int32_t t : r->tokens) {
+    if (t == options_.think_start_id) r->thinking = true;
+    if (t == options_.think_end_id) r->thinking = false;
+  }
+  r->queue = QueueKind::kPrompt;
+  queues_[static_cast<int>(QueueKind::kPrompt)]->Push(r->Item());
+  requests_[id] = std::move(r);
+}
+
+void Scheduler::Remove(uint64_t id) {
+  auto it = requests_.find(id);
+  if (it == requests_.end()) return;
+  Request& r = *it->second;
+  Drop(r);
+  queues_[static_cast<int>(r.queue)]->Remove(id);
+  requests_.erase(it);
+}
+
+// Design note. Each step fills one budget (max_batch_tokens tokens,
+// max_num_seqs sequences) from the three queues in two passes. The first
+// pass gives each queue its guaranteed share (queue_shares), in the order
+// I/O, reasoning, prompt, so decode tokens of visible output go first and
+// no queue starves however busy the others are. The second pass hands what
+// is left to the queues in the same order, so an idle queue's share is not
+// wasted. Within a queue the queue's own policy orders the requests. A
+// request's grant is a chunk: as many of its uncomputed tokens as the budget
+// and the KV pool allow, so long prompts are split across steps and decode
+// tokens ride in the same forward pass as prefill chunks (vLLM v1's
+// "no separate prefill mode"). When the pool is full, work that ranks below
+// the request (lower priority, then most recently admitted) is preempted and
+// will be recomputed, even if it was granted work earlier in this step (the
+// grant is taken back); new requests never preempt work of equal priority.
+StepPlan Scheduler::Schedule() {
+  ++step_;
+  StepPlan plan;
+  Budget left{options_.max_batch_tokens, options_.max_num_seqs};
+  left_ = &left;
+  for (QueueKind kind : kServiceOrder) {
+    const double share = options_.queue_shares[static_cast<int>(kind)];
+    Budget quota{
+        static_cast<int>(std::floor(share * options_.max_batch_tokens)),
+        static_cast<int>(std::ceil(share * options_.max_num_seqs))};
+    ScheduleQueue(kind, quota, &left, &plan);
+  }
+  for (QueueKind kind : kServiceOrder) {
+    ScheduleQueue(kind, left, &left, &plan);
+  }
+  left_ = nullptr;
+  // Drop the grants of requests preempted later in the planning.
+  plan.sequences.erase(
+      std::remove_if(plan.sequences.begin(), plan.sequences.end(),
+                     [this](const ScheduledSequence& s) {
+                       return Get(s.request_id).preempted_step == step_;
+                     }),
+      plan.sequences.end());
+  for (ScheduledSequence& s : plan.sequences) {
+    const Request& r = Get(s.request_id);
+    s.num_cached = r.num_computed;
+    s.tokens.assign(r.tokens.begin() + r.num_computed,
+                    r.tokens.begin() + r.num_computed + r.num_planned);
+    s.block_table = r.block_table;
+    s.sample = r.remaining() == 0;
+    plan.num_tokens += r.num_planned;
+  }
+  return plan;
+}
+
+void Scheduler::ScheduleQueue(QueueKind kind, Budget limit, Budget* left,
+                              StepPlan* plan) {
+  WorkQueue& queue = *queues_[static_cast<int>(kind)];
+  Budget used;
+  bool admission_blocked = false;
+  // Work already granted in this step goes first, so a second pass extends
+  // a chunk rather than starting another request's.
+  std::vector<uint64_t> order = queue.Ordered();
+  std::stable_partition(order.begin(), order.end(), [this](uint64_t id) {
+    return Get(id).planned_step == step_;
+  });
+  for (uint64_t id : order) {
+    const int max_tokens = std::min(limit.tokens - used.tokens, left->tokens);
+    if (max_tokens <= 0) break;
+    Request& r = Get(id);
+    if (r.preempted_step == step_) continue;
+    const bool new_seq = r.planned_step != step_;
+    if (new_seq && (used.seqs >= limit.seqs || left->seqs <= 0)) break;
+    // Once a new request could not be admitted, later new requests wait too
+    // (first come, first served), while those already holding blocks go on.
+    if (r.admit == 0 && admission_blocked) continue;
+    const int n = Grant(r, max_tokens, plan);
+    if (n == 0) {
+      if (r.admit == 0) admission_blocked = true;
+      continue;
+    }
+    used.tokens += n;
+    left->tokens -= n;
+    if (new_seq) {
+      ++used.seqs;
+      --left->seqs;
+    }
+    queue.Charge(id, n);
+  }
+}
+
+int Scheduler::NextChunk(const Request& r, int max_tokens) const {
+  const int done = r.num_computed + r.num_planned;
+  const int n = std::min(max_tokens, r.remaining());
+  if (!options_.exact_chunks || n <= 0) return std::max(n, 0);
+  if (done >= r.num_prompt_tokens) {
+    // Output tokens: one per step, as when they were decoded.
+    return r.num_planned > 0 ? 0 : 1;
+  }
+  // Prompt tokens: the step's chunk [num_computed, num_computed + want)
+  // stays inside the prompt, holds at least two tokens and leaves no
+  // single-token tail (unless the prompt part is a single token).
+  const int prompt_left = r.num_prompt_tokens - r.num_computed;
+  int want = std::min(r.num_planned + n, prompt_left);
+  if (prompt_left - want == 1) --want;
+  if (want < 2 && prompt_left >= 2) want = 0;
+  return std::max(0, want - r.num_planned);
+}
+
+int Scheduler::Grant(Request& r, int max_tokens, StepPlan* plan) {
+  const bool planned = r.planned_step == step_;
+  if (!planned) r.num_planned = 0;
+  // At most max_num_seqs requests hold blocks, so every one of them can be
+  // scheduled in each step.
+  if (r.admit == 0 && num_running_ >= options_.max_num_seqs) return 0;
+  const bool attached = !planned && r.admit == 0 && AttachCachedPrefix(r);
+  const int bs = options_.block_size;
+  const int done = r.num_computed + r.num_planned;
+  auto blocks_for = [&](int entries) {
+    return (entries + bs - 1) / bs - static_cast<int>(r.block_table.size());
+  };
+  int n = NextChunk(r, max_tokens);
+  bool out_of_blocks = false;
+  if (n > 0 && blocks_for(done + n) > 0 &&
+      !MakeRoom(r, blocks_for(done + n), plan)) {
+    out_of_blocks = true;
+    // Take what the pool can still hold, if anything.
+    const int fit =
+        (static_cast<int>(r.block_table.size()) + blocks_.num_free_blocks()) *
+            bs -
+        done;
+    n = NextChunk(r, std::min(max_tokens, fit));
+  }
+  if (n <= 0) {
+    if (attached) {
+      Drop(r);  // give the cached prefix back; it was never used
+    } else if (out_of_blocks && !planned && r.admit != 0) {
+      Preempt(r, plan);  // it ranks lowest: make room for the others
+    }
+    return 0;
+  }
+  if (blocks_for(done + n) > 0) {
+    const bool ok = blocks_.Allocate(blocks_for(done + n), &r.block_table);
+    assert(ok);
+    (void)ok;
+  }
+  if (r.admit == 0) {
+    r.admit = next_admit_++;
+    ++num_running_;
+  }
+  if (attached) num_prefix_hit_tokens_ += r.num_computed;
+  if (!planned) {
+    r.planned_step = step_;
+    ScheduledSequence s;
+    s.request_id = r.id;
+    s.queue = r.queue;
+    plan->sequences.push_back(std::move(s));
+  }
+  r.num_planned += n;
+  return n;
+}
+
+bool Scheduler::MakeRoom(const Request& r, int n, StepPlan* plan) {
+  while (blocks_.num_free_blocks() < n) {
+    Request* victim = nullptr;
+    for (auto& [id, q] : requests_) {
+      if (q.get() == &r || q->admit == 0) continue;
+      if (victim == nullptr || q->RanksBelow(*victim)) victim = q.get();
+    }
+    if (victim == nullptr || !victim->RanksBelow(r)) return false;
+    if (victim->planned_step == step_) {
+      // Already granted work in this step: take the grant back.
+      left_->tokens += victim->num_planned;
+      left_->seqs += 1;
+    }
+    Preempt(*victim, plan);
+  }
+  return true;
+}
+
+void Scheduler::Drop(Request& r) {
+  if (r.admit != 0) --num_running_;
+  blocks_.Release(r.block_table);
+  r.block_table.clear();
+  r.block_hashes.clear();
+  r.num_computed = 0;
+  r.num_planned = 0;
+  r.admit = 0;
+}
+
+void Scheduler::Preempt(Request& r, StepPlan* plan) {
+  Drop(r);
+  ++r.num_preemptions;
+  ++num_preemptions_;
+  r.preempted_step = step_;
+  MoveTo(r, QueueKind::kPrompt);
+  plan->preempted.push_back(r.id);
+}
+
+bool Scheduler::AttachCachedPrefix(Request& r) {
+  const int bs = options_.block_size;
+  // Leave at least one token to compute: its logits give the next token.
+  int max_blocks = (static_cast<int>(r.tokens.size()) - 1) / bs;
+  // With exact_chunks, a prompt part left to compute holds two tokens or
+  // more (see NextChunk).
+  while (options_.exact_chunks && max_blocks > 0 &&
+         r.num_prompt_tokens - max_blocks * bs == 1) {
+    --max_blocks;
+  }
+  const int n = blocks_.AcquireCachedPrefix(r.tokens, max_blocks,
+                                            &r.block_table, &r.block_hashes);
+  if (n == 0) return false;
+  r.num_computed = n * bs;
+  return true;
+}
+
+void Scheduler::CommitFullBlocks(Request& r) {
+  const int bs = options_.block_size;
+  const int full = r.num_computed / bs;
+  for (int b = static_cast<int>(r.block_hashes.size()); b < full; ++b) {
+    const uint64_t parent =
+        b == 0 ? BlockManager::kRootHash : r.block_hashes[b - 1];
+    r.block_hashes.push_back(
+        blocks_.Commit(r.block_table[b], parent,
+                       absl::MakeConstSpan(r.tokens).subspan(b * bs, bs)));
+  }
+}
+
+void Scheduler::Update(const StepPlan& plan, const StepOutput& output) {
+  for (size_t i = 0; i < plan.sequences.size(); ++i) {
+    const ScheduledSequence& s = plan.sequences[i];
+    auto it = requests_.find(s.request_id);
+    if (it == requests_.end()) continue;
+    Request& r = *it->second;
+    r.num_computed += static_cast<int>(s.tokens.size());
+    r.num_planned = 0;
+    num_computed_tokens_ += static_cast<int64_t>(s.tokens.size());
+    CommitFullBlocks(r);
+    if (s.sample && i < output.tokens.size()) {
+      const int32_t token = output.tokens[i].token_id;
+      r.tokens.push_back(token);
+      if (token == options_.think_start_id) r.thinking = true;
+      if (token == options_.think_end_id) r.thinking = false;
+    }
+    MoveTo(r, PhaseQueue(r));
+  }
+}
+
+QueueKind Scheduler::PhaseQueue(const Request& r) const {
+  const int remaining = static_cast<int>(r.tokens.size()) - r.num_computed;
+  if (r.num_computed == 0 || remaining > 1) return QueueKind::kPrompt;
+  return r.thinking ? QueueKind::kReasoning : QueueKind::kIo;
+}
+
+void Scheduler::MoveTo(Request& r, QueueKind kind) {
+  if (r.queue == kind) return;
+  queues_[static_cast<int>(r.queue)]->Remove(r.id);
+  queues_[static_cast<int>(kind)]->Push(r.Item());
+  r.queue = kind;
+}
+
+const std::vector<int32_t>& Scheduler::tokens(uint64_t id) const {
+  return Get(id).tokens;
+}
+int Scheduler::num_computed_tokens(uint64_t id) const {
+  return Get(id).num_computed;
+}
+int Scheduler::num_preemptions(uint64_t id) const {
+  return Get(id).num_preemptions;
+}
+QueueKind Scheduler::queue(uint64_t id) const { return Get(id).queue; }
+
+SchedulerStats Scheduler::stats() const {
+  SchedulerStats s;
+  s.num_requests = static_cast<int>(requests_.size());
+  for (const auto& [id, r] : requests_) {
+    ++(r->admit == 0 ? s.num_waiting : s.num_running);
+  }
+  for (int q = 0; q < kNumQueues; ++q) s.queue_sizes[q] = queues_[q]->size();
+  s.num_steps = step_;
+  s.num_preemptions = num_preemptions_;
+  s.num_computed_tokens = num_computed_tokens_;
+  s.num_prefix_hit_tokens = num_prefix_hit_tokens_;
+  s.blocks = blocks_.stats();
+  return s;
+}
+
+}  // namespace braid::batching

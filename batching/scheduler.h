@@ -1,0 +1,147 @@
+// The continuous-batching planner: which requests compute which tokens in the
+// next engine step, under a token and sequence budget and the KV pool.
+//
+// Pure: no threads, no clock, no model. The engine calls Schedule() for a
+// StepPlan, runs it, and calls Update() with the sampled tokens; requests are
+// added and removed between steps. Tests drive it step by step against
+// tables of expected plans (scheduler_test.cc, streams/fairness_test.cc).
+//
+// A request is a token list (prompt, then every sampled token) and a count
+// of those already in the KV cache (num_computed_tokens). Each step computes
+// some of the rest: many at once while prefilling (in chunks), one while
+// decoding. Preemption drops the KV blocks and resets the count, so the
+// request recomputes its prompt and output later (the prefix cache often
+// gives most of it back).
+//
+// Owned by the engine; engine thread only; not thread-safe.
+#ifndef BRAID_BATCHING_SCHEDULER_H_
+#define BRAID_BATCHING_SCHEDULER_H_
+
+#include <array>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/status/status.h"
+#include "batching/block_manager.h"
+#include "batching/step_plan.h"
+#include "batching/work_queue.h"
+
+namespace braid::batching {
+
+struct SchedulerOptions {
+  int num_blocks = 1024;
+  int block_size = 16;
+  int max_batch_tokens = 512;  // tokens per step, all sequences together
+  // Sequences per step, and requests holding KV blocks at once (so every
+  // admitted request can be scheduled in every step).
+  int max_num_seqs = 64;
+  // Guaranteed share of each budget per queue, indexed by QueueKind; must
+  // sum to at most 1. What a queue leaves unused goes to the others, I/O
+  // first, then reasoning, then prompt.
+  std::array<double, kNumQueues> queue_shares = {0.5, 0.25, 0.25};
+  // Compute every entry with the kernels it would get in an undisturbed
+  // run: prompt chunks never hold a single token (unless the prompt is one
+  // token), and after preemption the output tokens are recomputed one per
+  // step, as they were decoded. The CPU attention picks its summation order
+  // by chunk size (one token or more), so without this a recomputed request
+  // can differ in the last bits and, greedy, in its tokens. Costs a
+  // preempted request one step per output token to recover.
+  bool exact_chunks = true;
+  // Thinking markers (token ids; -1 = none): decode work between them is
+  // reasoning, anything else is output.
+  int32_t think_start_id = -1;
+  int32_t think_end_id = -1;
+
+  absl::Status Validate() const;
+};
+
+struct SchedulerStats {
+  int num_requests = 0;
+  int num_waiting = 0;  // holding no KV blocks
+  int num_running = 0;  // holding KV blocks
+  std::array<int, kNumQueues> queue_sizes = {};
+  int64_t num_steps = 0;
+  int64_t num_preemptions = 0;
+  int64_t num_computed_tokens = 0;    // tokens run through the model
+  int64_t num_prefix_hit_tokens = 0;  // tokens taken from the prefix cache
+  BlockManagerStats blocks;
+};
+
+class Scheduler {
+ public:
+  Scheduler(const SchedulerOptions& options, WorkQueues queues);
+  ~Scheduler();
+
+  // A new request in the prompt queue. `id` must be new; `prompt` non-empty.
+  void Add(uint64_t id, std::vector<int32_t> prompt, int priority,
+           std::string tenant);
+  // Forgets a request in any phase and frees its blocks.
+  void Remove(uint64_t id);
+  bool Contains(uint64_t id) const { return requests_.contains(id); }
+
+  // Plans the next step. Every request in the plan is scheduled once; the
+  // plan may preempt requests (listed in StepPlan::preempted).
+  StepPlan Schedule();
+
+  // Applies a step: counts the computed tokens, caches full blocks, appends
+  // each sampled token and moves requests between queues by phase.
+  void Update(const StepPlan& plan, const StepOutput& output);
+
+  // A request's tokens (prompt, then output) and progress; for tests.
+  const std::vector<int32_t>& tokens(uint64_t id) const;
+  int num_computed_tokens(uint64_t id) const;
+  int num_preemptions(uint64_t id) const;
+  QueueKind queue(uint64_t id) const;
+
+  SchedulerStats stats() const;
+  const SchedulerOptions& options() const { return options_; }
+
+ private:
+  struct Request;
+  struct Budget {
+    int tokens = 0;
+    int seqs = 0;
+  };
+
+  void ScheduleQueue(QueueKind kind, Budget limit, Budget* left,
+                     StepPlan* plan);
+  // How many more tokens `r` may compute in this step given `max_tokens`
+  // (the chunking rules of exact_chunks).
+  int NextChunk(const Request& r, int max_tokens) const;
+  // Grants up to `max_tokens` more tokens of `r` in this step; returns how
+  // many (0 when the KV pool cannot hold them even after preemption).
+  int Grant(Request& r, int max_tokens, StepPlan* plan);
+  // Makes `n` blocks free by preempting work that ranks below `r`; false
+  // when `r` itself ranks lowest.
+  bool MakeRoom(const Request& r, int n, StepPlan* plan);
+  void Preempt(Request& r, StepPlan* plan);
+  // Releases every block and forgets the computed entries.
+  void Drop(Request& r);
+  // Takes the cached blocks of the request's prefix; true when any.
+  bool AttachCachedPrefix(Request& r);
+  void CommitFullBlocks(Request& r);
+  void MoveTo(Request& r, QueueKind kind);
+  QueueKind PhaseQueue(const Request& r) const;
+  Request& Get(uint64_t id);
+  const Request& Get(uint64_t id) const;
+
+  const SchedulerOptions options_;
+  WorkQueues queues_;
+  BlockManager blocks_;
+  absl::flat_hash_map<uint64_t, std::unique_ptr<Request>> requests_;
+  uint64_t next_arrival_ = 1;
+  uint64_t next_admit_ = 1;
+  int num_running_ = 0;     // requests holding blocks
+  Budget* left_ = nullptr;  // the step budget while Schedule() runs
+  int64_t step_ = 0;
+  int64_t num_preemptions_ = 0;
+  int64_t num_computed_tokens_ = 0;
+  int64_t num_prefix_hit_tokens_ = 0;
+};
+
+}  // namespace braid::batching
+
+#endif  // BRAID_BATCHING_SCHEDULER_H_

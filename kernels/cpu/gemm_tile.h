@@ -1,0 +1,42 @@
+// Register-tiled quantized GEMM: a tile of output rows x tokens computed
+// together, each element with exactly the arithmetic of the row dot product
+// (dot.h), so results are bit-identical to DotRow whatever the tile shape or
+// the number of tokens in the batch.
+//
+// Design: a lone row dot is latency-bound (one accumulator chain per row) and
+// reloads the activation row for every weight row. The tile keeps R x T
+// independent chains in registers: a weight block is loaded and unpacked once
+// for T tokens, an activation block once for R rows. Only the grouping of
+// work changes, never the order of operations inside one output element.
+// Pure, thread-safe.
+#ifndef BRAID_KERNELS_CPU_GEMM_TILE_H_
+#define BRAID_KERNELS_CPU_GEMM_TILE_H_
+
+#include <cstddef>
+#include <cstdint>
+
+#include "kernels/cpu/quant.h"
+
+namespace braid::kernels::cpu {
+
+// y[t * ld_y + r] (= or += when accumulate) for rows r in [r0, r1) of the
+// weight matrix w (rows of w_row_bytes bytes) and tokens t in [0, n_tok) of
+// the activations x (rows of x_row_bytes, already in ActivationDType(type)),
+// n = columns. Any type; tiled kernels for Q4_0, Q4_1 and Q8_0 on AVX2,
+// DotRow otherwise.
+void GemmTile(DType type, const uint8_t* w, size_t w_row_bytes,
+              const uint8_t* x, size_t x_row_bytes, int64_t n, int64_t r0,
+              int64_t r1, int64_t n_tok, float* y, int64_t ld_y,
+              bool accumulate);
+
+namespace internal {
+// The AVX2 tiled path; false if it does not serve `type`.
+bool GemmTileAvx2(DType type, const uint8_t* w, size_t w_row_bytes,
+                  const uint8_t* x, size_t x_row_bytes, int64_t n, int64_t r0,
+                  int64_t r1, int64_t n_tok, float* y, int64_t ld_y,
+                  bool accumulate);
+}  // namespace internal
+
+}  // namespace braid::kernels::cpu
+
+#endif  // BRAID_KERNELS_CPU_GEMM_TILE_H_

@@ -1,0 +1,302 @@
+// LlamaModel::Forward over a paged KV pool: equal to the contiguous path,
+// batch-invariant, deterministic, validating.
+#include <algorithm>
+#include <memory>
+#include <random>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "gtest/gtest.h"
+#include "model/batch.h"
+#include "model/gguf.h"
+#include "model/llama.h"
+#include "model/paged_kv.h"
+#include "model/testing/random_llama.h"
+
+namespace braid::model {
+namespace {
+
+constexpr int kBlockSize = 4;
+
+std::unique_ptr<LlamaModel> LoadRandom(GgmlType type, int threads = 2) {
+  testing::RandomLlamaSpec spec;
+  spec.matrix_type = type;
+  spec.n_ctx_train = 512;
+  auto file = GgufFile::FromBytes(testing::MakeRandomLlamaGguf(spec));
+  EXPECT_TRUE(file.ok()) << file.status();
+  auto model = LlamaModel::Load(*std::move(file), LoadOptions{threads});
+  EXPECT_TRUE(model.ok()) << model.status();
+  return model.ok() ? *std::move(model) : nullptr;
+}
+
+// One sequence's state: its tokens so far and its blocks.
+struct Seq {
+  std::vector<int32_t> table;
+  int num_cached = 0;
+};
+
+// Appends `tokens` of `seq` (stream 0, y = context index) to `batch`.
+void Add(Batch& batch, Seq& seq, const std::vector<int32_t>& tokens,
+         BatchSequence::Logits logits) {
+  BatchSequence bs;
+  bs.first_token = static_cast<int>(batch.tokens.size());
+  bs.num_tokens = static_cast<int>(tokens.size());
+  bs.num_cached = seq.num_cached;
+  bs.block_table = seq.table;
+  bs.logits = logits;
+  for (size_t i = 0; i < tokens.size(); ++i) {
+    batch.tokens.push_back(tokens[i]);
+    batch.meta.push_back(EntryMeta{0, seq.num_cached + static_cast<int>(i)});
+  }
+  batch.sequences.push_back(std::move(bs));
+}
+
+class PagedForwardTest : public ::testing::TestWithParam<GgmlType> {};
+
+// Prefill then decode through the paged pool (scrambled, non-contiguous
+// blocks) gives exactly the logits of the contiguous KvCache path.
+TEST_P(PagedForwardTest, OneSequenceEqualsContiguousPathBitForBit) {
+  auto model = LoadRandom(GetParam());
+  ASSERT_NE(model, nullptr);
+  const std::vector<int32_t> prompt = {1, 5, 9, 33, 2, 95, 60, 7, 7, 40, 3};
+  KvCache cache = model->NewKvCache(32);
+  PagedKvPool pool = model->NewPagedKvPool(kBlockSize, 10);
+  Seq seq{{6, 2, 9, 0, 4, 1}, 0};
+  std::vector<float> want, got;
+  ASSERT_TRUE(model->Forward(prompt, cache, true, &want).ok());
+  Batch batch;
+  Add(batch, seq, prompt, BatchSequence::Logits::kAll);
+  ASSERT_TRUE(model->Forward(batch, pool, &got).ok());
+  seq.num_cached += prompt.size();
+  ASSERT_EQ(got, want);
+  int32_t next = 17;
+  for (int step = 0; step < 8; ++step) {
+    ASSERT_TRUE(model->Forward({next}, cache, false, &want).ok());
+    Batch b;
+    Add(b, seq, {next}, BatchSequence::Logits::kLast);
+    ASSERT_TRUE(model->Forward(b, pool, &got).ok());
+    ++seq.num_cached;
+    ASSERT_EQ(got, want) << "step " << step;
+    next = static_cast<int32_t>(std::max_element(got.begin(), got.end()) -
+                                got.begin());
+  }
+}
+
+// 16 sequences of different lengths, prefilled and then decoded together,
+// give bit-identical logits to each run alone; and a rerun repeats them.
+TEST_P(PagedForwardTest, BatchOfSixteenEqualsEachAloneAndIsDeterministic) {
+  auto model = LoadRandom(GetParam());
+  ASSERT_NE(model, nullptr);
+  const int n_vocab = model->config().n_vocab;
+  constexpr int kSeqs = 16, kSteps = 3;
+  std::mt19937 rng(42);
+  std::vector<std::vector<int32_t>> prompts(kSeqs);
+  for (int i = 0; i < kSeqs; ++i) {
+    prompts[i].resize(1 + i % 7 + i);
+    for (int32_t& t : prompts[i]) t = static_cast<int32_t>(rng() % n_vocab);
+  }
+  // Every sequence gets its own blocks, interleaved across the pool.
+  const int blocks_per_seq = 10;
+  std::vector<Seq> layout(kSeqs);
+  for (int i = 0; i < kSeqs; ++i) {
+    for (int b = 0; b < blocks_per_seq; ++b) {
+      layout[i].table.push_back(b * kSeqs + (i * 5 + b) % kSeqs);
+    }
+  }
+  const int num_blocks = kSeqs * blocks_per_seq;
+  // Logits per sequence per step (step 0 = all prompt rows, then decode).
+  using Trace = std::vector<std::vector<std::vector<float>>>;
+  auto next_tokens = [&](int i, int step) {
+    // Fixed decode inputs (so both runs feed the same tokens), sometimes two
+    // tokens in one step to mix one- and multi-token sequences.
+    std::vector<int32_t> t = {static_cast<int32_t>((i * 13 + step) % n_vocab)};
+    if ((i + step) % 4 == 0) t.push_back((i + 3 * step) % n_vocab);
+    return t;
+  };
+  auto run_alone = [&]() {
+    Trace trace(kSeqs);
+    PagedKvPool pool = model->NewPagedKvPool(kBlockSize, num_blocks);
+    std::vector<float> logits;
+    for (int i = 0; i < kSeqs; ++i) {
+      Seq seq = layout[i];
+      for (int step = 0; step <= kSteps; ++step) {
+        const std::vector<int32_t> in =
+            step == 0 ? prompts[i] : next_tokens(i, step);
+        Batch b;
+        Add(b, seq, in, BatchSequence::Logits::kAll);
+        EXPECT_TRUE(model->Forward(b, pool, &logits).ok());
+        seq.num_cached += in.size();
+        trace[i].push_back(logits);
+      }
+    }
+    return trace;
+  };
+  auto run_batched = [&]() {
+    Trace trace(kSeqs);
+    PagedKvPool pool = model->NewPagedKvPool(kBlockSize, num_blocks);
+    std::vector<Seq> seqs = layout;
+    std::vector<float> logits;
+    for (int step = 0; step <= kSteps; ++step) {
+      Batch b;
+      for (int i = 0; i < kSeqs; ++i) {
+        Add(b, seqs[i], step == 0 ? prompts[i] : next_tokens(i, step),
+            BatchSequence::Logits::kAll);
+      }
+      EXPECT_TRUE(model->Forward(b, pool, &logits).ok());
+      size_t row = 0;
+      for (int i = 0; i < kSeqs; ++i) {
+        const int n = b.sequences[i].num_tokens;
+        trace[i].emplace_back(logits.begin() + row * n_vocab,
+                              logits.begin() + (row + n) * n_vocab);
+        row += n;
+        seqs[i].num_cached += n;
+      }
+      EXPECT_EQ(row * n_vocab, logits.size());
+    }
+    return trace;
+  };
+  const Trace alone = run_alone();
+  const Trace batched = run_batched();
+  for (int i = 0; i < kSeqs; ++i) {
+    for (int step = 0; step <= kSteps; ++step) {
+      ASSERT_EQ(batched[i][step], alone[i][step])
+          << "sequence " << i << " step " << step;
+    }
+  }
+  EXPECT_EQ(run_batched(), batched);
+}
+
+INSTANTIATE_TEST_SUITE_P(WeightTypes, PagedForwardTest,
+                         ::testing::Values(GgmlType::kQ4_0, GgmlType::kQ4_1,
+                                           GgmlType::kQ8_0, GgmlType::kF16));
+
+TEST(PagedForwardTest, LogitsRowsFollowEachSequencesRequest) {
+  auto model = LoadRandom(GgmlType::kQ4_1);
+  ASSERT_NE(model, nullptr);
+  const int n_vocab = model->config().n_vocab;
+  PagedKvPool pool = model->NewPagedKvPool(kBlockSize, 8);
+  Seq a{{0, 1}, 0}, b{{2, 3}, 0}, c{{4, 5}, 0};
+  Batch batch;
+  Add(batch, a, {1, 2, 3}, BatchSequence::Logits::kNone);
+  Add(batch, b, {4, 5}, BatchSequence::Logits::kAll);
+  Add(batch, c, {6, 7, 8}, BatchSequence::Logits::kLast);
+  std::vector<float> logits;
+  ASSERT_TRUE(model->Forward(batch, pool, &logits).ok());
+  EXPECT_EQ(logits.size(), static_cast<size_t>(3 * n_vocab));
+  // c's last row equals c alone with last-only logits.
+  PagedKvPool pool2 = model->NewPagedKvPool(kBlockSize, 8);
+  Batch alone;
+  Add(alone, c, {6, 7, 8}, BatchSequence::Logits::kLast);
+  std::vector<float> want;
+  ASSERT_TRUE(model->Forward(alone, pool2, &want).ok());
+  EXPECT_EQ(std::vector<float>(logits.begin() + 2 * n_vocab, logits.end()),
+            want);
+}
+
+// Two streams sharing a prompt: computing the streams' entries in one chunk
+// gives the same logits (up to kernel-choice rounding) as step by step, and
+// the second stream changes what the first sees only from the next y on.
+TEST(PagedForwardTest, TwoStreamChunkEqualsStepByStep) {
+  auto model = LoadRandom(GgmlType::kQ8_0);
+  ASSERT_NE(model, nullptr);
+  const std::vector<int32_t> prompt = {3, 14, 15, 92, 65};
+  const std::vector<int32_t> s0 = {35, 89, 79}, s1 = {32, 38, 46};
+  const int y0 = static_cast<int>(prompt.size());
+  auto build = [&](Batch& b, int first_y, int last_y, int num_cached) {
+    BatchSequence seq;
+    seq.first_token = 0;
+    seq.num_cached = num_cached;
+    seq.block_table = {3, 1, 4, 0};
+    seq.visible_streams = {0, 1};
+    seq.logits = BatchSequence::Logits::kAll;
+    for (int y = first_y; y < last_y; ++y) {
+      if (y < y0) {
+        b.tokens.push_back(prompt[y]);
+        b.meta.push_back({0, y});
+      } else {
+        b.tokens.push_back(s0[y - y0]);
+        b.meta.push_back({0, y});
+        b.tokens.push_back(s1[y - y0]);
+        b.meta.push_back({1, y});
+      }
+    }
+    seq.num_tokens = static_cast<int>(b.tokens.size());
+    b.sequences.push_back(seq);
+  };
+  PagedKvPool chunk_pool = model->NewPagedKvPool(kBlockSize, 5);
+  Batch all;
+  build(all, 0, y0 + 3, 0);
+  std::vector<float> chunk;
+  ASSERT_TRUE(model->Forward(all, chunk_pool, &chunk).ok());
+
+  PagedKvPool step_pool = model->NewPagedKvPool(kBlockSize, 5);
+  std::vector<float> steps, logits;
+  int cached = 0;
+  for (int y = 0; y < y0 + 3; ++y) {
+    Batch b;
+    build(b, y, y + 1, cached);
+    ASSERT_TRUE(model->Forward(b, step_pool, &logits).ok());
+    cached += static_cast<int>(b.tokens.size());
+    steps.insert(steps.end(), logits.begin(), logits.end());
+  }
+  ASSERT_EQ(steps.size(), chunk.size());
+  for (size_t i = 0; i < chunk.size(); ++i) {
+    ASSERT_NEAR(steps[i], chunk[i], 1e-3 * (1 + std::fabs(chunk[i]))) << i;
+  }
+}
+
+TEST(PagedForwardTest, RejectsBadBatches) {
+  auto model = LoadRandom(GgmlType::kQ4_1, 1);
+  ASSERT_NE(model, nullptr);
+  PagedKvPool pool = model->NewPagedKvPool(kBlockSize, 4);
+  Seq seq{{0, 1}, 0};
+  Batch good;
+  Add(good, seq, {1, 2, 3}, BatchSequence::Logits::kLast);
+  std::vector<float> logits = {1.0f};
+  const auto invalid = [&](const Batch& b) {
+    return model->Forward(b, pool, &logits).code() ==
+           absl::StatusCode::kInvalidArgument;
+  };
+  EXPECT_TRUE(invalid(Batch{}));
+  Batch b = good;
+  b.tokens[1] = 96;  // n_vocab
+  EXPECT_TRUE(invalid(b));
+  b = good;
+  b.tokens[1] = -1;
+  EXPECT_TRUE(invalid(b));
+  b = good;
+  b.meta.pop_back();
+  EXPECT_TRUE(invalid(b));
+  b = good;
+  b.meta[0].y = -1;
+  EXPECT_TRUE(invalid(b));
+  b = good;
+  b.sequences[0].num_tokens = 2;  // Leaves a token uncovered.
+  EXPECT_TRUE(invalid(b));
+  b = good;
+  b.sequences[0].first_token = 1;
+  EXPECT_TRUE(invalid(b));
+  b = good;
+  b.sequences[0].num_cached = 6;  // 9 entries need 3 blocks.
+  EXPECT_TRUE(invalid(b));
+  b = good;
+  b.sequences[0].num_cached = -1;
+  EXPECT_TRUE(invalid(b));
+  b = good;
+  b.sequences[0].block_table = {0, 4};
+  EXPECT_TRUE(invalid(b));
+  b = good;
+  b.sequences[0].block_table = {-1};
+  EXPECT_TRUE(invalid(b));
+  b = good;
+  b.sequences.push_back(b.sequences[0]);  // Overlapping ranges.
+  EXPECT_TRUE(invalid(b));
+  EXPECT_EQ(logits, std::vector<float>{1.0f});  // Untouched on error.
+  PagedKvPool wrong(1, 32, kBlockSize, 4);
+  EXPECT_EQ(model->Forward(good, wrong, &logits).code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_TRUE(model->Forward(good, pool, &logits).ok());
+}
+
+}  // namespace
+}  // namespace braid::model

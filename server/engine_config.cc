@@ -1,0 +1,102 @@
+#include "server/engine_config.h"
+
+#include <cstdio>
+
+#include "absl/strings/str_cat.h"
+#include "model/paged_kv.h"
+
+namespace braid::server {
+namespace {
+
+absl::StatusOr<int32_t> MarkerToken(const std::string& flag,
+                                    const std::string& text,
+                                    const model::Tokenizer* tokenizer) {
+  if (text.empty()) return -1;
+  std::vector<int32_t> ids = tokenizer->Encode(text, false, true);
+  if (ids.size() != 1) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--", flag, "=", text, " is ", ids.size(),
+        " tokens of this model's vocabulary; a thinking marker must be one"));
+  }
+  return ids[0];
+}
+
+}  // namespace
+
+absl::StatusOr<batching::EngineOptions> MakeEngineOptions(
+    const EngineFlags& flags, int n_layer, int kv_dim,
+    const model::Tokenizer* tokenizer) {
+  batching::EngineOptions o;
+  batching::SchedulerOptions& s = o.scheduler;
+  if (flags.block_size < 1 || flags.block_size > 1024) {
+    return absl::InvalidArgumentError("--block_size must be in [1, 1024]");
+  }
+  s.block_size = flags.block_size;
+  if (flags.kv_budget_tokens > 0) {
+    s.num_blocks = (flags.kv_budget_tokens + s.block_size - 1) / s.block_size;
+  } else {
+    s.num_blocks = model::PagedKvPool::BlocksForBudget(
+        n_layer, kv_dim, s.block_size, int64_t{flags.kv_budget_mb} << 20);
+  }
+  const int64_t pool_tokens = int64_t{s.num_blocks} * s.block_size;
+  if (pool_tokens < flags.context_length) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("the KV cache holds ", pool_tokens,
+                     " tokens, less than one context (", flags.context_length,
+                     "); raise --kv_budget_mb / --kv_budget_tokens or lower "
+                     "--context_length"));
+  }
+  s.max_batch_tokens = flags.max_batch_tokens;
+  s.max_num_seqs = flags.max_num_seqs;
+  s.queue_shares = flags.queue_shares;
+  auto start = MarkerToken("think_start", flags.think_start, tokenizer);
+  if (!start.ok()) return start.status();
+  auto end = MarkerToken("think_end", flags.think_end, tokenizer);
+  if (!end.ok()) return end.status();
+  s.think_start_id = *start;
+  s.think_end_id = *end;
+  if (absl::Status st = s.Validate(); !st.ok()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        st.message(),
+        " (--max_batch_tokens, --max_num_seqs, --io_share, --reasoning_share, "
+        "--prompt_share)"));
+  }
+  if (flags.max_waiting_requests < 0 || flags.max_waiting_tokens < 0) {
+    return absl::InvalidArgumentError(
+        "--max_waiting_requests and --max_waiting_tokens must be >= 0");
+  }
+  o.max_waiting_requests = flags.max_waiting_requests;
+  o.max_waiting_tokens = flags.max_waiting_tokens;
+  o.max_context_tokens = flags.context_length;
+  return o;
+}
+
+std::string StatsJson(const batching::EngineStats& s) {
+  return absl::StrCat(
+      "{\"requests\": ", s.requests, ", \"waiting\": ", s.waiting,
+      ", \"waiting_tokens\": ", s.waiting_tokens, ", \"running\": ", s.running,
+      ", \"queue_io\": ", s.queue_sizes[0],
+      ", \"queue_reasoning\": ", s.queue_sizes[1],
+      ", \"queue_prompt\": ", s.queue_sizes[2],
+      ", \"kv_blocks_total\": ", s.kv_blocks_total,
+      ", \"kv_blocks_free\": ", s.kv_blocks_free,
+      ", \"kv_blocks_cached\": ", s.kv_blocks_cached, ", \"steps\": ", s.steps,
+      ", \"preemptions\": ", s.preemptions,
+      ", \"computed_tokens\": ", s.computed_tokens,
+      ", \"prefix_hit_tokens\": ", s.prefix_hit_tokens,
+      ", \"completed\": ", s.completed, ", \"cancelled\": ", s.cancelled,
+      ", \"failed\": ", s.failed, "}");
+}
+
+void WriteStatsFile(const std::string& path,
+                    const batching::EngineStats& stats) {
+  const std::string tmp = path + ".tmp";
+  FILE* f = std::fopen(tmp.c_str(), "w");
+  if (f == nullptr) return;
+  const std::string json = StatsJson(stats) + "\n";
+  std::fwrite(json.data(), 1, json.size(), f);
+  std::fclose(f);
+  std::rename(tmp.c_str(), path.c_str());
+}
+
+}  // namespace braid::server

@@ -1,0 +1,48 @@
+// braidd's engine flags -> batching::EngineOptions, and the engine's counters
+// as JSON (--stats_file and the shutdown log line). Stateless functions.
+#ifndef BRAID_SERVER_ENGINE_CONFIG_H_
+#define BRAID_SERVER_ENGINE_CONFIG_H_
+
+#include <array>
+#include <cstdint>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "batching/engine.h"
+#include "model/tokenizer/tokenizer.h"
+
+namespace braid::server {
+
+// The flag values, as given.
+struct EngineFlags {
+  int kv_budget_mb = 512;
+  int kv_budget_tokens = 0;  // > 0 overrides kv_budget_mb
+  int block_size = 16;
+  int max_batch_tokens = 512;
+  int max_num_seqs = 64;
+  int max_waiting_requests = 256;
+  int64_t max_waiting_tokens = 262144;
+  std::array<double, 3> queue_shares = {0.5, 0.25,
+                                        0.25};  // io, reasoning, prompt
+  std::string think_start, think_end;           // marker text; empty = none
+  int context_length = 4096;
+};
+
+// Validates the flags and sizes the KV pool for a model with `n_layer`
+// layers of `kv_dim` K/V width. INVALID_ARGUMENT names the flag at fault:
+// a pool smaller than one full context, bad shares, a marker that is not
+// exactly one token of `tokenizer`.
+absl::StatusOr<batching::EngineOptions> MakeEngineOptions(
+    const EngineFlags& flags, int n_layer, int kv_dim,
+    const model::Tokenizer* tokenizer);
+
+// One line of JSON with every counter of `stats`.
+std::string StatsJson(const batching::EngineStats& stats);
+
+// Writes StatsJson atomically (temp file + rename); errors are ignored.
+void WriteStatsFile(const std::string& path,
+                    const batching::EngineStats& stats);
+
+}  // namespace braid::server
+
+#endif  // BRAID_SERVER_ENGINE_CONFIG_H_

