@@ -15,6 +15,33 @@ double Seconds(absl::Time from, absl::Time to) {
   return absl::ToDoubleSeconds(to - from);
 }
 
+static_assert(static_cast<int>(QueueKind::kIo) ==
+                      static_cast<int>(metrics::Queue::kIo) &&
+                  static_cast<int>(QueueKind::kReasoning) ==
+                      static_cast<int>(metrics::Queue::kReasoning) &&
+                  static_cast<int>(QueueKind::kPrompt) ==
+                      static_cast<int>(metrics::Queue::kPrompt),
+              "metrics::Queue mirrors batching::QueueKind");
+
+metrics::FinishReason MetricsReason(FinishReason reason, bool error) {
+  if (error) return metrics::FinishReason::kError;
+  switch (reason) {
+    case FinishReason::kEos:
+      return metrics::FinishReason::kEos;
+    case FinishReason::kLength:
+      return metrics::FinishReason::kLength;
+    case FinishReason::kStop:
+      return metrics::FinishReason::kStop;
+    case FinishReason::kContextFull:
+      return metrics::FinishReason::kContextFull;
+    case FinishReason::kCancelled:
+      return metrics::FinishReason::kCancelled;
+    case FinishReason::kNone:
+      break;
+  }
+  return metrics::FinishReason::kError;
+}
+
 }  // namespace
 
 // Engine-thread state of one request (built by Submit, then owned by the
@@ -36,16 +63,20 @@ struct Engine::Active {
   model::StreamingDetokenizer detokenizer;
   StopMatcher stop;
   int num_output = 0;
-  bool waiting = true;  // counted by admission control
+  int num_reasoning = 0;  // of num_output, sampled by reasoning-queue work
+  bool waiting = true;    // counted by admission control
   absl::Time first_scheduled = absl::InfinitePast();
   absl::Time first_token = absl::InfinitePast();
+  absl::Time last_token = absl::InfinitePast();
 };
 
 Engine::Engine(Executor* executor, const model::Tokenizer* tokenizer,
-               const EngineOptions& options, WorkQueues queues)
+               const EngineOptions& options, WorkQueues queues,
+               metrics::EngineMetrics* metrics)
     : executor_(executor),
       tokenizer_(tokenizer),
       options_(options),
+      metrics_(metrics),
       scheduler_(options.scheduler, std::move(queues)) {
   PublishStats();
   thread_ = std::thread([this] { Loop(); });
@@ -58,21 +89,31 @@ absl::StatusOr<uint64_t> Engine::Submit(GenerationRequest request,
   const int64_t prompt_tokens = static_cast<int64_t>(request.prompt.size());
   const int64_t pool_tokens =
       int64_t{options_.scheduler.num_blocks} * options_.scheduler.block_size;
+  if (request.deadline <= absl::Now()) {
+    return absl::DeadlineExceededError(
+        "the request's deadline passed before it was queued");
+  }
+  auto reject = [this](metrics::Rejection bound) {
+    if (metrics_ != nullptr) metrics_->RecordRejection(bound);
+  };
   absl::MutexLock lock(&mu_);
   if (shutdown_) return absl::UnavailableError("the engine is shutting down");
   if (prompt_tokens + request.max_tokens > pool_tokens) {
+    reject(metrics::Rejection::kKvCapacity);
     return absl::ResourceExhaustedError(
         absl::StrCat("the request needs ", prompt_tokens + request.max_tokens,
                      " tokens of KV cache but the whole pool holds ",
                      pool_tokens, " (--kv_budget_mb / --kv_budget_tokens)"));
   }
   if (stats_.waiting >= options_.max_waiting_requests) {
+    reject(metrics::Rejection::kWaitingRequests);
     return absl::ResourceExhaustedError(
         absl::StrCat("waiting queue is full: ", stats_.waiting,
                      " requests are waiting (--max_waiting_requests=",
                      options_.max_waiting_requests, "); retry later"));
   }
   if (stats_.waiting_tokens + prompt_tokens > options_.max_waiting_tokens) {
+    reject(metrics::Rejection::kWaitingTokens);
     return absl::ResourceExhaustedError(absl::StrCat(
         "waiting queue is full: ", stats_.waiting_tokens,
         " prompt tokens are waiting and this request adds ", prompt_tokens,
@@ -140,6 +181,7 @@ bool Engine::DrainInbox() {
       Finish(*it->second, FinishReason::kCancelled, absl::OkStatus());
     }
   }
+  ExpireDeadlines();
   if (shutdown) {
     while (!active_.empty()) {
       Finish(*active_.begin()->second, FinishReason::kCancelled,
@@ -147,6 +189,21 @@ bool Engine::DrainInbox() {
     }
   }
   return !shutdown;
+}
+
+void Engine::ExpireDeadlines() {
+  const absl::Time now = absl::Now();
+  std::vector<Active*> expired;
+  for (auto& [id, a] : active_) {
+    if (a->request.deadline <= now) expired.push_back(a.get());
+  }
+  for (Active* a : expired) {
+    Finish(*a, FinishReason::kNone,
+           absl::DeadlineExceededError(absl::StrCat(
+               "deadline exceeded after ", a->num_output,
+               " output tokens (the client's deadline or the server's "
+               "--max_request_seconds)")));
+  }
 }
 
 void Engine::RunStep() {
@@ -182,6 +239,7 @@ void Engine::RunStep() {
   }
   absl::StatusOr<StepOutput> output =
       executor_->Execute(plan, absl::MakeConstSpan(samplers));
+  RecordStep(plan, absl::Now() - now);
   if (!output.ok()) {
     // A failed step fails its requests only; the others go on.
     const absl::Status error = absl::InternalError(
@@ -194,12 +252,37 @@ void Engine::RunStep() {
   scheduler_.Update(plan, *output);
   for (size_t i = 0; i < plan.sequences.size(); ++i) {
     if (!plan.sequences[i].sample) continue;
-    OnToken(*active_.at(plan.sequences[i].request_id), output->tokens[i]);
+    OnToken(*active_.at(plan.sequences[i].request_id), output->tokens[i],
+            plan.sequences[i].queue);
   }
 }
 
-void Engine::OnToken(Active& a, const SampledToken& token) {
-  if (a.num_output == 0) a.first_token = absl::Now();
+void Engine::RecordStep(const StepPlan& plan, absl::Duration duration) {
+  if (metrics_ == nullptr) return;
+  bool prefill = false, decode = false;
+  for (const ScheduledSequence& s : plan.sequences) {
+    (s.queue == QueueKind::kPrompt ? prefill : decode) = true;
+  }
+  const metrics::StepPhase phase = prefill && decode
+                                       ? metrics::StepPhase::kMixed
+                                   : prefill ? metrics::StepPhase::kPrefill
+                                             : metrics::StepPhase::kDecode;
+  metrics_->RecordStep(phase, absl::ToDoubleSeconds(duration),
+                       static_cast<int>(plan.sequences.size()),
+                       plan.num_tokens);
+  metrics_->RecordPreemptions(static_cast<int>(plan.preempted.size()));
+}
+
+void Engine::OnToken(Active& a, const SampledToken& token, QueueKind queue) {
+  const absl::Time now = absl::Now();
+  if (a.num_output == 0) {
+    a.first_token = now;
+  } else if (metrics_ != nullptr) {
+    metrics_->RecordInterTokenLatency(static_cast<metrics::Queue>(queue),
+                                      Seconds(a.last_token, now));
+  }
+  a.last_token = now;
+  if (queue == QueueKind::kReasoning) ++a.num_reasoning;
   ++a.num_output;
   const auto& stop_ids = a.request.stop_token_ids;
   if (std::find(stop_ids.begin(), stop_ids.end(), token.token_id) !=
@@ -254,6 +337,21 @@ void Engine::Finish(Active& a, FinishReason reason, absl::Status error,
     chunk.time_to_first_token_seconds = Seconds(arrival, a.first_token);
   }
   chunk.total_seconds = Seconds(arrival, now);
+  if (metrics_ != nullptr) {
+    metrics::RequestSample sample;
+    sample.finish_reason = MetricsReason(reason, !chunk.error.ok());
+    if (a.first_scheduled != absl::InfinitePast()) {
+      sample.queue_seconds = chunk.queue_seconds;
+    }
+    if (a.first_token != absl::InfinitePast()) {
+      sample.time_to_first_token_seconds = chunk.time_to_first_token_seconds;
+    }
+    sample.e2e_seconds = chunk.total_seconds;
+    sample.prompt_tokens = chunk.prompt_tokens;
+    sample.reasoning_tokens = a.num_reasoning;
+    sample.output_tokens = a.num_output;
+    metrics_->RecordRequest(sample);
+  }
   // Release before telling the client, so a client that sees the final
   // chunk also sees the engine without this request.
   scheduler_.Remove(a.handle);
@@ -284,6 +382,7 @@ void Engine::PublishStats() {
   busy_ = !active_.empty();
   stats_.running = s.num_running;
   stats_.queue_sizes = s.queue_sizes;
+  stats_.queue_running = s.queue_running;
   stats_.kv_blocks_total = s.blocks.num_blocks;
   stats_.kv_blocks_free = s.blocks.num_free_blocks;
   stats_.kv_blocks_cached = s.blocks.num_cached_blocks;

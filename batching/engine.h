@@ -15,6 +15,7 @@
 #include "batching/request.h"
 #include "batching/scheduler.h"
 #include "batching/work_queue.h"
+#include "metrics/engine_metrics.h"
 #include "model/tokenizer/tokenizer.h"
 
 namespace braid::batching {
@@ -37,6 +38,7 @@ struct EngineStats {
   int64_t waiting_tokens = 0;
   int running = 0;  // holding KV blocks
   std::array<int, kNumQueues> queue_sizes = {};
+  std::array<int, kNumQueues> queue_running = {};  // of queue_sizes
   int kv_blocks_total = 0;
   int kv_blocks_free = 0;  // unreferenced (cached content counts as free)
   int kv_blocks_cached = 0;
@@ -65,13 +67,20 @@ struct EngineStats {
 class Engine {
  public:
   // `queues` are the prompt / reasoning / I/O queues (streams/ makes them).
+  // `metrics` (nullable; outlives the engine) receives step, token and
+  // request metrics from the engine thread and admission rejections from
+  // Submit's caller.
   Engine(Executor* executor, const model::Tokenizer* tokenizer,
-         const EngineOptions& options, WorkQueues queues);
+         const EngineOptions& options, WorkQueues queues,
+         metrics::EngineMetrics* metrics = nullptr);
   ~Engine();  // Shutdown()
 
   // Queues a request; returns a handle for Cancel. RESOURCE_EXHAUSTED at
   // once when the waiting work is over a bound (the message names it) or
-  // the request could never fit the KV pool; UNAVAILABLE after Shutdown.
+  // the request could never fit the KV pool; DEADLINE_EXCEEDED when its
+  // deadline has passed; UNAVAILABLE after Shutdown. A request whose
+  // deadline passes later ends with a DEADLINE_EXCEEDED error chunk within
+  // one step.
   absl::StatusOr<uint64_t> Submit(GenerationRequest request,
                                   std::shared_ptr<OutputSink> sink);
 
@@ -90,9 +99,13 @@ class Engine {
   void Loop();
   // Moves the inbox into the scheduler; false when shutting down.
   bool DrainInbox();
+  // Ends the requests whose deadline has passed.
+  void ExpireDeadlines();
   void RunStep();
-  // Handles a sampled token; finishes the request when it ends it.
-  void OnToken(Active& a, const SampledToken& token);
+  void RecordStep(const StepPlan& plan, absl::Duration duration);
+  // Handles a token sampled by work of `queue`; finishes the request when
+  // it ends it.
+  void OnToken(Active& a, const SampledToken& token, QueueKind queue);
   // Sends the final chunk, frees the request's blocks and forgets it.
   void Finish(Active& a, FinishReason reason, absl::Status error,
               std::string matched_stop = "");
@@ -101,6 +114,7 @@ class Engine {
   Executor* const executor_;
   const model::Tokenizer* const tokenizer_;
   const EngineOptions options_;
+  metrics::EngineMetrics* const metrics_;
 
   mutable absl::Mutex mu_;
   bool shutdown_ ABSL_GUARDED_BY(mu_) = false;

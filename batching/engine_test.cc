@@ -12,6 +12,9 @@
 #include "batching/testing/recording_sink.h"
 #include "batching/testing/tokenizer.h"
 #include "gtest/gtest.h"
+#include "metrics/engine_metrics.h"
+#include "metrics/testing.h"
+#include "prometheus/registry.h"
 
 namespace braid::batching {
 namespace {
@@ -48,10 +51,11 @@ class EngineTest : public ::testing::Test {
     return r;
   }
 
-  std::unique_ptr<Engine> MakeEngine(FakeExecutor* executor,
-                                     const EngineOptions& options) {
+  std::unique_ptr<Engine> MakeEngine(
+      FakeExecutor* executor, const EngineOptions& options,
+      metrics::EngineMetrics* engine_metrics = nullptr) {
     return std::make_unique<Engine>(executor, tokenizer_, options,
-                                    testing::FifoQueues());
+                                    testing::FifoQueues(), engine_metrics);
   }
 
   static void ExpectIdle(const Engine& engine) {
@@ -231,7 +235,11 @@ TEST_F(EngineTest, CancelInEveryPhaseFreesEverythingWithinOneStep) {
       }
     }
   });
+  // Hold the steps until `ha` is set: the hook reads it on the engine
+  // thread, and fake steps take microseconds.
+  executor.Hold();
   ha = *engine->Submit(Request(20, 24, 400, 0), a);
+  executor.Release();
   EXPECT_EQ(a->WaitFinal().finish_reason, FinishReason::kCancelled);
   EXPECT_EQ(b->WaitFinal().finish_reason, FinishReason::kLength);
   EXPECT_GE(preempted_at, 0);
@@ -315,6 +323,88 @@ TEST_F(EngineTest, ShutdownCancelsInFlightWork) {
     ASSERT_TRUE(engine->Submit(Request(4, 200), sink).ok());
   }
   EXPECT_EQ(sink->WaitFinal().finish_reason, FinishReason::kCancelled);
+}
+
+// Deadlines travel with the request: one already past is refused at once; a
+// running request and a queued one are ended with DEADLINE_EXCEEDED within
+// one step of their deadline while the others go on.
+TEST_F(EngineTest, DeadlinesEndRequestsInAnyPhase) {
+  FakeExecutor executor(tokenizer_->vocab_size(), 4);
+  executor.SetHook(
+      [](int, const StepPlan&) { absl::SleepFor(absl::Milliseconds(2)); });
+  EngineOptions o = Options();
+  o.scheduler.max_num_seqs = 1;  // the second request waits in the queue
+  auto engine = MakeEngine(&executor, o);
+
+  GenerationRequest late = Request(4, 4);
+  late.deadline = absl::Now() - absl::Milliseconds(1);
+  EXPECT_EQ(
+      engine->Submit(late, std::make_shared<RecordingSink>()).status().code(),
+      absl::StatusCode::kDeadlineExceeded);
+
+  GenerationRequest running = Request(4, 500, 100);
+  running.deadline = absl::Now() + absl::Milliseconds(300);
+  GenerationRequest queued = Request(4, 4, 200);
+  queued.deadline = absl::Now() + absl::Milliseconds(100);
+  auto running_sink = std::make_shared<RecordingSink>();
+  auto queued_sink = std::make_shared<RecordingSink>();
+  ASSERT_TRUE(engine->Submit(running, running_sink).ok());
+  ASSERT_TRUE(engine->Submit(queued, queued_sink).ok());
+
+  OutputChunk q = queued_sink->WaitFinal();
+  ASSERT_TRUE(q.final);
+  EXPECT_EQ(q.error.code(), absl::StatusCode::kDeadlineExceeded) << q.error;
+  EXPECT_EQ(q.output_tokens, 0);
+  EXPECT_FALSE(running_sink->done());  // the other request goes on
+  OutputChunk r = running_sink->WaitFinal();
+  ASSERT_TRUE(r.final);
+  EXPECT_EQ(r.error.code(), absl::StatusCode::kDeadlineExceeded) << r.error;
+  EXPECT_GT(r.output_tokens, 0);
+  EXPECT_LT(r.output_tokens, 500);
+  // Within a step or two (a step takes 2 ms; the rest of the request would
+  // take about 400 ms more).
+  EXPECT_LT(running_sink->final_push() - running.deadline,
+            absl::Milliseconds(200));
+  ExpectIdle(*engine);
+  EXPECT_EQ(engine->Stats().failed, 2);
+}
+
+TEST_F(EngineTest, RecordsMetrics) {
+  prometheus::Registry registry;
+  metrics::EngineMetrics engine_metrics(registry, {});
+  FakeExecutor executor(tokenizer_->vocab_size(), 4);
+  EngineOptions o = Options();
+  o.max_waiting_tokens = 100;
+  auto engine = MakeEngine(&executor, o, &engine_metrics);
+  auto a = std::make_shared<RecordingSink>();
+  auto b = std::make_shared<RecordingSink>();
+  ASSERT_TRUE(engine->Submit(Request(10, 6), a).ok());
+  ASSERT_TRUE(engine->Submit(Request(7, 4, 2000), b).ok());
+  EXPECT_EQ(a->WaitFinal().finish_reason, FinishReason::kLength);
+  EXPECT_EQ(b->WaitFinal().finish_reason, FinishReason::kLength);
+  EXPECT_FALSE(
+      engine->Submit(Request(101, 2), std::make_shared<RecordingSink>()).ok());
+  ExpectIdle(*engine);
+
+  using metrics::testing::Value;
+  EXPECT_EQ(Value(registry, "braid_requests_finished_total",
+                  {{"finish_reason", "length"}}),
+            2);
+  EXPECT_EQ(Value(registry, "braid_prompt_tokens_total"), 17);
+  EXPECT_EQ(Value(registry, "braid_output_tokens_total"), 10);
+  EXPECT_EQ(Value(registry, "braid_reasoning_tokens_total"), 0);
+  // Without thinking markers every decode token is I/O work: 5 + 3 gaps.
+  EXPECT_EQ(
+      Value(registry, "braid_inter_token_latency_seconds", {{"queue", "io"}}),
+      8);
+  EXPECT_EQ(Value(registry, "braid_time_to_first_token_seconds"), 2);
+  EXPECT_EQ(Value(registry, "braid_time_per_output_token_seconds"), 2);
+  EXPECT_EQ(Value(registry, "braid_request_queue_time_seconds"), 2);
+  EXPECT_EQ(Value(registry, "braid_engine_step_tokens"),
+            static_cast<double>(engine->Stats().steps));
+  EXPECT_EQ(Value(registry, "braid_admission_rejections_total",
+                  {{"bound", "waiting_tokens"}}),
+            1);
 }
 
 }  // namespace

@@ -25,6 +25,9 @@ struct GenerationRequest {
   int priority = 0;
   std::string tenant;
   absl::Time arrival = absl::InfinitePast();
+  // The engine ends the request with DEADLINE_EXCEEDED at the first step
+  // after this (the client's deadline or the server's maximum duration).
+  absl::Time deadline = absl::InfiniteFuture();
 };
 
 enum class FinishReason {

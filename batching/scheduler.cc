@@ -396,6 +396,7 @@ SchedulerStats Scheduler::stats() const {
   s.num_requests = static_cast<int>(requests_.size());
   for (const auto& [id, r] : requests_) {
     ++(r->admit == 0 ? s.num_waiting : s.num_running);
+    if (r->admit != 0) ++s.queue_running[static_cast<int>(r->queue)];
   }
   for (int q = 0; q < kNumQueues; ++q) s.queue_sizes[q] = queues_[q]->size();
   s.num_steps = step_;

@@ -63,6 +63,8 @@ struct SchedulerStats {
   int num_waiting = 0;  // holding no KV blocks
   int num_running = 0;  // holding KV blocks
   std::array<int, kNumQueues> queue_sizes = {};
+  // Per queue: the requests in it that hold KV blocks.
+  std::array<int, kNumQueues> queue_running = {};
   int64_t num_steps = 0;
   int64_t num_preemptions = 0;
   int64_t num_computed_tokens = 0;    // tokens run through the model

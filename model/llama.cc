@@ -121,10 +121,6 @@ absl::Status LlamaModel::BindWeights() {
   return absl::OkStatus();
 }
 
-KvCache LlamaModel::NewKvCache(int max_tokens) const {
-  return KvCache(config_.n_layer, max_tokens, config_.kv_dim());
-}
-
 int64_t LlamaModel::WeightBytes() const {
   auto bytes = [](const k::WeightMatrix& w) {
     return static_cast<int64_t>(k::DTypeRowBytes(w.type, w.cols)) * w.rows;
@@ -359,7 +355,7 @@ void LlamaModel::ForwardBatch(const Batch& b, const KvView& kv,
       const int64_t e = seq.num_cached + j;
       s.slot[t] = seq.block_table[e / kv.block_size] * kv.block_size +
                   e % kv.block_size;
-      if (kv.meta != nullptr) kv.meta[s.slot[t]] = b.meta[t];
+      kv.meta[s.slot[t]] = b.meta[t];
       const bool wanted = seq.logits == BatchSequence::Logits::kAll ||
                           (seq.logits == BatchSequence::Logits::kLast &&
                            j == seq.num_tokens - 1);
@@ -402,40 +398,6 @@ absl::Status LlamaModel::Forward(const Batch& batch, PagedKvPool& kv,
                     kv.meta(0)};
   if (absl::Status st = ValidateBatch(batch, view); !st.ok()) return st;
   ForwardBatch(batch, view, logits);
-  return absl::OkStatus();
-}
-
-absl::Status LlamaModel::Forward(absl::Span<const int32_t> tokens, KvCache& kv,
-                                 bool all_logits, std::vector<float>* logits) {
-  const LlamaConfig& c = config_;
-  const int n = static_cast<int>(tokens.size());
-  if (n == 0) return absl::InvalidArgumentError("Forward: no tokens");
-  if (kv.n_layer() != c.n_layer || kv.kv_dim() != c.kv_dim()) {
-    return absl::InvalidArgumentError(
-        "Forward: KV cache shaped for another model");
-  }
-  if (kv.size() + static_cast<int64_t>(n) > kv.capacity()) {
-    return absl::ResourceExhaustedError(
-        absl::StrCat("Forward: KV cache holds ", kv.size(), " of ",
-                     kv.capacity(), " positions; ", n, " more do not fit"));
-  }
-  // One sequence whose context is the whole cache as a single block.
-  Batch batch;
-  batch.tokens.assign(tokens.begin(), tokens.end());
-  batch.meta.resize(n);
-  for (int t = 0; t < n; ++t) batch.meta[t] = EntryMeta{0, kv.size() + t};
-  BatchSequence seq;
-  seq.num_tokens = n;
-  seq.num_cached = kv.size();
-  seq.block_table = {0};
-  seq.logits =
-      all_logits ? BatchSequence::Logits::kAll : BatchSequence::Logits::kLast;
-  batch.sequences.push_back(std::move(seq));
-  const KvView view{kv.k(0),       kv.v(0), int64_t{kv.capacity()} * c.kv_dim(),
-                    kv.capacity(), 1,       nullptr};
-  if (absl::Status st = ValidateBatch(batch, view); !st.ok()) return st;
-  ForwardBatch(batch, view, logits);
-  kv.set_size(kv.size() + n);
   return absl::OkStatus();
 }
 

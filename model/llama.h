@@ -3,13 +3,12 @@
 //
 // LlamaModel owns the GgufFile; weight matrices stay quantized in the mmap
 // (only the small norm vectors are copied to f32). Forward runs one engine
-// step: any number of sequences over a paged KV pool (the batch form), or one
-// sequence over its own KvCache (the first-release form, kept until the engine
-// moves to the paged pool; it runs the same code). Scratch buffers are sized
-// for the largest batch seen and reused, so steady-state decoding allocates
-// nothing. Thread-safety: Forward mutates scratch state and
-// must be called from one thread at a time (the engine thread);
-// config()/file()/NewKvCache() are safe from any thread.
+// step: any number of sequences over a paged KV pool (one sequence alone is a
+// batch of one; model/testing/sequence_runner.h wraps that for tests).
+// Scratch buffers are sized for the largest batch seen and reused, so
+// steady-state decoding allocates nothing. Thread-safety: Forward mutates
+// scratch state and must be called from one thread at a time (the engine
+// thread); config()/file()/NewPagedKvPool() are safe from any thread.
 #ifndef BRAID_MODEL_LLAMA_H_
 #define BRAID_MODEL_LLAMA_H_
 
@@ -19,12 +18,10 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
-#include "absl/types/span.h"
 #include "kernels/cpu/matmul.h"
 #include "kernels/cpu/thread_pool.h"
 #include "model/batch.h"
 #include "model/gguf.h"
-#include "model/kv_cache.h"
 #include "model/model_config.h"
 
 namespace braid::model {
@@ -44,7 +41,6 @@ class LlamaModel {
   const LlamaConfig& config() const { return config_; }
   const GgufFile& file() const { return *file_; }
 
-  KvCache NewKvCache(int max_tokens) const;
   // Bytes of the weight matrices one decode step reads (every linear layer
   // and the output projection).
   int64_t WeightBytes() const;
@@ -67,14 +63,6 @@ class LlamaModel {
   absl::Status Forward(const Batch& batch, PagedKvPool& kv,
                        std::vector<float>* logits);
 
-  // Appends `tokens` at positions kv.size() .. kv.size()+n-1 and writes logits:
-  // if all_logits, [n, n_vocab] for every token, else [1, n_vocab] for the
-  // last. Errors: InvalidArgument (empty input, token id out of range, cache
-  // shaped for another model), ResourceExhausted (cache capacity exceeded). On
-  // error neither kv nor logits are changed.
-  absl::Status Forward(absl::Span<const int32_t> tokens, KvCache& kv,
-                       bool all_logits, std::vector<float>* logits);
-
  private:
   struct Layer {
     std::vector<float> attn_norm;               // [n_embd]
@@ -85,8 +73,7 @@ class LlamaModel {
   };
 
   // Where one Forward reads and writes K/V: layer l's block b starts at
-  // k + l * layer_stride + b * block_size * kv_dim (V alike). meta == nullptr
-  // for a KvCache (entry i is stream 0, y = i).
+  // k + l * layer_stride + b * block_size * kv_dim (V alike).
   struct KvView {
     uint16_t* k = nullptr;
     uint16_t* v = nullptr;

@@ -14,9 +14,12 @@
 #include "model/gguf.h"
 #include "model/llama.h"
 #include "model/testing/model_path.h"
+#include "model/testing/sequence_runner.h"
 
 namespace braid::model {
 namespace {
+
+using testing::SequenceRunner;
 
 struct Reference {
   std::vector<int32_t> tokens;
@@ -76,9 +79,9 @@ TEST(LlamaSmolLm2Test, MatchesLlamaCppTopTokens) {
   EXPECT_EQ(c.n_layer, 30);
   EXPECT_EQ(c.n_vocab, 49152);
   EXPECT_EQ(c.head_dim, 64);
-  KvCache kv = model->NewKvCache(64);
+  SequenceRunner kv(*model, 64);
   std::vector<float> logits;
-  ASSERT_TRUE(model->Forward(ref.tokens, kv, true, &logits).ok());
+  ASSERT_TRUE(kv.Forward(ref.tokens, true, &logits).ok());
   if (const char* dump = std::getenv("BRAID_DUMP_LOGITS")) {
     FILE* f = std::fopen(dump, "wb");
     std::fwrite(logits.data(), sizeof(float), logits.size(), f);
@@ -108,17 +111,16 @@ TEST(LlamaSmolLm2Test, GreedyContinuationIsSensible) {
   ASSERT_NE(model, nullptr);
   // "The capital of France is" -> " Paris" (7042).
   const std::vector<int32_t> prompt = {504, 3575, 282, 4649, 314};
-  KvCache kv = model->NewKvCache(32);
+  SequenceRunner kv(*model, 32);
   std::vector<float> logits;
-  ASSERT_TRUE(model->Forward(prompt, kv, false, &logits).ok());
+  ASSERT_TRUE(kv.Forward(prompt, false, &logits).ok());
   int next = ArgMax(logits.data(), model->config().n_vocab);
   EXPECT_EQ(next, 7042);
   // Decoding a few more tokens step by step stays finite and deterministic.
   std::vector<int32_t> generated;
   for (int i = 0; i < 8; ++i) {
     generated.push_back(next);
-    ASSERT_TRUE(
-        model->Forward({&generated.back(), 1}, kv, false, &logits).ok());
+    ASSERT_TRUE(kv.Forward({&generated.back(), 1}, false, &logits).ok());
     next = ArgMax(logits.data(), model->config().n_vocab);
   }
   EXPECT_EQ(kv.size(), 13);
@@ -130,16 +132,16 @@ TEST(LlamaSmolLm2Test, PrefillMatchesTokenByToken) {
   ASSERT_NE(model, nullptr);
   const int n_vocab = model->config().n_vocab;
   const std::vector<int32_t> prompt = {504, 3575, 282, 4649, 314, 7042};
-  KvCache kv_batch = model->NewKvCache(16), kv_step = model->NewKvCache(16);
+  SequenceRunner kv_batch(*model, 16), kv_step(*model, 16);
   std::vector<float> batch, step;
-  ASSERT_TRUE(model->Forward(prompt, kv_batch, true, &batch).ok());
+  ASSERT_TRUE(kv_batch.Forward(prompt, true, &batch).ok());
   // Like llama.cpp, a batch and single tokens take differently ordered
   // attention sums, and this model amplifies the last-bit differences:
   // llama.cpp's own logits for this prompt differ by 2.4% of the largest logit
   // at position 5 (cosine 0.99978), and so do braid's. So: same direction and
   // same greedy token, not the same bits.
   for (size_t t = 0; t < prompt.size(); ++t) {
-    ASSERT_TRUE(model->Forward({&prompt[t], 1}, kv_step, false, &step).ok());
+    ASSERT_TRUE(kv_step.Forward({&prompt[t], 1}, false, &step).ok());
     const float* row = batch.data() + t * n_vocab;
     double dot = 0, step2 = 0, batch2 = 0;
     for (int i = 0; i < n_vocab; ++i) {

@@ -13,6 +13,7 @@ DEB_PACKAGES=(
   libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler
   libabsl-dev prometheus-cpp-dev libgtest-dev libgmock-dev libpcre2-dev
   python3 python3-venv python3-pip
+  prometheus openssl
 )
 
 missing=()

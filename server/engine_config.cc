@@ -88,6 +88,19 @@ std::string StatsJson(const batching::EngineStats& s) {
       ", \"failed\": ", s.failed, "}");
 }
 
+metrics::EngineGauges ToGauges(const batching::EngineStats& s) {
+  metrics::EngineGauges g;
+  for (int q = 0; q < batching::kNumQueues; ++q) {
+    g.running[q] = s.queue_running[q];
+    g.waiting[q] = s.queue_sizes[q] - s.queue_running[q];
+  }
+  g.kv_blocks_total = s.kv_blocks_total;
+  g.kv_blocks_free = s.kv_blocks_free;
+  g.prefix_hit_tokens = s.prefix_hit_tokens;
+  g.computed_tokens = s.computed_tokens;
+  return g;
+}
+
 void WriteStatsFile(const std::string& path,
                     const batching::EngineStats& stats) {
   const std::string tmp = path + ".tmp";

@@ -9,6 +9,7 @@
 
 #include "absl/status/statusor.h"
 #include "batching/engine.h"
+#include "metrics/engine_metrics.h"
 #include "model/tokenizer/tokenizer.h"
 
 namespace braid::server {
@@ -38,6 +39,10 @@ absl::StatusOr<batching::EngineOptions> MakeEngineOptions(
 
 // One line of JSON with every counter of `stats`.
 std::string StatsJson(const batching::EngineStats& stats);
+
+// The gauges' view of `stats`: per queue, requests holding KV blocks
+// (running) and the rest (waiting).
+metrics::EngineGauges ToGauges(const batching::EngineStats& stats);
 
 // Writes StatsJson atomically (temp file + rename); errors are ignored.
 void WriteStatsFile(const std::string& path,

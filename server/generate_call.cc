@@ -3,9 +3,11 @@
 #include <deque>
 #include <string>
 #include <utility>
+#include <vector>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/synchronization/mutex.h"
+#include "absl/time/clock.h"
 #include "server/status.h"
 
 namespace braid::server {
@@ -59,12 +61,47 @@ void AppendChunk(const batching::OutputChunk& chunk,
 
 }  // namespace
 
+uint64_t StreamRegistry::Add(std::weak_ptr<AbortableStream> stream) {
+  absl::MutexLock lock(&mu_);
+  const uint64_t id = next_id_++;
+  streams_[id] = std::move(stream);
+  return id;
+}
+
+void StreamRegistry::Remove(uint64_t id) {
+  absl::MutexLock lock(&mu_);
+  streams_.erase(id);
+}
+
+int StreamRegistry::size() const {
+  absl::MutexLock lock(&mu_);
+  return static_cast<int>(streams_.size());
+}
+
+int StreamRegistry::AbortAll(const grpc::Status& status) {
+  std::vector<std::shared_ptr<AbortableStream>> open;
+  {
+    absl::MutexLock lock(&mu_);
+    for (auto& [id, weak] : streams_) {
+      if (auto stream = weak.lock()) open.push_back(std::move(stream));
+    }
+  }
+  for (auto& stream : open) stream->Abort(status);  // outside mu_
+  return static_cast<int>(open.size());
+}
+
 // The shared state of one call: chunks from the engine, the write in flight
 // and the call's progress, all under one mutex.
-class GenerateCall::Outbox : public batching::OutputSink {
+class GenerateCall::Outbox : public batching::OutputSink,
+                             public AbortableStream {
  public:
-  Outbox(GenerateCall* call, batching::Engine* engine, std::string request_id)
-      : call_(call), engine_(engine), request_id_(std::move(request_id)) {}
+  Outbox(GenerateCall* call, batching::Engine* engine, std::string request_id,
+         absl::Time client_deadline, metrics::ServerMetrics* metrics)
+      : call_(call),
+        engine_(engine),
+        request_id_(std::move(request_id)),
+        client_deadline_(client_deadline),
+        metrics_(metrics) {}
 
   void set_handle(uint64_t handle) {
     absl::MutexLock lock(&mu_);
@@ -86,17 +123,34 @@ class GenerateCall::Outbox : public batching::OutputSink {
     {
       absl::MutexLock lock(&mu_);
       write_in_flight_ = false;
-      if (!ok) cancelled_ = true;  // the stream is broken
+      if (!ok && !cancelled_) {  // the stream is broken
+        cancelled_ = true;
+        cancel_status_ = grpc::Status(grpc::StatusCode::CANCELLED,
+                                      "the client's stream broke");
+      }
     }
     if (!ok) CancelEngineRequest();
     Pump();
   }
 
+  // The client cancelled, disconnected or its deadline passed.
   void Cancel() {
-    {
-      absl::MutexLock lock(&mu_);
-      cancelled_ = true;
+    const bool deadline = absl::Now() >= client_deadline_;
+    if (!MarkCancelled(grpc::Status(
+            deadline ? grpc::StatusCode::DEADLINE_EXCEEDED
+                     : grpc::StatusCode::CANCELLED,
+            deadline ? "deadline exceeded" : "cancelled by the client"))) {
+      return;
     }
+    RecordCancellation(deadline ? metrics::CancelCause::kDeadline
+                                : metrics::CancelCause::kClient);
+    CancelEngineRequest();
+    Pump();
+  }
+
+  void Abort(const grpc::Status& status) override {
+    if (!MarkCancelled(status)) return;
+    RecordCancellation(metrics::CancelCause::kDrain);
     CancelEngineRequest();
     Pump();
   }
@@ -107,6 +161,7 @@ class GenerateCall::Outbox : public batching::OutputSink {
       if (finished_) return;
       finished_ = true;
     }
+    RecordRpc(status);
     call_->Finish(status);
   }
 
@@ -117,6 +172,26 @@ class GenerateCall::Outbox : public batching::OutputSink {
   }
 
  private:
+  // False when the call already finished or was cancelled.
+  bool MarkCancelled(const grpc::Status& status) {
+    absl::MutexLock lock(&mu_);
+    if (finished_ || cancelled_) return false;
+    cancelled_ = true;
+    cancel_status_ = status;
+    return true;
+  }
+
+  void RecordCancellation(metrics::CancelCause cause) {
+    if (metrics_ != nullptr) metrics_->RecordCancellation(cause);
+  }
+
+  void RecordRpc(const grpc::Status& status) {
+    if (metrics_ != nullptr) {
+      metrics_->RecordRpc(metrics::Rpc::kGenerate,
+                          static_cast<int>(status.error_code()));
+    }
+  }
+
   void CancelEngineRequest() {
     uint64_t handle;
     {
@@ -138,10 +213,7 @@ class GenerateCall::Outbox : public batching::OutputSink {
       if (call == nullptr || finished_ || write_in_flight_) return;
       if (final_written_ || cancelled_) {
         finish = true;
-        finish_status = final_written_
-                            ? grpc::Status::OK
-                            : grpc::Status(grpc::StatusCode::CANCELLED,
-                                           "cancelled by the client");
+        finish_status = final_written_ ? grpc::Status::OK : cancel_status_;
       } else {
         if (chunks_.empty()) return;
         response_.Clear();
@@ -164,6 +236,7 @@ class GenerateCall::Outbox : public batching::OutputSink {
       if (finish) finished_ = true;
     }
     if (finish) {
+      RecordRpc(finish_status);
       call->Finish(finish_status);
     } else {
       call->StartWrite(&response_);
@@ -174,19 +247,30 @@ class GenerateCall::Outbox : public batching::OutputSink {
   GenerateCall* call_ ABSL_GUARDED_BY(mu_);
   batching::Engine* const engine_;
   const std::string request_id_;
+  const absl::Time client_deadline_;
+  metrics::ServerMetrics* const metrics_;
   uint64_t handle_ ABSL_GUARDED_BY(mu_) = 0;
   std::deque<batching::OutputChunk> chunks_ ABSL_GUARDED_BY(mu_);
   bool write_in_flight_ ABSL_GUARDED_BY(mu_) = false;
   bool finished_ ABSL_GUARDED_BY(mu_) = false;  // Finish() was called
   bool final_written_ ABSL_GUARDED_BY(mu_) = false;
   bool cancelled_ ABSL_GUARDED_BY(mu_) = false;
+  grpc::Status cancel_status_ ABSL_GUARDED_BY(mu_);  // when cancelled_
   uint64_t next_sequence_number_ ABSL_GUARDED_BY(mu_) = 0;
   v1::GenerateResponse response_;  // the write in flight
 };
 
 GenerateCall::GenerateCall(batching::Engine* engine,
-                           batching::GenerationRequest request)
-    : outbox_(std::make_shared<Outbox>(this, engine, request.request_id)) {
+                           batching::GenerationRequest request,
+                           absl::Time client_deadline, CallHooks hooks)
+    : outbox_(std::make_shared<Outbox>(this, engine, request.request_id,
+                                       client_deadline, hooks.metrics)),
+      hooks_(hooks) {
+  if (hooks_.metrics != nullptr) {
+    hooks_.metrics->SessionOpened();
+    session_counted_ = true;
+  }
+  if (hooks_.registry != nullptr) registry_id_ = hooks_.registry->Add(outbox_);
   absl::StatusOr<uint64_t> handle = engine->Submit(std::move(request), outbox_);
   if (!handle.ok()) {
     outbox_->FinishNow(ToGrpcStatus(handle.status()));
@@ -195,8 +279,9 @@ GenerateCall::GenerateCall(batching::Engine* engine,
   outbox_->set_handle(*handle);
 }
 
-GenerateCall::GenerateCall(const grpc::Status& error)
-    : outbox_(std::make_shared<Outbox>(this, nullptr, "")) {
+GenerateCall::GenerateCall(const grpc::Status& error, CallHooks hooks)
+    : outbox_(std::make_shared<Outbox>(this, nullptr, "",
+                                       absl::InfiniteFuture(), hooks.metrics)) {
   outbox_->FinishNow(error);
 }
 
@@ -206,6 +291,8 @@ void GenerateCall::OnCancel() { outbox_->Cancel(); }
 
 void GenerateCall::OnDone() {
   outbox_->Detach();
+  if (registry_id_ != 0) hooks_.registry->Remove(registry_id_);
+  if (session_counted_) hooks_.metrics->SessionClosed();
   delete this;
 }
 

@@ -1,19 +1,28 @@
 #include "server/service.h"
 
+#include <chrono>
 #include <set>
 #include <utility>
 
-#include "server/generate_call.h"
+#include "absl/time/clock.h"
 #include "server/status.h"
 
 namespace braid::server {
 namespace {
 
-grpc::ServerUnaryReactor* Done(grpc::CallbackServerContext* context,
-                               const absl::Status& status) {
-  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
-  reactor->Finish(ToGrpcStatus(status));
-  return reactor;
+absl::Time ClientDeadline(const grpc::CallbackServerContext& context) {
+  const auto deadline = context.deadline();
+  if (deadline == std::chrono::system_clock::time_point::max()) {
+    return absl::InfiniteFuture();
+  }
+  return absl::FromChrono(deadline);
+}
+
+absl::string_view Authorization(const grpc::CallbackServerContext& context) {
+  const auto& md = context.client_metadata();
+  auto it = md.find("authorization");
+  if (it == md.end()) return "";
+  return absl::string_view(it->second.data(), it->second.size());
 }
 
 const char* TypeName(model::GgmlType type) {
@@ -36,66 +45,151 @@ const char* TypeName(model::GgmlType type) {
 
 }  // namespace
 
-BraidService::BraidService(const model::LlamaModel* model,
-                           const model::Tokenizer* tokenizer,
-                           const model::ChatTemplate* chat_template,
-                           batching::Engine* engine, ServiceInfo info)
-    : model_(model),
-      tokenizer_(tokenizer),
-      engine_(engine),
-      builder_(tokenizer, chat_template,
-               RequestBuilder::Limits{.context_length = info.context_length}),
-      info_(std::move(info)) {}
+// What SetReady publishes: the loaded model and what serves it.
+struct BraidService::Backend {
+  Backend(const model::LlamaModel* model, const model::Tokenizer* tokenizer,
+          const model::ChatTemplate* chat_template, batching::Engine* engine,
+          ServiceInfo info)
+      : model(model),
+        tokenizer(tokenizer),
+        engine(engine),
+        builder(tokenizer, chat_template,
+                RequestBuilder::Limits{.context_length = info.context_length}),
+        info(std::move(info)) {}
+
+  const model::LlamaModel* model;
+  const model::Tokenizer* tokenizer;
+  batching::Engine* engine;
+  RequestBuilder builder;
+  ServiceInfo info;
+};
+
+BraidService::BraidService(ServiceOptions options) : options_(options) {}
+
+BraidService::~BraidService() = default;
+
+void BraidService::SetReady(const model::LlamaModel* model,
+                            const model::Tokenizer* tokenizer,
+                            const model::ChatTemplate* chat_template,
+                            batching::Engine* engine, ServiceInfo info) {
+  backend_owned_ = std::make_unique<Backend>(model, tokenizer, chat_template,
+                                             engine, std::move(info));
+  backend_.store(backend_owned_.get(), std::memory_order_release);
+}
+
+void BraidService::StartDrain() { draining_ = true; }
+
+int BraidService::AbortStreams(const grpc::Status& status) {
+  return streams_.AbortAll(status);
+}
+
+absl::StatusOr<const BraidService::Backend*> BraidService::Admit(
+    grpc::CallbackServerContext* context, Scope scope,
+    absl::string_view rpc_name) const {
+  if (options_.auth != nullptr) {
+    absl::Status status =
+        options_.auth->Check(Authorization(*context), scope, rpc_name);
+    if (!status.ok()) return status;
+  }
+  if (draining_) {
+    return absl::UnavailableError(
+        "braidd is draining (shutting down); send the request to another "
+        "replica");
+  }
+  const Backend* backend = backend_.load(std::memory_order_acquire);
+  if (backend == nullptr) {
+    return absl::UnavailableError(
+        "braidd is still loading the model; retry when health reports "
+        "SERVING");
+  }
+  return backend;
+}
+
+grpc::ServerUnaryReactor* BraidService::Done(
+    grpc::CallbackServerContext* context, metrics::Rpc rpc,
+    const absl::Status& status) {
+  if (options_.metrics != nullptr) {
+    options_.metrics->RecordRpc(rpc, static_cast<int>(status.code()));
+  }
+  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+  reactor->Finish(ToGrpcStatus(status));
+  return reactor;
+}
 
 grpc::ServerWriteReactor<v1::GenerateResponse>* BraidService::Generate(
     grpc::CallbackServerContext* context, const v1::GenerateRequest* request) {
+  const CallHooks hooks{&streams_, options_.metrics};
+  absl::StatusOr<const Backend*> backend =
+      Admit(context, Scope::kGenerate, "Generate");
+  if (!backend.ok()) {
+    return new GenerateCall(ToGrpcStatus(backend.status()), hooks);
+  }
   absl::StatusOr<batching::GenerationRequest> built =
-      builder_.BuildGenerate(*request);
-  if (!built.ok()) return new GenerateCall(ToGrpcStatus(built.status()));
+      (*backend)->builder.BuildGenerate(*request);
+  if (!built.ok()) return new GenerateCall(ToGrpcStatus(built.status()), hooks);
   if (built->request_id.empty()) {
     built->request_id = std::string(context->peer()) + "#" +
                         std::to_string(reinterpret_cast<uintptr_t>(context));
   }
-  return new GenerateCall(engine_, *std::move(built));
+  // The engine enforces the earlier of the client's deadline and the
+  // server's maximum duration.
+  const absl::Time client_deadline = ClientDeadline(*context);
+  built->deadline =
+      std::min(client_deadline, built->arrival + options_.max_request_duration);
+  return new GenerateCall((*backend)->engine, *std::move(built),
+                          client_deadline, hooks);
 }
 
 grpc::ServerUnaryReactor* BraidService::Tokenize(
     grpc::CallbackServerContext* context, const v1::TokenizeRequest* request,
     v1::TokenizeResponse* response) {
+  constexpr metrics::Rpc kRpc = metrics::Rpc::kTokenize;
+  absl::StatusOr<const Backend*> backend =
+      Admit(context, Scope::kTokenize, "Tokenize");
+  if (!backend.ok()) return Done(context, kRpc, backend.status());
   absl::StatusOr<std::vector<int32_t>> ids =
-      builder_.Tokenize(request->prompt());
-  if (!ids.ok()) return Done(context, ids.status());
+      (*backend)->builder.Tokenize(request->prompt());
+  if (!ids.ok()) return Done(context, kRpc, ids.status());
   for (int32_t id : *ids) {
     response->add_token_ids(id);
-    response->add_pieces(SanitizeUtf8(tokenizer_->TokenBytes(id)));
+    response->add_pieces(SanitizeUtf8((*backend)->tokenizer->TokenBytes(id)));
   }
-  return Done(context, absl::OkStatus());
+  return Done(context, kRpc, absl::OkStatus());
 }
 
 grpc::ServerUnaryReactor* BraidService::Detokenize(
     grpc::CallbackServerContext* context, const v1::DetokenizeRequest* request,
     v1::DetokenizeResponse* response) {
+  constexpr metrics::Rpc kRpc = metrics::Rpc::kDetokenize;
+  absl::StatusOr<const Backend*> backend =
+      Admit(context, Scope::kDetokenize, "Detokenize");
+  if (!backend.ok()) return Done(context, kRpc, backend.status());
   absl::Status status =
-      builder_.CheckTokenIds(request->token_ids(), "token_ids");
-  if (!status.ok()) return Done(context, status);
+      (*backend)->builder.CheckTokenIds(request->token_ids(), "token_ids");
+  if (!status.ok()) return Done(context, kRpc, status);
   std::vector<int32_t> ids(request->token_ids().begin(),
                            request->token_ids().end());
-  response->set_text(SanitizeUtf8(tokenizer_->Decode(ids)));
-  return Done(context, absl::OkStatus());
+  response->set_text(SanitizeUtf8((*backend)->tokenizer->Decode(ids)));
+  return Done(context, kRpc, absl::OkStatus());
 }
 
 grpc::ServerUnaryReactor* BraidService::GetModelInfo(
     grpc::CallbackServerContext* context, const v1::GetModelInfoRequest*,
     v1::ModelInfo* response) {
-  const model::LlamaConfig& config = model_->config();
-  const model::GgufFile& file = model_->file();
+  constexpr metrics::Rpc kRpc = metrics::Rpc::kGetModelInfo;
+  absl::StatusOr<const Backend*> backend =
+      Admit(context, Scope::kInfo, "GetModelInfo");
+  if (!backend.ok()) return Done(context, kRpc, backend.status());
+  const Backend& b = **backend;
+  const model::LlamaConfig& config = b.model->config();
+  const model::GgufFile& file = b.model->file();
   response->set_name(file.GetString("general.name").value_or(""));
   response->set_architecture(
       file.GetString("general.architecture").value_or(""));
-  response->set_path(info_.model_path);
-  response->set_file_size_bytes(info_.file_size_bytes);
-  response->set_vocab_size(tokenizer_->vocab_size());
-  response->set_context_length(info_.context_length);
+  response->set_path(b.info.model_path);
+  response->set_file_size_bytes(b.info.file_size_bytes);
+  response->set_vocab_size(b.tokenizer->vocab_size());
+  response->set_context_length(b.info.context_length);
   response->set_num_layers(config.n_layer);
   response->set_embedding_length(config.n_embd);
   response->set_num_heads(config.n_head);
@@ -104,14 +198,14 @@ grpc::ServerUnaryReactor* BraidService::GetModelInfo(
   for (const model::GgufTensor& t : file.tensors())
     types.insert(TypeName(t.type));
   for (const std::string& t : types) response->add_tensor_types(t);
-  response->set_bos_token_id(tokenizer_->bos_id());
-  response->set_eos_token_id(tokenizer_->eos_id());
-  response->set_chat_template(info_.chat_template_name);
+  response->set_bos_token_id(b.tokenizer->bos_id());
+  response->set_eos_token_id(b.tokenizer->eos_id());
+  response->set_chat_template(b.info.chat_template_name);
   response->set_backend("cpu");
-  response->set_num_threads(info_.num_threads);
+  response->set_num_threads(b.info.num_threads);
   response->set_num_streams(1);
   response->set_braid_version(BRAID_VERSION);
-  return Done(context, absl::OkStatus());
+  return Done(context, kRpc, absl::OkStatus());
 }
 
 }  // namespace braid::server

@@ -1,13 +1,19 @@
 #ifndef BRAID_SERVER_SERVICE_H_
 #define BRAID_SERVER_SERVICE_H_
 
+#include <atomic>
+#include <memory>
 #include <string>
 
+#include "absl/time/time.h"
 #include "batching/engine.h"
+#include "metrics/server_metrics.h"
 #include "model/llama.h"
 #include "model/tokenizer/chat_template.h"
 #include "model/tokenizer/tokenizer.h"
 #include "proto/braid/v1/braid.grpc.pb.h"
+#include "server/auth.h"
+#include "server/generate_call.h"
 #include "server/request_builder.h"
 
 namespace braid::server {
@@ -21,16 +27,39 @@ struct ServiceInfo {
   std::string chat_template_name;
 };
 
-// The braid.v1.Braid service on gRPC's callback API. A thin layer: proto <->
-// engine types, validation through RequestBuilder, errors through
+// What the service needs besides the model; everything is optional.
+struct ServiceOptions {
+  const TokenAuthenticator* auth = nullptr;   // null: no authentication
+  metrics::ServerMetrics* metrics = nullptr;  // null: no metrics
+  // Generate requests end with DEADLINE_EXCEEDED after this long, whatever
+  // the client's deadline.
+  absl::Duration max_request_duration = absl::InfiniteDuration();
+};
+
+// The braid.v1.Braid service on gRPC's callback API. A thin layer: auth,
+// proto <-> engine types, validation through RequestBuilder, errors through
 // ToGrpcStatus. Reactions never block and never run model code.
-// Thread-safe; the model, tokenizer, template and engine outlive it.
+//
+// Lifecycle: it serves before the model is loaded (every RPC gets
+// UNAVAILABLE until SetReady), then serves, then drains (StartDrain: new
+// RPCs get UNAVAILABLE while open Generate streams go on; AbortStreams ends
+// those left).
+//
+// Thread-safe; what SetReady receives outlives the service.
 class BraidService final : public v1::Braid::CallbackService {
  public:
-  BraidService(const model::LlamaModel* model,
-               const model::Tokenizer* tokenizer,
-               const model::ChatTemplate* chat_template,
-               batching::Engine* engine, ServiceInfo info);
+  explicit BraidService(ServiceOptions options);
+  ~BraidService() override;
+
+  // Publishes the loaded model; call once.
+  void SetReady(const model::LlamaModel* model,
+                const model::Tokenizer* tokenizer,
+                const model::ChatTemplate* chat_template,
+                batching::Engine* engine, ServiceInfo info);
+  void StartDrain();
+  int open_streams() const { return streams_.size(); }
+  // Ends every open Generate stream with `status`; returns how many.
+  int AbortStreams(const grpc::Status& status);
 
   grpc::ServerWriteReactor<v1::GenerateResponse>* Generate(
       grpc::CallbackServerContext* context,
@@ -50,11 +79,21 @@ class BraidService final : public v1::Braid::CallbackService {
                                          v1::ModelInfo* response) override;
 
  private:
-  const model::LlamaModel* model_;
-  const model::Tokenizer* tokenizer_;
-  batching::Engine* engine_;
-  RequestBuilder builder_;
-  ServiceInfo info_;
+  struct Backend;
+
+  // Auth, then the daemon's state: the backend to serve the call, or the
+  // status to fail it with.
+  absl::StatusOr<const Backend*> Admit(grpc::CallbackServerContext* context,
+                                       Scope scope,
+                                       absl::string_view rpc_name) const;
+  grpc::ServerUnaryReactor* Done(grpc::CallbackServerContext* context,
+                                 metrics::Rpc rpc, const absl::Status& status);
+
+  const ServiceOptions options_;
+  std::unique_ptr<Backend> backend_owned_;
+  std::atomic<const Backend*> backend_{nullptr};
+  std::atomic<bool> draining_{false};
+  StreamRegistry streams_;
 };
 
 }  // namespace braid::server

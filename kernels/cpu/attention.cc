@@ -65,34 +65,62 @@ void AttendOne(const float* q, int64_t n_keys, EntryAt at, Visible visible,
   thread_local std::vector<float> score_buf, acc_buf;
   // The query as fp16 values (ggml converts it to the K cache's type).
   float q16[kMaxHeadDim];
-  for (int64_t i = 0; i < head_dim; ++i) q16[i] = Fp16ToFp32(Fp32ToFp16(q[i]));
+  RoundToFp16Row(q, q16, head_dim);
   // Scores padded to whole lanes with -inf, i.e. weight exactly 0.
   const int64_t n_pad = (n_keys + kLanes - 1) / kLanes * kLanes;
   float* scores = ScratchFloats(score_buf, n_pad);
+  // Visible keys go to the dot kernels in groups; invisible ones score -inf.
+  constexpr int kGroup = 16;
+  const uint16_t* rows[kGroup];
+  int64_t idx[kGroup];
+  float dots[kGroup];
+  int count = 0;
   float max = -INFINITY;
+  auto flush = [&] {
+    if (kernels.kq_gemm) {
+      DotF16F32GemmRows(rows, count, q16, head_dim, dots);
+    } else {
+      DotF16F32VecRows(rows, count, q16, head_dim, dots);
+    }
+    for (int r = 0; r < count; ++r) {
+      scores[idx[r]] = dots[r] * scale;
+      max = std::max(max, scores[idx[r]]);
+    }
+    count = 0;
+  };
   for (int64_t j = 0; j < n_keys; ++j) {
     if (!visible(j)) {
       scores[j] = -INFINITY;
       continue;
     }
-    const uint16_t* kj = at(j).first;
-    const float dot = kernels.kq_gemm ? DotF16F32Gemm(kj, q16, head_dim)
-                                      : DotF16F32Vec(kj, q16, head_dim);
-    scores[j] = dot * scale;
-    max = std::max(max, scores[j]);
+    rows[count] = at(j).first;
+    idx[count++] = j;
+    if (count == kGroup) flush();
   }
+  if (count > 0) flush();
   std::fill(scores + n_keys, scores + n_pad, -INFINITY);
   const double sum = ExpShiftedSum(scores, max, scores, n_pad);
   const float inv_sum = static_cast<float>(1.0 / sum);
+  // The weights, rounded to fp16 as ggml stores them.
+  for (int64_t j = 0; j < n_keys; ++j) scores[j] *= inv_sum;
+  RoundToFp16Row(scores, scores, n_keys);
   // Weighted V sum, one partial row per accumulator lane.
   const int64_t slots = kernels.kqv_gemm ? kLanes : 4 * kLanes;
   float* acc = ScratchFloats(acc_buf, slots * head_dim);
   std::memset(acc, 0, slots * head_dim * sizeof(float));
+  float* dst[kGroup];
   for (int64_t j = 0; j < n_keys; ++j) {
-    const float p = Fp16ToFp32(Fp32ToFp16(scores[j] * inv_sum));
+    const float p = scores[j];
     if (p == 0.0f) continue;  // Adds exactly nothing (and masked entries).
-    AxpyF16(p, at(j).second, acc + (j % slots) * head_dim, head_dim);
+    dots[count] = p;
+    rows[count] = at(j).second;
+    dst[count++] = acc + (j % slots) * head_dim;
+    if (count == kGroup) {
+      AxpyF16Rows(dots, rows, dst, count, head_dim);
+      count = 0;
+    }
   }
+  if (count > 0) AxpyF16Rows(dots, rows, dst, count, head_dim);
   ReduceSlots(acc, slots, head_dim, out);
 }
 

@@ -7,6 +7,7 @@ namespace {
 
 std::atomic<bool> force_scalar{false};
 std::atomic<bool> disable_vnni{false};
+std::atomic<bool> disable_avx512{false};
 
 CpuFeatures Detect() {
   CpuFeatures f;
@@ -19,6 +20,9 @@ CpuFeatures Detect() {
   f.f16c = f.avx2;
   f.avx_vnni = __builtin_cpu_supports("avxvnni");
   f.avx512f = __builtin_cpu_supports("avx512f");
+  f.avx512bw = __builtin_cpu_supports("avx512bw");
+  f.avx512vl = __builtin_cpu_supports("avx512vl");
+  f.avx512dq = __builtin_cpu_supports("avx512dq");
   f.avx512_vnni = __builtin_cpu_supports("avx512vnni");
 #endif
   return f;
@@ -40,6 +44,20 @@ bool UseAvx2() {
 bool UseAvxVnni() {
   static const bool has_vnni = GetCpuFeatures().avx_vnni;
   return has_vnni && UseAvx2() && !disable_vnni.load(std::memory_order_relaxed);
+}
+
+bool UseAvx512() {
+  static const bool has_avx512 = [] {
+    const CpuFeatures& f = GetCpuFeatures();
+    return f.avx512f && f.avx512bw && f.avx512vl && f.avx512dq &&
+           f.avx512_vnni;
+  }();
+  return has_avx512 && UseAvx2() &&
+         !disable_avx512.load(std::memory_order_relaxed);
+}
+
+void SetDisableAvx512ForTesting(bool value) {
+  disable_avx512.store(value, std::memory_order_relaxed);
 }
 
 void SetDisableVnniForTesting(bool value) {

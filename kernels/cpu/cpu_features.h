@@ -15,7 +15,10 @@ struct CpuFeatures {
   bool fma = false;
   bool f16c = false;
   bool avx_vnni = false;  // 256-bit VNNI (dpbusd on ymm).
-  bool avx512f = false;   // Reported only; no AVX-512 kernels yet.
+  bool avx512f = false;
+  bool avx512bw = false;
+  bool avx512vl = false;
+  bool avx512dq = false;
   bool avx512_vnni = false;
 };
 
@@ -29,6 +32,14 @@ bool UseAvx2();
 // True when the AVX-VNNI variants of the integer dot products may run (AVX2
 // plus AVX-VNNI, not disabled for testing). They give the same integers.
 bool UseAvxVnni();
+
+// True when the AVX-512 kernels may run: AVX2 (above) plus AVX-512 F, BW, VL,
+// DQ and VNNI, not disabled for testing. They give the same bits as the AVX2
+// kernels.
+bool UseAvx512();
+
+// Disables the AVX-512 kernels (true) or restores detection. Testing only.
+void SetDisableAvx512ForTesting(bool disable);
 
 // Disables the VNNI variants (true) or restores detection. Testing only.
 void SetDisableVnniForTesting(bool disable);

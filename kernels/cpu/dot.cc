@@ -36,6 +36,27 @@ float DotF16F32Gemm(const uint16_t* x, const float* y, int64_t n) {
   return UseAvx2() ? internal::DotF16F32GemmAvx2(x, y, n)
                    : internal::DotF16F32GemmScalar(x, y, n);
 }
+void DotF16F32VecRows(const uint16_t* const* xs, int64_t count,
+                      const float* y, int64_t n, float* out) {
+  if (UseAvx2()) return internal::DotF16F32VecRowsAvx2(xs, count, y, n, out);
+  for (int64_t r = 0; r < count; ++r) {
+    out[r] = internal::DotF16F32VecScalar(xs[r], y, n);
+  }
+}
+void DotF16F32GemmRows(const uint16_t* const* xs, int64_t count,
+                       const float* y, int64_t n, float* out) {
+  if (UseAvx2()) return internal::DotF16F32GemmRowsAvx2(xs, count, y, n, out);
+  for (int64_t r = 0; r < count; ++r) {
+    out[r] = internal::DotF16F32GemmScalar(xs[r], y, n);
+  }
+}
+void AxpyF16Rows(const float* a, const uint16_t* const* xs, float* const* ys,
+                 int64_t count, int64_t n) {
+  if (UseAvx2()) return internal::AxpyF16RowsAvx2(a, xs, ys, count, n);
+  for (int64_t r = 0; r < count; ++r) {
+    internal::AxpyF16Scalar(a[r], xs[r], ys[r], n);
+  }
+}
 void AxpyF16(float a, const uint16_t* x, float* y, int64_t n) {
   if (UseAvx2()) return internal::AxpyF16Avx2(a, x, y, n);
   internal::AxpyF16Scalar(a, x, y, n);

@@ -37,8 +37,18 @@ float DotBF16F32(const uint16_t* w, const float* x, int64_t n);
 float DotF16F32Vec(const uint16_t* x, const float* y, int64_t n);
 float DotF16F32Gemm(const uint16_t* x, const float* y, int64_t n);
 
+// out[r] = DotF16F32Vec (or DotF16F32Gemm)(xs[r], y, n) for r in
+// [0, count): the same bits, with the rows' dependency chains overlapping.
+void DotF16F32VecRows(const uint16_t* const* xs, int64_t count,
+                      const float* y, int64_t n, float* out);
+void DotF16F32GemmRows(const uint16_t* const* xs, int64_t count,
+                       const float* y, int64_t n, float* out);
+
 // y[i] += a * x[i] (one fused multiply-add per element), x in fp16.
 void AxpyF16(float a, const uint16_t* x, float* y, int64_t n);
+// AxpyF16(a[r], xs[r], ys[r], n) for r = 0, 1, ..., count - 1 in order.
+void AxpyF16Rows(const float* a, const uint16_t* const* xs, float* const* ys,
+                 int64_t count, int64_t n);
 // y[i] *= a.
 void Scale(float a, float* y, int64_t n);
 // y[i] += x[i].
@@ -70,6 +80,12 @@ void AxpyF16Avx2(float a, const uint16_t* x, float* y, int64_t n);
 void AddF32Avx2(const float* x, float* y, int64_t n);
 float DotF16F32VecAvx2(const uint16_t* x, const float* y, int64_t n);
 float DotF16F32GemmAvx2(const uint16_t* x, const float* y, int64_t n);
+void DotF16F32VecRowsAvx2(const uint16_t* const* xs, int64_t count,
+                          const float* y, int64_t n, float* out);
+void DotF16F32GemmRowsAvx2(const uint16_t* const* xs, int64_t count,
+                           const float* y, int64_t n, float* out);
+void AxpyF16RowsAvx2(const float* a, const uint16_t* const* xs,
+                     float* const* ys, int64_t count, int64_t n);
 }  // namespace internal
 
 }  // namespace braid::kernels::cpu

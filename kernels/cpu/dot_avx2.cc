@@ -208,4 +208,24 @@ BRAID_AVX2 void AxpyF16Avx2(float a, const uint16_t* x, float* y, int64_t n) {
   for (; i < n; ++i) y[i] = std::fmaf(a, H2F(x[i]), y[i]);
 }
 
+// The row loops inline the single-row kernels above (flatten), so one row's
+// reduction overlaps the next row's products.
+__attribute__((flatten)) BRAID_AVX2 void DotF16F32VecRowsAvx2(
+    const uint16_t* const* xs, int64_t count, const float* y, int64_t n,
+    float* out) {
+  for (int64_t r = 0; r < count; ++r) out[r] = DotF16F32VecAvx2(xs[r], y, n);
+}
+
+__attribute__((flatten)) BRAID_AVX2 void DotF16F32GemmRowsAvx2(
+    const uint16_t* const* xs, int64_t count, const float* y, int64_t n,
+    float* out) {
+  for (int64_t r = 0; r < count; ++r) out[r] = DotF16F32GemmAvx2(xs[r], y, n);
+}
+
+__attribute__((flatten)) BRAID_AVX2 void AxpyF16RowsAvx2(
+    const float* a, const uint16_t* const* xs, float* const* ys, int64_t count,
+    int64_t n) {
+  for (int64_t r = 0; r < count; ++r) AxpyF16Avx2(a[r], xs[r], ys[r], n);
+}
+
 }  // namespace braid::kernels::cpu::internal

@@ -82,6 +82,9 @@ void Fp16ToFp32Row(const uint16_t* x, float* y, int64_t n);
 void Fp32ToFp16Row(const float* x, uint16_t* y, int64_t n);
 void Bf16ToFp32Row(const uint16_t* x, float* y, int64_t n);
 void Fp32ToBf16Row(const float* x, uint16_t* y, int64_t n);
+// y[i] = Fp16ToFp32(Fp32ToFp16(x[i])): x rounded to the nearest fp16 value.
+// y may alias x.
+void RoundToFp16Row(const float* x, float* y, int64_t n);
 
 }  // namespace braid::kernels::cpu
 

@@ -51,6 +51,30 @@ TEST(Fp16Test, RowPathsAgreeWithScalar) {
   EXPECT_EQ(a, b);
 }
 
+// RoundToFp16Row (F16C) equals the scalar round trip on normal, subnormal,
+// tie, overflow and zero values, and in place.
+TEST(Fp16Test, RoundToFp16RowAgreesWithScalar) {
+  std::vector<float> xs = {0.0f, -0.0f, 1e-8f, -3e-7f, 6.1e-5f, 65504.0f,
+                           65520.0f, 1e6f, -1e6f, 1.0f + std::ldexp(1.0f, -11),
+                           std::ldexp(1.0f, -25), INFINITY, -INFINITY};
+  for (int i = -3000; i < 3000; ++i) {
+    xs.push_back(std::ldexp(1.0f + i * 1.37e-4f, i % 40 - 28));
+  }
+  std::vector<float> fast(xs.size());
+  RoundToFp16Row(xs.data(), fast.data(), xs.size());
+  for (size_t i = 0; i < xs.size(); ++i) {
+    ASSERT_EQ(fast[i], Fp16ToFp32(Fp32ToFp16(xs[i]))) << xs[i];
+  }
+  std::vector<float> in_place = xs;
+  RoundToFp16Row(in_place.data(), in_place.data(), in_place.size());
+  EXPECT_EQ(in_place, fast);
+  SetForceScalarForTesting(true);
+  std::vector<float> slow(xs.size());
+  RoundToFp16Row(xs.data(), slow.data(), xs.size());
+  SetForceScalarForTesting(false);
+  EXPECT_EQ(slow, fast);
+}
+
 TEST(Bf16Test, ConvertsAndRounds) {
   EXPECT_EQ(Bf16ToFp32(0x3F80), 1.0f);
   EXPECT_EQ(Fp32ToBf16(1.0f), 0x3F80);

@@ -22,8 +22,8 @@ namespace braid::kernels::cpu {
 // y[t * ld_y + r] (= or += when accumulate) for rows r in [r0, r1) of the
 // weight matrix w (rows of w_row_bytes bytes) and tokens t in [0, n_tok) of
 // the activations x (rows of x_row_bytes, already in ActivationDType(type)),
-// n = columns. Any type; tiled kernels for Q4_0, Q4_1 and Q8_0 on AVX2,
-// DotRow otherwise.
+// n = columns. Any type; tiled kernels for Q4_1 and Q8_0 on AVX-512 (with
+// VNNI), for Q4_0, Q4_1 and Q8_0 on AVX2, DotRow otherwise.
 void GemmTile(DType type, const uint8_t* w, size_t w_row_bytes,
               const uint8_t* x, size_t x_row_bytes, int64_t n, int64_t r0,
               int64_t r1, int64_t n_tok, float* y, int64_t ld_y,
@@ -35,6 +35,11 @@ bool GemmTileAvx2(DType type, const uint8_t* w, size_t w_row_bytes,
                   const uint8_t* x, size_t x_row_bytes, int64_t n, int64_t r0,
                   int64_t r1, int64_t n_tok, float* y, int64_t ld_y,
                   bool accumulate);
+// The AVX-512 tiled path (Q4_1 and Q8_0); false if it does not serve `type`.
+bool GemmTileAvx512(DType type, const uint8_t* w, size_t w_row_bytes,
+                    const uint8_t* x, size_t x_row_bytes, int64_t n,
+                    int64_t r0, int64_t r1, int64_t n_tok, float* y,
+                    int64_t ld_y, bool accumulate);
 }  // namespace internal
 
 }  // namespace braid::kernels::cpu

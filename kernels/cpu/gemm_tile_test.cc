@@ -11,13 +11,23 @@
 namespace braid::kernels::cpu {
 namespace {
 
-// Every element of every tile shape equals DotRow bit for bit, on the AVX2
-// path with and without VNNI and on the scalar path.
+// Kernel selections under test: AVX-512 (where the CPU has it), AVX2 with
+// and without VNNI, scalar.
+void SetMode(int mode) {
+  SetDisableAvx512ForTesting(mode != 0);
+  SetDisableVnniForTesting(mode == 2);
+  SetForceScalarForTesting(mode == 3);
+}
+
+// Every element of every tile shape equals DotRow bit for bit, on the
+// AVX-512 path, the AVX2 path with and without VNNI, and the scalar path.
+// Row counts and starts cover full tiles of 4 and 8 rows and leftovers;
+// token counts every tile width (8, 4, 2, 1) and chunks of 64 tokens.
 TEST(GemmTileTest, BitIdenticalToDotRowForEveryTileShape) {
   std::mt19937 rng(9);
   std::normal_distribution<float> dist(0.0f, 1.0f);
   for (DType type : {DType::kQ4_0, DType::kQ4_1, DType::kQ8_0, DType::kF16}) {
-    const int64_t rows = 11, cols = 96, n_tok = 5;
+    const int64_t rows = 21, cols = 96, n_tok = 75;
     const DType act = ActivationDType(type);
     const size_t w_bytes = DTypeRowBytes(type, cols);
     const size_t x_bytes = DTypeRowBytes(act, cols);
@@ -31,10 +41,10 @@ TEST(GemmTileTest, BitIdenticalToDotRowForEveryTileShape) {
     for (int64_t t = 0; t < n_tok; ++t) {
       QuantizeRow(act, &xf[t * cols], &x[t * x_bytes], cols);
     }
-    for (int mode = 0; mode < 3; ++mode) {
-      SetDisableVnniForTesting(mode == 1);
-      SetForceScalarForTesting(mode == 2);
-      // The reference in the same mode (scalar and AVX2 round differently).
+    for (int mode = 0; mode < 4; ++mode) {
+      SetMode(mode);
+      // The reference in the same mode (scalar and AVX2 round differently;
+      // DotRow has no AVX-512 form, the tiles must match its AVX2 bits).
       std::vector<float> want(n_tok * rows);
       for (int64_t t = 0; t < n_tok; ++t) {
         for (int64_t r = 0; r < rows; ++r) {
@@ -42,8 +52,8 @@ TEST(GemmTileTest, BitIdenticalToDotRowForEveryTileShape) {
               DotRow(type, &w[r * w_bytes], &x[t * x_bytes], cols);
         }
       }
-      for (int64_t r0 : {0, 1, 3}) {
-        for (int64_t tok : {1, 2, 3, 5}) {
+      for (int64_t r0 : {0, 1, 3, 5}) {
+        for (int64_t tok : {1, 2, 3, 5, 8, 15, 16, 64, 75}) {
           std::vector<float> y(n_tok * rows, 7.0f);
           GemmTile(type, w.data(), w_bytes, x.data(), x_bytes, cols, r0, rows,
                    tok, y.data(), rows, /*accumulate=*/false);
@@ -63,8 +73,43 @@ TEST(GemmTileTest, BitIdenticalToDotRowForEveryTileShape) {
                         want[(tok - 1) * rows + rows - 1]);
         }
       }
-      SetDisableVnniForTesting(false);
-      SetForceScalarForTesting(false);
+      SetMode(0);
+    }
+  }
+}
+
+// Long rows (more blocks than the AVX-512 path's scale tables hold for a
+// full chunk of tokens) still match DotRow.
+TEST(GemmTileTest, LongRowsMatchDotRow) {
+  std::mt19937 rng(3);
+  std::normal_distribution<float> dist(0.0f, 1.0f);
+  for (DType type : {DType::kQ4_1, DType::kQ8_0}) {
+    for (int64_t cols : {int64_t{32}, int64_t{2048 * 32}, int64_t{160 * 32}}) {
+      const int64_t rows = 8, n_tok = 9;
+      const DType act = ActivationDType(type);
+      const size_t w_bytes = DTypeRowBytes(type, cols);
+      const size_t x_bytes = DTypeRowBytes(act, cols);
+      std::vector<float> f(rows * cols), xf(n_tok * cols);
+      for (float& v : f) v = dist(rng);
+      for (float& v : xf) v = dist(rng);
+      std::vector<uint8_t> w(rows * w_bytes), x(n_tok * x_bytes);
+      for (int64_t r = 0; r < rows; ++r) {
+        QuantizeRow(type, &f[r * cols], &w[r * w_bytes], cols);
+      }
+      for (int64_t t = 0; t < n_tok; ++t) {
+        QuantizeRow(act, &xf[t * cols], &x[t * x_bytes], cols);
+      }
+      std::vector<float> y(n_tok * rows);
+      GemmTile(type, w.data(), w_bytes, x.data(), x_bytes, cols, 0, rows,
+               n_tok, y.data(), rows, /*accumulate=*/false);
+      for (int64_t t = 0; t < n_tok; ++t) {
+        for (int64_t r = 0; r < rows; ++r) {
+          ASSERT_EQ(y[t * rows + r],
+                    DotRow(type, &w[r * w_bytes], &x[t * x_bytes], cols))
+              << DTypeName(type) << " cols " << cols << " at " << t << ","
+              << r;
+        }
+      }
     }
   }
 }

@@ -4,6 +4,7 @@
 #include <cmath>
 #include <cstring>
 
+#include "kernels/cpu/cpu_features.h"
 #include "kernels/cpu/fp16.h"
 
 namespace braid::kernels::cpu {
@@ -155,7 +156,8 @@ inline void Q8Scale(const float* x, float* d, float* id) {
 
 }  // namespace
 
-void QuantizeRowQ8_0(const float* x, BlockQ8_0* y, int64_t n) {
+void internal::QuantizeRowQ8_0Scalar(const float* x, BlockQ8_0* y,
+                                     int64_t n) {
   const int64_t nb = n / kQK;
   for (int64_t i = 0; i < nb; ++i) {
     const float* xb = x + i * kQK;
@@ -170,7 +172,8 @@ void QuantizeRowQ8_0(const float* x, BlockQ8_0* y, int64_t n) {
   }
 }
 
-void QuantizeRowQ8_1(const float* x, BlockQ8_1* y, int64_t n) {
+void internal::QuantizeRowQ8_1Scalar(const float* x, BlockQ8_1* y,
+                                     int64_t n) {
   const int64_t nb = n / kQK;
   for (int64_t i = 0; i < nb; ++i) {
     const float* xb = x + i * kQK;
@@ -185,6 +188,16 @@ void QuantizeRowQ8_1(const float* x, BlockQ8_1* y, int64_t n) {
     }
     y[i].s = Fp32ToFp16(d * static_cast<float>(sum));
   }
+}
+
+void QuantizeRowQ8_0(const float* x, BlockQ8_0* y, int64_t n) {
+  if (UseAvx2()) return internal::QuantizeRowQ8_0Avx2(x, y, n);
+  internal::QuantizeRowQ8_0Scalar(x, y, n);
+}
+
+void QuantizeRowQ8_1(const float* x, BlockQ8_1* y, int64_t n) {
+  if (UseAvx2()) return internal::QuantizeRowQ8_1Avx2(x, y, n);
+  internal::QuantizeRowQ8_1Scalar(x, y, n);
 }
 
 void QuantizeRowQ4_0(const float* x, BlockQ4_0* y, int64_t n) {

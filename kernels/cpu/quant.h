@@ -68,9 +68,17 @@ DType ActivationDType(DType weight_type);
 // dst[0..n) = dequantized src row. n must be a multiple of the block size.
 void DequantizeRow(DType type, const void* src, float* dst, int64_t n);
 
-// Activation quantizers (n a multiple of 32).
+// Activation quantizers (n a multiple of 32). AVX2 where the CPU has it,
+// else scalar; both give the same blocks.
 void QuantizeRowQ8_0(const float* x, BlockQ8_0* y, int64_t n);
 void QuantizeRowQ8_1(const float* x, BlockQ8_1* y, int64_t n);
+
+namespace internal {
+void QuantizeRowQ8_0Scalar(const float* x, BlockQ8_0* y, int64_t n);
+void QuantizeRowQ8_1Scalar(const float* x, BlockQ8_1* y, int64_t n);
+void QuantizeRowQ8_0Avx2(const float* x, BlockQ8_0* y, int64_t n);
+void QuantizeRowQ8_1Avx2(const float* x, BlockQ8_1* y, int64_t n);
+}  // namespace internal
 // Reference weight quantizers (ggml's *_ref), used to build test models.
 void QuantizeRowQ4_0(const float* x, BlockQ4_0* y, int64_t n);
 void QuantizeRowQ4_1(const float* x, BlockQ4_1* y, int64_t n);

@@ -1,10 +1,12 @@
 #include "kernels/cpu/quant.h"
 
 #include <cmath>
+#include <cstring>
 #include <random>
 #include <vector>
 
 #include "gtest/gtest.h"
+#include "kernels/cpu/cpu_features.h"
 #include "kernels/cpu/fp16.h"
 
 namespace braid::kernels::cpu {
@@ -88,6 +90,32 @@ TEST(QuantTest, ZeroBlockQuantizesToZero) {
   QuantizeRowQ8_0(x.data(), &y, 32);
   EXPECT_EQ(Fp16ToFp32(y.d), 0.0f);
   for (int8_t q : y.qs) EXPECT_EQ(q, 0);
+}
+
+// The AVX2 activation quantizers give the scalar ones' blocks byte for byte:
+// random rows at several scales, rounding ties (x * id on .5), zero blocks.
+TEST(QuantTest, Avx2ActivationQuantizersMatchScalar) {
+  if (!UseAvx2()) GTEST_SKIP() << "no AVX2 on this CPU";
+  std::mt19937 rng(5);
+  std::normal_distribution<float> dist(0.0f, 1.0f);
+  constexpr int64_t kN = 64 * kQK;
+  std::vector<float> x(kN);
+  for (int64_t i = 0; i < kN; ++i) x[i] = dist(rng) * std::ldexp(1.0f, i % 23 - 11);
+  for (int j = 0; j < kQK; ++j) {
+    x[kQK + j] = 0.0f;                  // A zero block.
+    x[2 * kQK + j] = (j - 15.5f) / 2;  // amax 8: id = 127/8, ties appear.
+    x[3 * kQK + j] = j % 2 ? 127.0f : -0.5f - j;  // x * id exactly k + 0.5.
+  }
+  std::vector<BlockQ8_0> a0(kN / kQK), b0(kN / kQK);
+  std::vector<BlockQ8_1> a1(kN / kQK), b1(kN / kQK);
+  internal::QuantizeRowQ8_0Avx2(x.data(), a0.data(), kN);
+  internal::QuantizeRowQ8_0Scalar(x.data(), b0.data(), kN);
+  internal::QuantizeRowQ8_1Avx2(x.data(), a1.data(), kN);
+  internal::QuantizeRowQ8_1Scalar(x.data(), b1.data(), kN);
+  for (int64_t b = 0; b < kN / kQK; ++b) {
+    ASSERT_EQ(std::memcmp(&a0[b], &b0[b], sizeof(BlockQ8_0)), 0) << b;
+    ASSERT_EQ(std::memcmp(&a1[b], &b1[b], sizeof(BlockQ8_1)), 0) << b;
+  }
 }
 
 }  // namespace

@@ -48,20 +48,45 @@ def load_stubs():
     return braid_pb2, braid_pb2_grpc
 
 
-class Daemon:
-    """A braidd process on 127.0.0.1:<free port>, stopped with SIGTERM."""
+def wait_for(condition, timeout, what, interval=0.02):
+    """Polls `condition` until it returns a true value (returned) or
+    `timeout` seconds pass (AssertionError naming `what`)."""
+    deadline = time.time() + timeout
+    while True:
+        value = condition()
+        if value:
+            return value
+        if time.time() > deadline:
+            raise AssertionError(f"timed out after {timeout} s: {what}")
+        time.sleep(interval)
 
-    def __init__(self, *flags):
+
+class Daemon:
+    """A braidd process on 127.0.0.1:<free port>, stopped with SIGTERM.
+
+    Metrics are served on a free loopback port (`metrics_port`) and the
+    drain grace period is 5 s unless `flags` say otherwise. With
+    `wait_serving` (the default) the constructor returns once the health
+    service reports SERVING over a plaintext channel."""
+
+    def __init__(self, *flags, wait_serving=True):
         model = require_env(
             "BRAID_MODEL",
             "path of SmolLM2-135M-Instruct.Q4_1.gguf (`make test` sets it)")
         self.dir = tempfile.mkdtemp(prefix="braidd_")
         port_file = os.path.join(self.dir, "port")
+        metrics_port_file = os.path.join(self.dir, "metrics_port")
         self.log_path = os.path.join(self.dir, "braidd.log")
         self.log = open(self.log_path, "w")
+        extra = []
+        if not any(f.startswith("--metrics_listen") for f in flags):
+            extra.append("--metrics_listen=127.0.0.1:0")
+        if not any(f.startswith("--drain_grace_seconds") for f in flags):
+            extra.append("--drain_grace_seconds=5")
         self.proc = subprocess.Popen(
             [runfile("server/braidd"), f"--model={model}",
-             "--listen=127.0.0.1:0", f"--port_file={port_file}", *flags],
+             "--listen=127.0.0.1:0", f"--port_file={port_file}",
+             f"--metrics_port_file={metrics_port_file}", *extra, *flags],
             stdout=self.log, stderr=subprocess.STDOUT)
         deadline = time.time() + 120
         while not os.path.exists(port_file):
@@ -73,9 +98,49 @@ class Daemon:
         with open(port_file) as f:
             self.port = int(f.read())
         self.addr = f"127.0.0.1:{self.port}"
+        self.metrics_port = None
+        if os.path.exists(metrics_port_file):
+            with open(metrics_port_file) as f:
+                self.metrics_port = int(f.read())
+        if wait_serving:
+            self.wait_serving()
+
+    def health(self, channel=None, service=""):
+        """The health status name ("SERVING", ...), or the RPC error code
+        name when the check fails."""
+        import grpc
+        from grpc_health.v1 import health_pb2, health_pb2_grpc
+        own = channel is None
+        channel = channel or grpc.insecure_channel(self.addr)
+        try:
+            resp = health_pb2_grpc.HealthStub(channel).Check(
+                health_pb2.HealthCheckRequest(service=service), timeout=5)
+            return health_pb2.HealthCheckResponse.ServingStatus.Name(
+                resp.status)
+        except grpc.RpcError as e:
+            return e.code().name
+        finally:
+            if own:
+                channel.close()
+
+    def wait_serving(self, channel=None, timeout=120):
+        def serving():
+            if self.proc.poll() is not None:
+                raise RuntimeError("braidd exited early:\n" + self.read_log())
+            return self.health(channel) == "SERVING"
+        wait_for(serving, timeout, "braidd reports SERVING", interval=0.05)
+
+    def metrics_text(self):
+        """The /metrics page."""
+        import urllib.request
+        with urllib.request.urlopen(
+                f"http://127.0.0.1:{self.metrics_port}/metrics",
+                timeout=10) as r:
+            return r.read().decode()
 
     def read_log(self):
-        self.log.flush()
+        if not self.log.closed:
+            self.log.flush()
         with open(self.log_path) as f:
             return f.read()
 

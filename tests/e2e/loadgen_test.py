@@ -20,7 +20,7 @@ LOADGEN = harness.runfile("tools/loadgen/loadgen.py")
 class LoadgenTest(unittest.TestCase):
     @classmethod
     def setUpClass(cls):
-        cls.daemon = harness.Daemon("--threads=2", "--max_running=4",
+        cls.daemon = harness.Daemon("--threads=2", "--max_num_seqs=4",
                                     "--context_length=1024")
 
     @classmethod

@@ -19,6 +19,7 @@
 #include "kernels/cpu/fp16.h"
 #include "model/gguf.h"
 #include "model/llama.h"
+#include "model/testing/sequence_runner.h"
 #include "model/tokenizer/gguf_loader.h"
 #include "model/tokenizer/tokenizer.h"
 
@@ -107,16 +108,16 @@ TEST_F(GoldenTest, TokenizationMatchesLlamaCpp) {
 TEST_F(GoldenTest, GreedyTokensMatchLlamaCpp) {
   int same = 0, total = 0;
   for (const Case& c : *cases_) {
-    model::KvCache kv =
-        model_->NewKvCache(static_cast<int>(c.prompt_ids.size()) + kNumTokens);
+    model::testing::SequenceRunner kv(
+        *model_, static_cast<int>(c.prompt_ids.size()) + kNumTokens);
     std::vector<float> logits;
-    ASSERT_TRUE(model_->Forward(c.prompt_ids, kv, false, &logits).ok());
+    ASSERT_TRUE(kv.Forward(c.prompt_ids, false, &logits).ok());
     std::vector<int32_t> got;
     for (int i = 0; i < kNumTokens; ++i) {
       const int32_t next = static_cast<int32_t>(
           std::max_element(logits.begin(), logits.end()) - logits.begin());
       got.push_back(next);
-      ASSERT_TRUE(model_->Forward({next}, kv, false, &logits).ok());
+      ASSERT_TRUE(kv.Forward({next}, false, &logits).ok());
     }
     int prefix = 0;
     while (prefix < kNumTokens && got[prefix] == c.greedy_ids[prefix]) ++prefix;
@@ -142,15 +143,14 @@ TEST_F(GoldenTest, LogitsCosineAtLeast0999) {
     // Teacher-forced on llama.cpp's tokens, evaluated the way the fixture
     // was made: the prompt in one call, then one token per call. The logits
     // that chose token i come after prompt + greedy[0..i-1].
-    model::KvCache kv =
-        model_->NewKvCache(static_cast<int>(c.prompt_ids.size()) + kNumTokens);
+    model::testing::SequenceRunner kv(
+        *model_, static_cast<int>(c.prompt_ids.size()) + kNumTokens);
     std::vector<float> logits;
     for (int i = 0; i < kNumTokens; ++i) {
       if (i == 0) {
-        ASSERT_TRUE(model_->Forward(c.prompt_ids, kv, false, &logits).ok());
+        ASSERT_TRUE(kv.Forward(c.prompt_ids, false, &logits).ok());
       } else {
-        ASSERT_TRUE(
-            model_->Forward({c.greedy_ids[i - 1]}, kv, false, &logits).ok());
+        ASSERT_TRUE(kv.Forward({c.greedy_ids[i - 1]}, false, &logits).ok());
       }
       const float* ours = logits.data();
       const uint16_t* theirs = logits_->data() + (p * kNumTokens + i) * n_vocab;

@@ -19,6 +19,7 @@ from other processes hits both alike, and prints each figure and the ratios:
 
 Needs: bazel build //model:llama_bench; pip install llama-cpp-python.
 Usage: tools/bench/cpu_bench.py [--model M] [--threads T] [--rounds R]
+       [--braid_bench PATH]
 """
 import argparse
 import json
@@ -72,9 +73,8 @@ def cpu_model():
 
 
 def run_braid(a):
-    exe = os.path.join(ROOT, "bazel-bin", "model", "llama_bench")
     out = subprocess.run(
-        [exe, f"--model={a.model}", f"--threads={a.threads}",
+        [a.braid_bench, f"--model={a.model}", f"--threads={a.threads}",
          f"--prefill={a.prefill}", f"--prompt=27", f"--decode={a.decode}",
          f"--seqs={a.seqs}", f"--kv_tokens={a.kv_tokens}", f"--reps={a.reps}"],
         capture_output=True, text=True, check=True)
@@ -100,6 +100,9 @@ def main():
     ap.add_argument("--kv_tokens", type=int, default=4096)
     ap.add_argument("--reps", type=int, default=3, help="best-of within a round")
     ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--braid_bench", default=os.path.join(
+        ROOT, "bazel-bin", "model", "llama_bench"),
+        help="the llama_bench binary (e.g. a copy built from another commit)")
     a = ap.parse_args()
     rounds = []
     for r in range(a.rounds):

@@ -108,6 +108,15 @@ class _Proc:
         with open(self.log_path, errors="replace") as f:
             return f.read()
 
+    def cpu_seconds(self):
+        """User + system CPU time of the server process (all its threads)."""
+        try:
+            with open(f"/proc/{self.proc.pid}/stat") as f:
+                fields = f.read().rsplit(")", 1)[1].split()
+            return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+        except (OSError, IndexError, ValueError):
+            return 0.0
+
     def rss_mb(self):
         try:
             with open(f"/proc/{self.proc.pid}/status") as f:
@@ -132,9 +141,14 @@ class _Proc:
 class Braidd(_Proc):
     def __init__(self, binary, model, threads, context_length, max_running, extra=()):
         port_file = os.path.join(tempfile.mkdtemp(prefix="braidd_port_"), "port")
+        # --max_num_seqs since the continuous-batching engine; --max_running
+        # (now its deprecated alias) before it.
+        helpfull = subprocess.run([binary, "--helpfull"], capture_output=True,
+                                  text=True).stdout
+        seqs_flag = "max_num_seqs" if "--max_num_seqs" in helpfull else "max_running"
         argv = [binary, f"--model={model}", "--listen=127.0.0.1:0",
                 f"--port_file={port_file}", f"--threads={threads}",
-                f"--context_length={context_length}", f"--max_running={max_running}",
+                f"--context_length={context_length}", f"--{seqs_flag}={max_running}",
                 *extra]
         super().__init__("braidd", argv, lambda: os.path.exists(port_file))
         with open(port_file) as f:

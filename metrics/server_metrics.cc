@@ -1,0 +1,131 @@
+#include "metrics/server_metrics.h"
+
+#include "prometheus/counter.h"
+#include "prometheus/family.h"
+#include "prometheus/gauge.h"
+#include "prometheus/registry.h"
+
+namespace braid::metrics {
+namespace {
+
+const char* RpcLabel(int rpc) {
+  static const char* const kNames[] = {"Generate", "Tokenize", "Detokenize",
+                                       "GetModelInfo"};
+  return kNames[rpc];
+}
+
+const char* CauseLabel(int cause) {
+  static const char* const kNames[] = {"client", "deadline", "drain"};
+  return kNames[cause];
+}
+
+const char* StateLabel(int state) {
+  static const char* const kNames[] = {"loading", "serving", "draining"};
+  return kNames[state];
+}
+
+}  // namespace
+
+const char* StatusCodeName(int code) {
+  static const char* const kNames[kNumStatusCodes] = {"OK",
+                                                      "CANCELLED",
+                                                      "UNKNOWN",
+                                                      "INVALID_ARGUMENT",
+                                                      "DEADLINE_EXCEEDED",
+                                                      "NOT_FOUND",
+                                                      "ALREADY_EXISTS",
+                                                      "PERMISSION_DENIED",
+                                                      "RESOURCE_EXHAUSTED",
+                                                      "FAILED_PRECONDITION",
+                                                      "ABORTED",
+                                                      "OUT_OF_RANGE",
+                                                      "UNIMPLEMENTED",
+                                                      "INTERNAL",
+                                                      "UNAVAILABLE",
+                                                      "DATA_LOSS",
+                                                      "UNAUTHENTICATED"};
+  return code >= 0 && code < kNumStatusCodes ? kNames[code] : "UNKNOWN";
+}
+
+ServerMetrics::ServerMetrics(prometheus::Registry& r,
+                             const std::string& version)
+    : registry_(r) {
+  rpcs_ = &prometheus::BuildCounter()
+               .Name("braid_rpcs_total")
+               .Help(
+                   "Finished braid.v1.Braid RPCs by method and gRPC status "
+                   "code (errors are code != \"OK\").")
+               .Register(r);
+  // Every (method, code) series exists from the start, at 0, so rates and
+  // ratios read 0 rather than nothing; 4 x 17 series.
+  for (int m = 0; m < kNumRpcs; ++m) {
+    for (int c = 0; c < kNumStatusCodes; ++c) {
+      rpc_children_[m][c] =
+          &rpcs_->Add({{"method", RpcLabel(m)}, {"code", StatusCodeName(c)}});
+    }
+  }
+  auto& cancellations = prometheus::BuildCounter()
+                            .Name("braid_cancellations_total")
+                            .Help(
+                                "Generation requests cancelled, by cause: "
+                                "client, deadline or drain.")
+                            .Register(r);
+  for (int c = 0; c < kNumCancelCauses; ++c) {
+    cancellations_[c] = &cancellations.Add({{"cause", CauseLabel(c)}});
+  }
+  open_sessions_ = &prometheus::BuildGauge()
+                        .Name("braid_sessions_open")
+                        .Help(
+                            "Open sessions: generation streams in flight "
+                            "(each Generate call is a one-shot session).")
+                        .Register(r)
+                        .Add({});
+  auto& state = prometheus::BuildGauge()
+                    .Name("braid_server_state")
+                    .Help(
+                        "1 for the daemon's current state: loading, "
+                        "serving or draining.")
+                    .Register(r);
+  for (int s = 0; s < 3; ++s)
+    state_[s] = &state.Add({{"state", StateLabel(s)}});
+  SetState(ServerState::kLoading);
+  prometheus::BuildGauge()
+      .Name("braid_build_info")
+      .Help("Always 1; the labels describe the braidd build.")
+      .Register(r)
+      .Add({{"version", version}})
+      .Set(1);
+}
+
+void ServerMetrics::RecordRpc(Rpc rpc, int code) {
+  if (code < 0 || code >= kNumStatusCodes) code = 2;  // UNKNOWN
+  rpc_children_[static_cast<int>(rpc)][code]->Increment();
+}
+
+void ServerMetrics::RecordCancellation(CancelCause cause) {
+  cancellations_[static_cast<int>(cause)]->Increment();
+}
+
+void ServerMetrics::SessionOpened() { open_sessions_->Increment(); }
+
+void ServerMetrics::SessionClosed() { open_sessions_->Decrement(); }
+
+void ServerMetrics::SetState(ServerState state) {
+  for (int s = 0; s < 3; ++s) {
+    state_[s]->Set(s == static_cast<int>(state) ? 1 : 0);
+  }
+}
+
+void ServerMetrics::SetModelInfo(const ModelInfo& info) {
+  prometheus::BuildGauge()
+      .Name("braid_model_info")
+      .Help("Always 1; the labels describe the served model.")
+      .Register(registry_)
+      .Add({{"model_name", info.name},
+            {"architecture", info.architecture},
+            {"backend", info.backend},
+            {"context_length", std::to_string(info.context_length)}})
+      .Set(1);
+}
+
+}  // namespace braid::metrics

@@ -1,0 +1,71 @@
+// The gRPC server's metrics: finished RPCs by method and status code (the
+// errors panel reads the non-OK ones), cancellations by cause, open
+// sessions, the daemon's state, and the build and model info series.
+//
+// Label values come from fixed sets (method names, the 17 gRPC status code
+// names, causes, states); model info labels come from the operator's model
+// file, never from a request. Built on a registry that outlives it.
+// Thread-safe.
+#ifndef BRAID_METRICS_SERVER_METRICS_H_
+#define BRAID_METRICS_SERVER_METRICS_H_
+
+#include <array>
+#include <string>
+
+namespace prometheus {
+class Counter;
+class Gauge;
+class Registry;
+template <typename T>
+class Family;
+}  // namespace prometheus
+
+namespace braid::metrics {
+
+enum class Rpc { kGenerate = 0, kTokenize, kDetokenize, kGetModelInfo };
+inline constexpr int kNumRpcs = 4;
+inline constexpr int kNumStatusCodes = 17;  // grpc::StatusCode 0..16
+// "OK", "CANCELLED", ... "UNAUTHENTICATED"; "UNKNOWN" out of range.
+const char* StatusCodeName(int code);
+
+enum class CancelCause {
+  kClient = 0,  // the client cancelled or disconnected
+  kDeadline,    // the client's deadline or --max_request_seconds passed
+  kDrain,       // still running when the drain grace period ended
+};
+inline constexpr int kNumCancelCauses = 3;
+
+enum class ServerState { kLoading = 0, kServing, kDraining };
+
+struct ModelInfo {
+  std::string name;          // general.name of the GGUF file
+  std::string architecture;  // general.architecture
+  std::string backend;       // "cpu", "cuda"
+  int context_length = 0;
+};
+
+class ServerMetrics {
+ public:
+  ServerMetrics(prometheus::Registry& registry, const std::string& version);
+
+  // Every finished RPC of braid.v1.Braid; `code` is a grpc::StatusCode.
+  void RecordRpc(Rpc rpc, int code);
+  void RecordCancellation(CancelCause cause);
+  void SessionOpened();
+  void SessionClosed();
+  void SetState(ServerState state);
+  void SetModelInfo(const ModelInfo& info);
+
+ private:
+  prometheus::Registry& registry_;
+  prometheus::Family<prometheus::Counter>* rpcs_;
+  std::array<std::array<prometheus::Counter*, kNumStatusCodes>, kNumRpcs>
+      rpc_children_;
+  std::array<prometheus::Counter*, kNumCancelCauses> cancellations_;
+  prometheus::Gauge* open_sessions_;
+  std::array<prometheus::Gauge*, 3> state_;
+};
+
+}  // namespace braid::metrics
+
+#endif  // BRAID_METRICS_SERVER_METRICS_H_
