@@ -49,8 +49,7 @@ bool UseAvxVnni() {
 bool UseAvx512() {
   static const bool has_avx512 = [] {
     const CpuFeatures& f = GetCpuFeatures();
-    return f.avx512f && f.avx512bw && f.avx512vl && f.avx512dq &&
-           f.avx512_vnni;
+    return f.avx512f && f.avx512bw && f.avx512vl && f.avx512dq && f.avx512_vnni;
   }();
   return has_avx512 && UseAvx2() &&
          !disable_avx512.load(std::memory_order_relaxed);

@@ -36,15 +36,15 @@ float DotF16F32Gemm(const uint16_t* x, const float* y, int64_t n) {
   return UseAvx2() ? internal::DotF16F32GemmAvx2(x, y, n)
                    : internal::DotF16F32GemmScalar(x, y, n);
 }
-void DotF16F32VecRows(const uint16_t* const* xs, int64_t count,
-                      const float* y, int64_t n, float* out) {
+void DotF16F32VecRows(const uint16_t* const* xs, int64_t count, const float* y,
+                      int64_t n, float* out) {
   if (UseAvx2()) return internal::DotF16F32VecRowsAvx2(xs, count, y, n, out);
   for (int64_t r = 0; r < count; ++r) {
     out[r] = internal::DotF16F32VecScalar(xs[r], y, n);
   }
 }
-void DotF16F32GemmRows(const uint16_t* const* xs, int64_t count,
-                       const float* y, int64_t n, float* out) {
+void DotF16F32GemmRows(const uint16_t* const* xs, int64_t count, const float* y,
+                       int64_t n, float* out) {
   if (UseAvx2()) return internal::DotF16F32GemmRowsAvx2(xs, count, y, n, out);
   for (int64_t r = 0; r < count; ++r) {
     out[r] = internal::DotF16F32GemmScalar(xs[r], y, n);

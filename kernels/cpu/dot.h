@@ -39,10 +39,10 @@ float DotF16F32Gemm(const uint16_t* x, const float* y, int64_t n);
 
 // out[r] = DotF16F32Vec (or DotF16F32Gemm)(xs[r], y, n) for r in
 // [0, count): the same bits, with the rows' dependency chains overlapping.
-void DotF16F32VecRows(const uint16_t* const* xs, int64_t count,
-                      const float* y, int64_t n, float* out);
-void DotF16F32GemmRows(const uint16_t* const* xs, int64_t count,
-                       const float* y, int64_t n, float* out);
+void DotF16F32VecRows(const uint16_t* const* xs, int64_t count, const float* y,
+                      int64_t n, float* out);
+void DotF16F32GemmRows(const uint16_t* const* xs, int64_t count, const float* y,
+                       int64_t n, float* out);
 
 // y[i] += a * x[i] (one fused multiply-add per element), x in fp16.
 void AxpyF16(float a, const uint16_t* x, float* y, int64_t n);

@@ -54,9 +54,19 @@ TEST(Fp16Test, RowPathsAgreeWithScalar) {
 // RoundToFp16Row (F16C) equals the scalar round trip on normal, subnormal,
 // tie, overflow and zero values, and in place.
 TEST(Fp16Test, RoundToFp16RowAgreesWithScalar) {
-  std::vector<float> xs = {0.0f, -0.0f, 1e-8f, -3e-7f, 6.1e-5f, 65504.0f,
-                           65520.0f, 1e6f, -1e6f, 1.0f + std::ldexp(1.0f, -11),
-                           std::ldexp(1.0f, -25), INFINITY, -INFINITY};
+  std::vector<float> xs = {0.0f,
+                           -0.0f,
+                           1e-8f,
+                           -3e-7f,
+                           6.1e-5f,
+                           65504.0f,
+                           65520.0f,
+                           1e6f,
+                           -1e6f,
+                           1.0f + std::ldexp(1.0f, -11),
+                           std::ldexp(1.0f, -25),
+                           INFINITY,
+                           -INFINITY};
   for (int i = -3000; i < 3000; ++i) {
     xs.push_back(std::ldexp(1.0f + i * 1.37e-4f, i % 40 - 28));
   }

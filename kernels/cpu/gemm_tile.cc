@@ -10,8 +10,8 @@ void GemmTile(DType type, const uint8_t* w, size_t w_row_bytes,
               int64_t r1, int64_t n_tok, float* y, int64_t ld_y,
               bool accumulate) {
   if (UseAvx512() &&
-      internal::GemmTileAvx512(type, w, w_row_bytes, x, x_row_bytes, n, r0,
-                               r1, n_tok, y, ld_y, accumulate)) {
+      internal::GemmTileAvx512(type, w, w_row_bytes, x, x_row_bytes, n, r0, r1,
+                               n_tok, y, ld_y, accumulate)) {
     return;
   }
   if (UseAvx2() &&

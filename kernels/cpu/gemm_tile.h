@@ -37,9 +37,9 @@ bool GemmTileAvx2(DType type, const uint8_t* w, size_t w_row_bytes,
                   bool accumulate);
 // The AVX-512 tiled path (Q4_1 and Q8_0); false if it does not serve `type`.
 bool GemmTileAvx512(DType type, const uint8_t* w, size_t w_row_bytes,
-                    const uint8_t* x, size_t x_row_bytes, int64_t n,
-                    int64_t r0, int64_t r1, int64_t n_tok, float* y,
-                    int64_t ld_y, bool accumulate);
+                    const uint8_t* x, size_t x_row_bytes, int64_t n, int64_t r0,
+                    int64_t r1, int64_t n_tok, float* y, int64_t ld_y,
+                    bool accumulate);
 }  // namespace internal
 
 }  // namespace braid::kernels::cpu

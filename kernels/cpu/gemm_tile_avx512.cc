@@ -28,7 +28,8 @@
 #include "kernels/cpu/ggml_reduce.h"
 
 #define BRAID_AVX512 \
-  __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,avx512vnni,f16c,fma")))
+  __attribute__((    \
+      target("avx512f,avx512bw,avx512vl,avx512dq,avx512vnni,f16c,fma")))
 
 namespace braid::kernels::cpu::internal {
 namespace {
@@ -116,11 +117,11 @@ BRAID_AVX512 void Tile(const uint8_t* w, size_t w_row_bytes, const uint8_t* x,
       // (d, m) of 4 rows as f16 pairs (Q8_0: d and the first two quants,
       // which are ignored) -> f32 [d0 m0 d1 m1 d2 m2 d3 m3].
       const uint8_t* b = wb + 4 * g * w_row_bytes;
-      const __m128i dm16 = _mm_set_epi32(
-          static_cast<int>(Load32Bits(b + 3 * w_row_bytes)),
-          static_cast<int>(Load32Bits(b + 2 * w_row_bytes)),
-          static_cast<int>(Load32Bits(b + w_row_bytes)),
-          static_cast<int>(Load32Bits(b)));
+      const __m128i dm16 =
+          _mm_set_epi32(static_cast<int>(Load32Bits(b + 3 * w_row_bytes)),
+                        static_cast<int>(Load32Bits(b + 2 * w_row_bytes)),
+                        static_cast<int>(Load32Bits(b + w_row_bytes)),
+                        static_cast<int>(Load32Bits(b)));
       const __m256 dm8 = _mm256_cvtph_ps(dm16);
       const __m512 dm = _mm512_castps256_ps512(dm8);
       wd[2 * g] = _mm512_permutexvar_ps(pick01, dm);
@@ -131,8 +132,8 @@ BRAID_AVX512 void Tile(const uint8_t* w, size_t w_row_bytes, const uint8_t* x,
                                         _MM_SHUFFLE(3, 1, 3, 1));
 #pragma GCC unroll 8
         for (int t = 0; t < T; ++t) {
-          summs[g][t] = _mm_fmadd_ps(m, _mm_set1_ps(xs[i * ld_s + t]),
-                                     summs[g][t]);
+          summs[g][t] =
+              _mm_fmadd_ps(m, _mm_set1_ps(xs[i * ld_s + t]), summs[g][t]);
         }
       }
 #pragma GCC unroll 8
@@ -149,14 +150,15 @@ BRAID_AVX512 void Tile(const uint8_t* w, size_t w_row_bytes, const uint8_t* x,
       __m512i init = _mm512_setzero_si512();
       if constexpr (F::kSigned) {
         init = _mm512_sub_epi32(
-            init, _mm512_dpbusd_epi32(_mm512_setzero_si512(),
-                                      _mm512_set1_epi8(static_cast<char>(0x80)),
-                                      xq));
+            init,
+            _mm512_dpbusd_epi32(_mm512_setzero_si512(),
+                                _mm512_set1_epi8(static_cast<char>(0x80)), xq));
       }
       const __m512 xdv = _mm512_set1_ps(xd[i * ld_s + t]);
 #pragma GCC unroll 8
       for (int p = 0; p < P; ++p) {
-        const __m512 sum = _mm512_cvtepi32_ps(_mm512_dpbusd_epi32(init, q[p], xq));
+        const __m512 sum =
+            _mm512_cvtepi32_ps(_mm512_dpbusd_epi32(init, q[p], xq));
         acc[p][t] = _mm512_fmadd_ps(_mm512_mul_ps(wd[p], xdv), sum, acc[p][t]);
       }
     }
@@ -187,10 +189,10 @@ constexpr int64_t kScaleFloats = 4096;
 
 template <typename F, int R>
 BRAID_AVX512 void RunRows(const uint8_t* w, size_t w_row_bytes,
-                          const uint8_t* x, size_t x_row_bytes,
-                          const float* xd, const float* xs, int64_t ld_s,
-                          int64_t nb, int64_t r, int64_t n_tok, float* y,
-                          int64_t ld_y, bool accumulate) {
+                          const uint8_t* x, size_t x_row_bytes, const float* xd,
+                          const float* xs, int64_t ld_s, int64_t nb, int64_t r,
+                          int64_t n_tok, float* y, int64_t ld_y,
+                          bool accumulate) {
   const uint8_t* wr = w + r * w_row_bytes;
   int64_t t = 0;
   constexpr int kT = R == 4 ? 8 : 4;
@@ -229,7 +231,8 @@ BRAID_AVX512 void Run(const uint8_t* w, size_t w_row_bytes, const uint8_t* x,
   constexpr int64_t kXB = sizeof(typename F::X);
   alignas(64) float xd[kScaleFloats];
   alignas(64) float xs[F::kMin ? kScaleFloats : 1];
-  int64_t chunk = std::min<int64_t>(64, kScaleFloats / std::max<int64_t>(nb, 1));
+  int64_t chunk =
+      std::min<int64_t>(64, kScaleFloats / std::max<int64_t>(nb, 1));
   chunk = std::max<int64_t>(chunk / 8 * 8, 1);
   if (nb * chunk > kScaleFloats) {  // Rows too long for the tables.
     GemmTileAvx2(type, w, w_row_bytes, x, x_row_bytes, n, r0, r1, n_tok, y,
@@ -257,8 +260,8 @@ BRAID_AVX512 void Run(const uint8_t* w, size_t w_row_bytes, const uint8_t* x,
       if (t0 == 0) {
         const uint8_t* ahead = w + (r + R) * w_row_bytes;
         const uint8_t* ahead_end = w + r1 * w_row_bytes;
-        const size_t bytes =
-            std::min<size_t>(R * w_row_bytes, ahead_end - std::min(ahead, ahead_end));
+        const size_t bytes = std::min<size_t>(
+            R * w_row_bytes, ahead_end - std::min(ahead, ahead_end));
         for (size_t off = 0; off < bytes; off += 64) {
           _mm_prefetch(reinterpret_cast<const char*>(ahead + off), _MM_HINT_T0);
         }

@@ -100,14 +100,13 @@ TEST(GemmTileTest, LongRowsMatchDotRow) {
         QuantizeRow(act, &xf[t * cols], &x[t * x_bytes], cols);
       }
       std::vector<float> y(n_tok * rows);
-      GemmTile(type, w.data(), w_bytes, x.data(), x_bytes, cols, 0, rows,
-               n_tok, y.data(), rows, /*accumulate=*/false);
+      GemmTile(type, w.data(), w_bytes, x.data(), x_bytes, cols, 0, rows, n_tok,
+               y.data(), rows, /*accumulate=*/false);
       for (int64_t t = 0; t < n_tok; ++t) {
         for (int64_t r = 0; r < rows; ++r) {
           ASSERT_EQ(y[t * rows + r],
                     DotRow(type, &w[r * w_bytes], &x[t * x_bytes], cols))
-              << DTypeName(type) << " cols " << cols << " at " << t << ","
-              << r;
+              << DTypeName(type) << " cols " << cols << " at " << t << "," << r;
         }
       }
     }

@@ -156,8 +156,7 @@ inline void Q8Scale(const float* x, float* d, float* id) {
 
 }  // namespace
 
-void internal::QuantizeRowQ8_0Scalar(const float* x, BlockQ8_0* y,
-                                     int64_t n) {
+void internal::QuantizeRowQ8_0Scalar(const float* x, BlockQ8_0* y, int64_t n) {
   const int64_t nb = n / kQK;
   for (int64_t i = 0; i < nb; ++i) {
     const float* xb = x + i * kQK;
@@ -172,8 +171,7 @@ void internal::QuantizeRowQ8_0Scalar(const float* x, BlockQ8_0* y,
   }
 }
 
-void internal::QuantizeRowQ8_1Scalar(const float* x, BlockQ8_1* y,
-                                     int64_t n) {
+void internal::QuantizeRowQ8_1Scalar(const float* x, BlockQ8_1* y, int64_t n) {
   const int64_t nb = n / kQK;
   for (int64_t i = 0; i < nb; ++i) {
     const float* xb = x + i * kQK;

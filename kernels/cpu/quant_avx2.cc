@@ -34,16 +34,16 @@ BRAID_AVX2 inline float QuantizeBlock(const float* x, int8_t* q, int* sum) {
   }
   const __m256i s = _mm256_add_epi32(_mm256_add_epi32(i[0], i[1]),
                                      _mm256_add_epi32(i[2], i[3]));
-  __m128i s4 = _mm_add_epi32(_mm256_extracti128_si256(s, 1),
-                             _mm256_castsi256_si128(s));
+  __m128i s4 =
+      _mm_add_epi32(_mm256_extracti128_si256(s, 1), _mm256_castsi256_si128(s));
   s4 = _mm_add_epi32(s4, _mm_unpackhi_epi64(s4, s4));
   s4 = _mm_add_epi32(s4, _mm_shuffle_epi32(s4, 1));
   *sum = _mm_cvtsi128_si32(s4);
   const __m256i p = _mm256_packs_epi16(_mm256_packs_epi32(i[0], i[1]),
                                        _mm256_packs_epi32(i[2], i[3]));
-  _mm256_storeu_si256(
-      reinterpret_cast<__m256i*>(q),
-      _mm256_permutevar8x32_epi32(p, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7)));
+  _mm256_storeu_si256(reinterpret_cast<__m256i*>(q),
+                      _mm256_permutevar8x32_epi32(
+                          p, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7)));
   return d;
 }
 

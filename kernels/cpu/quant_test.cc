@@ -100,9 +100,10 @@ TEST(QuantTest, Avx2ActivationQuantizersMatchScalar) {
   std::normal_distribution<float> dist(0.0f, 1.0f);
   constexpr int64_t kN = 64 * kQK;
   std::vector<float> x(kN);
-  for (int64_t i = 0; i < kN; ++i) x[i] = dist(rng) * std::ldexp(1.0f, i % 23 - 11);
+  for (int64_t i = 0; i < kN; ++i)
+    x[i] = dist(rng) * std::ldexp(1.0f, i % 23 - 11);
   for (int j = 0; j < kQK; ++j) {
-    x[kQK + j] = 0.0f;                  // A zero block.
+    x[kQK + j] = 0.0f;                 // A zero block.
     x[2 * kQK + j] = (j - 15.5f) / 2;  // amax 8: id = 127/8, ties appear.
     x[3 * kQK + j] = j % 2 ? 127.0f : -0.5f - j;  // x * id exactly k + 0.5.
   }
