@@ -202,10 +202,14 @@ def ratio(a, b):
 def tables(res, args):
     names = [n for n in ("braid", "llama.cpp") if n in res]
     lines = []
+    if not args.levels:
+        lines.append("(no concurrency levels)")
     head = "| concurrency | metric | " + " | ".join(names)
     if len(names) == 2:
         head += " | braid / llama.cpp"
-    lines += [head + " |", "| ---: | --- |" + " ---: |" * (len(names) + (len(names) == 2))]
+    if args.levels:
+        lines += [head + " |",
+                  "| ---: | --- |" + " ---: |" * (len(names) + (len(names) == 2))]
     rows = [("output tokens/s", "output_throughput"),
             ("TTFT p50 (ms)", "median_ttft_ms"), ("TTFT p99 (ms)", "p99_ttft_ms"),
             ("ITL p50 (ms)", "median_itl_ms"), ("ITL p99 (ms)", "p99_itl_ms"),
