@@ -48,20 +48,24 @@ metrics::FinishReason MetricsReason(FinishReason reason, bool error) {
 // engine thread).
 struct Engine::Active {
   Active(GenerationRequest r, std::shared_ptr<OutputSink> s, uint64_t h,
-         const model::Tokenizer& tokenizer)
+         const model::Tokenizer& tokenizer, const ReasoningMarkers& markers)
       : request(std::move(r)),
         sink(std::move(s)),
         handle(h),
         sampler(request.sampling, request.prompt),
         detokenizer(&tokenizer),
-        stop(request.stop) {}
+        reasoning_detokenizer(&tokenizer),
+        stop(request.stop),
+        gate(markers, request.reasoning, request.prompt) {}
 
   GenerationRequest request;
   std::shared_ptr<OutputSink> sink;
   uint64_t handle;
   Sampler sampler;
   model::StreamingDetokenizer detokenizer;
+  model::StreamingDetokenizer reasoning_detokenizer;
   StopMatcher stop;
+  ReasoningGate gate;
   int num_output = 0;
   int num_reasoning = 0;  // of num_output, sampled by reasoning-queue work
   bool waiting = true;    // counted by admission control
@@ -125,7 +129,8 @@ absl::StatusOr<uint64_t> Engine::Submit(GenerationRequest request,
   ++stats_.waiting;
   stats_.waiting_tokens += prompt_tokens;
   inbox_.push_back(std::make_unique<Active>(std::move(request), std::move(sink),
-                                            handle, *tokenizer_));
+                                            handle, *tokenizer_,
+                                            options_.reasoning));
   return handle;
 }
 
@@ -158,17 +163,21 @@ void Engine::Loop() {
 bool Engine::DrainInbox() {
   std::vector<std::unique_ptr<Active>> incoming;
   std::vector<uint64_t> cancels;
+  std::vector<SessionCommand> commands;
   bool shutdown;
   {
     absl::MutexLock lock(&mu_);
     auto has_work = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-      return shutdown_ || busy_ || !inbox_.empty() || !cancels_.empty();
+      return shutdown_ || busy_ || !inbox_.empty() || !cancels_.empty() ||
+             !session_commands_.empty();
     };
     mu_.Await(absl::Condition(&has_work));
     incoming.swap(inbox_);
     cancels.swap(cancels_);
+    commands.swap(session_commands_);
     shutdown = shutdown_;
   }
+  for (SessionCommand& c : commands) ApplySessionCommand(c);
   for (auto& a : incoming) {
     const uint64_t id = a->handle;
     scheduler_.Add(id, a->request.prompt, a->request.priority,
@@ -180,12 +189,21 @@ bool Engine::DrainInbox() {
     if (it != active_.end()) {
       Finish(*it->second, FinishReason::kCancelled, absl::OkStatus());
     }
+    auto sit = sessions_.find(id);
+    if (sit != sessions_.end()) {
+      FinishSession(*sit->second,
+                    absl::CancelledError("the session was cancelled"));
+    }
   }
   ExpireDeadlines();
   if (shutdown) {
     while (!active_.empty()) {
       Finish(*active_.begin()->second, FinishReason::kCancelled,
              absl::OkStatus());
+    }
+    while (!sessions_.empty()) {
+      FinishSession(*sessions_.begin()->second,
+                    absl::UnavailableError("the engine is shutting down"));
     }
   }
   return !shutdown;
@@ -208,6 +226,7 @@ void Engine::ExpireDeadlines() {
 
 void Engine::RunStep() {
   StepPlan plan = scheduler_.Schedule();
+  if (getenv("BRAID_DEBUG")) fprintf(stderr, "step seqs=%zu tokens=%d active=%zu sessions=%zu\n", plan.sequences.size(), plan.num_tokens, active_.size(), sessions_.size());
   if (plan.empty()) {
     // Nothing fits now (Submit keeps out requests that never fit); wait for
     // the inbox instead of spinning.
@@ -222,7 +241,12 @@ void Engine::RunStep() {
   std::vector<Sampler*> samplers;
   samplers.reserve(plan.sequences.size());
   int64_t started = 0, started_tokens = 0;
-  for (const ScheduledSequence& s : plan.sequences) {
+  for (ScheduledSequence& s : plan.sequences) {
+    if (auto it = sessions_.find(s.request_id); it != sessions_.end()) {
+      samplers.push_back(nullptr);
+      for (SamplePoint& p : s.samples) p.sampler = it->second->sampler(p.stream);
+      continue;
+    }
     Active& a = *active_.at(s.request_id);
     samplers.push_back(&a.sampler);
     if (a.waiting) {
@@ -245,15 +269,40 @@ void Engine::RunStep() {
     const absl::Status error = absl::InternalError(
         absl::StrCat("forward pass failed: ", output.status().message()));
     for (const ScheduledSequence& s : plan.sequences) {
-      Finish(*active_.at(s.request_id), FinishReason::kNone, error);
+      if (auto it = sessions_.find(s.request_id); it != sessions_.end()) {
+        FinishSession(*it->second, error);
+      } else {
+        Finish(*active_.at(s.request_id), FinishReason::kNone, error);
+      }
     }
     return;
   }
-  scheduler_.Update(plan, *output);
+  // Thinking: a spent reasoning budget forces the end marker in place of
+  // the sampled token, before the scheduler appends it.
+  std::vector<ReasoningGate::Decision> decisions(plan.sequences.size());
   for (size_t i = 0; i < plan.sequences.size(); ++i) {
     if (!plan.sequences[i].sample) continue;
-    OnToken(*active_.at(plan.sequences[i].request_id), output->tokens[i],
-            plan.sequences[i].queue);
+    decisions[i] = active_.at(plan.sequences[i].request_id)
+                       ->gate.Next(output->tokens[i].token_id);
+    if (decisions[i].forced) {
+      output->tokens[i].token_id = decisions[i].token;
+      output->tokens[i].logprob = 0;
+      output->tokens[i].top.clear();
+    }
+  }
+  scheduler_.Update(plan, *output);
+  for (size_t i = 0; i < plan.sequences.size(); ++i) {
+    const ScheduledSequence& s = plan.sequences[i];
+    if (!s.samples.empty() && i < output->stream_tokens.size()) {
+      auto it = sessions_.find(s.request_id);
+      if (it != sessions_.end()) {
+        it->second->OnStep(s, output->stream_tokens[i], scheduler_);
+      }
+      continue;
+    }
+    if (!s.sample) continue;
+    OnToken(*active_.at(s.request_id), output->tokens[i],
+            decisions[i].reasoning);
   }
 }
 
@@ -273,7 +322,8 @@ void Engine::RecordStep(const StepPlan& plan, absl::Duration duration) {
   metrics_->RecordPreemptions(static_cast<int>(plan.preempted.size()));
 }
 
-void Engine::OnToken(Active& a, const SampledToken& token, QueueKind queue) {
+void Engine::OnToken(Active& a, const SampledToken& token, bool reasoning) {
+  const QueueKind queue = reasoning ? QueueKind::kReasoning : QueueKind::kIo;
   const absl::Time now = absl::Now();
   if (a.num_output == 0) {
     a.first_token = now;
@@ -282,7 +332,7 @@ void Engine::OnToken(Active& a, const SampledToken& token, QueueKind queue) {
                                       Seconds(a.last_token, now));
   }
   a.last_token = now;
-  if (queue == QueueKind::kReasoning) ++a.num_reasoning;
+  if (reasoning) ++a.num_reasoning;
   ++a.num_output;
   const auto& stop_ids = a.request.stop_token_ids;
   if (std::find(stop_ids.begin(), stop_ids.end(), token.token_id) !=
@@ -298,6 +348,17 @@ void Engine::OnToken(Active& a, const SampledToken& token, QueueKind queue) {
   OutputChunk chunk;
   chunk.token_ids.push_back(token.token_id);
   if (a.request.sampling.logprobs) chunk.logprobs.push_back(token);
+  if (reasoning) {
+    // The reasoning stream: its own text, no stop strings; hidden on
+    // request (the tokens still count).
+    chunk.reasoning = true;
+    chunk.text = a.reasoning_detokenizer.Push(token.token_id);
+    if (!a.request.reasoning.hide) a.sink->Push(std::move(chunk));
+    if (a.num_output >= a.request.max_tokens) {
+      Finish(a, FinishReason::kLength, absl::OkStatus());
+    }
+    return;
+  }
   StopMatcher::Result r = a.stop.Push(a.detokenizer.Push(token.token_id));
   chunk.text = std::move(r.text);
   a.sink->Push(std::move(chunk));
@@ -379,7 +440,8 @@ void Engine::Finish(Active& a, FinishReason reason, absl::Status error,
 void Engine::PublishStats() {
   const SchedulerStats s = scheduler_.stats();
   absl::MutexLock lock(&mu_);
-  busy_ = !active_.empty();
+  busy_ = !active_.empty() || !sessions_.empty();
+  stats_.sessions = static_cast<int>(sessions_.size());
   stats_.running = s.num_running;
   stats_.queue_sizes = s.queue_sizes;
   stats_.queue_running = s.queue_running;

@@ -13,7 +13,9 @@
 #include "absl/synchronization/mutex.h"
 #include "batching/executor.h"
 #include "batching/request.h"
+#include "batching/reasoning.h"
 #include "batching/scheduler.h"
+#include "batching/session.h"
 #include "batching/work_queue.h"
 #include "metrics/engine_metrics.h"
 #include "model/tokenizer/tokenizer.h"
@@ -29,6 +31,9 @@ struct EngineOptions {
   // A request that reaches this many tokens (prompt + output) finishes with
   // kContextFull.
   int max_context_tokens = 4096;
+  // Thinking markers (the same ids as scheduler.think_*): reasoning routing
+  // and budgets of Generate requests and session streams.
+  ReasoningMarkers reasoning;
 };
 
 // Counters for tests, operators and --stats_file; a consistent snapshot.
@@ -49,6 +54,7 @@ struct EngineStats {
   int64_t completed = 0;
   int64_t cancelled = 0;
   int64_t failed = 0;
+  int sessions = 0;  // open sessions (holding their KV context)
 };
 
 // The continuous-batching engine: one thread runs the step loop
@@ -85,8 +91,20 @@ class Engine {
                                   std::shared_ptr<OutputSink> sink);
 
   // Cancels a request in any phase; its sink gets a final CANCELLED chunk
-  // within one step. Unknown or finished handles are ignored.
+  // within one step. Unknown or finished handles are ignored. For a
+  // session: ends it, frees its blocks, and reports kClosed with CANCELLED.
   void Cancel(uint64_t handle);
+
+  // Sessions (docs/MULTISTREAM.md, batching/session.h). OpenSession checks
+  // the options and queues the session; its sink gets kOpened, then events
+  // as input lands and streams write. The others act at the top of the next
+  // step, in call order; unknown handles are ignored. CloseSession frees
+  // the session's blocks and reports kClosed.
+  absl::StatusOr<uint64_t> OpenSession(SessionOptions options,
+                                       std::shared_ptr<SessionSink> sink);
+  void SessionAppend(uint64_t handle, SessionInput input);
+  void SessionInterrupt(uint64_t handle, int stream);
+  void CloseSession(uint64_t handle);
 
   EngineStats Stats() const;
 
@@ -95,6 +113,13 @@ class Engine {
 
  private:
   struct Active;
+  struct SessionCommand {
+    enum class Kind { kOpen, kAppend, kInterrupt, kClose } kind;
+    uint64_t handle = 0;
+    std::unique_ptr<Session> session;  // kOpen
+    SessionInput input;                // kAppend
+    int stream = 0;                    // kInterrupt
+  };
 
   void Loop();
   // Moves the inbox into the scheduler; false when shutting down.
@@ -103,13 +128,17 @@ class Engine {
   void ExpireDeadlines();
   void RunStep();
   void RecordStep(const StepPlan& plan, absl::Duration duration);
-  // Handles a token sampled by work of `queue`; finishes the request when
-  // it ends it.
-  void OnToken(Active& a, const SampledToken& token, QueueKind queue);
+  // Handles a sampled token (of the reasoning stream or not); finishes the
+  // request when it ends it.
+  void OnToken(Active& a, const SampledToken& token, bool reasoning);
   // Sends the final chunk, frees the request's blocks and forgets it.
   void Finish(Active& a, FinishReason reason, absl::Status error,
               std::string matched_stop = "");
   void PublishStats();
+  void ApplySessionCommand(SessionCommand& command);
+  // Ends a session: frees its blocks and sends kClosed with `status`.
+  void FinishSession(Session& session, absl::Status status);
+  void PostSession(SessionCommand command);
 
   Executor* const executor_;
   const model::Tokenizer* const tokenizer_;
@@ -122,11 +151,13 @@ class Engine {
   uint64_t next_handle_ ABSL_GUARDED_BY(mu_) = 1;
   std::vector<std::unique_ptr<Active>> inbox_ ABSL_GUARDED_BY(mu_);
   std::vector<uint64_t> cancels_ ABSL_GUARDED_BY(mu_);
+  std::vector<SessionCommand> session_commands_ ABSL_GUARDED_BY(mu_);
   EngineStats stats_ ABSL_GUARDED_BY(mu_);
 
   // Engine thread only.
   Scheduler scheduler_;
   absl::flat_hash_map<uint64_t, std::unique_ptr<Active>> active_;
+  absl::flat_hash_map<uint64_t, std::unique_ptr<Session>> sessions_;
 
   std::thread thread_;
 };

@@ -1,5 +1,6 @@
 #include "batching/model_executor.h"
 
+#include <algorithm>
 #include <utility>
 
 namespace braid::batching {
@@ -8,12 +9,71 @@ ModelExecutor::ModelExecutor(model::LlamaModel* model, int block_size,
                              int num_blocks)
     : model_(model), pool_(model->NewPagedKvPool(block_size, num_blocks)) {}
 
+// A session's entries are cut into runs of one stream each, every run its own
+// BatchSequence over the session's block table: run k starts at context
+// index num_cached + (its offset), so it sees the entries of the runs before
+// it (computed earlier in entry order) and the kernel masks the rest by the
+// visibility rule. A lockstep decode step of K streams thus becomes K
+// one-token sequences, each on the kernel of an ordinary decode step.
+void ModelExecutor::AddSession(const ScheduledSequence& s,
+                               std::vector<int>* sample_rows, int* rows) {
+  const int n = static_cast<int>(s.tokens.size());
+  for (int a = 0; a < n;) {
+    const int32_t stream = s.meta[a].stream;
+    int b = a + 1;
+    while (b < n && s.meta[b].stream == stream) ++b;
+    model::BatchSequence seq;
+    seq.first_token = static_cast<int>(batch_.tokens.size());
+    seq.num_tokens = b - a;
+    seq.num_cached = s.num_cached + a;
+    seq.block_table = s.block_table;
+    if (stream >= 0 && stream < static_cast<int32_t>(s.sees.size())) {
+      seq.visible_streams = s.sees[stream];
+    }
+    bool want_last = false, want_other = false;
+    for (const SamplePoint& p : s.samples) {
+      if (p.index == b - 1) want_last = true;
+      if (p.index >= a && p.index < b - 1) want_other = true;
+    }
+    seq.logits = want_other  ? model::BatchSequence::Logits::kAll
+                 : want_last ? model::BatchSequence::Logits::kLast
+                             : model::BatchSequence::Logits::kNone;
+    for (size_t j = 0; j < s.samples.size(); ++j) {
+      const int idx = s.samples[j].index;
+      if (idx < a || idx >= b) continue;
+      (*sample_rows)[j] = want_other ? *rows + (idx - a) : *rows;
+    }
+    if (want_other) {
+      *rows += b - a;
+    } else if (want_last) {
+      *rows += 1;
+    }
+    for (int i = a; i < b; ++i) {
+      batch_.tokens.push_back(s.tokens[i]);
+      batch_.meta.push_back({s.meta[i].stream, s.meta[i].y});
+    }
+    batch_.sequences.push_back(std::move(seq));
+    a = b;
+  }
+}
+
 absl::StatusOr<StepOutput> ModelExecutor::Execute(
     const StepPlan& plan, absl::Span<Sampler* const> samplers) {
   batch_.tokens.clear();
   batch_.meta.clear();
   batch_.sequences.clear();
-  for (const ScheduledSequence& s : plan.sequences) {
+  // Logits row of each ordinary sequence's sample, and of each session
+  // sample point.
+  std::vector<int> seq_rows(plan.sequences.size(), -1);
+  std::vector<std::vector<int>> sample_rows(plan.sequences.size());
+  int rows = 0;
+  for (size_t i = 0; i < plan.sequences.size(); ++i) {
+    const ScheduledSequence& s = plan.sequences[i];
+    if (!s.meta.empty()) {
+      sample_rows[i].assign(s.samples.size(), -1);
+      AddSession(s, &sample_rows[i], &rows);
+      continue;
+    }
     model::BatchSequence seq;
     seq.first_token = static_cast<int>(batch_.tokens.size());
     seq.num_tokens = static_cast<int>(s.tokens.size());
@@ -21,11 +81,12 @@ absl::StatusOr<StepOutput> ModelExecutor::Execute(
     seq.block_table = s.block_table;
     seq.logits = s.sample ? model::BatchSequence::Logits::kLast
                           : model::BatchSequence::Logits::kNone;
+    if (s.sample) seq_rows[i] = rows++;
     batch_.sequences.push_back(std::move(seq));
     // Single-stream requests: stream 0, y = context index.
-    for (size_t i = 0; i < s.tokens.size(); ++i) {
-      batch_.tokens.push_back(s.tokens[i]);
-      batch_.meta.push_back({0, s.num_cached + static_cast<int32_t>(i)});
+    for (size_t j = 0; j < s.tokens.size(); ++j) {
+      batch_.tokens.push_back(s.tokens[j]);
+      batch_.meta.push_back({0, s.num_cached + static_cast<int32_t>(j)});
     }
   }
   if (absl::Status st = model_->Forward(batch_, pool_, &logits_); !st.ok()) {
@@ -34,12 +95,21 @@ absl::StatusOr<StepOutput> ModelExecutor::Execute(
   const int n_vocab = vocab_size();
   StepOutput out;
   out.tokens.resize(plan.sequences.size());
-  int row = 0;
+  out.stream_tokens.resize(plan.sequences.size());
   for (size_t i = 0; i < plan.sequences.size(); ++i) {
-    if (!plan.sequences[i].sample) continue;
-    absl::Span<float> logits(logits_.data() + int64_t{row} * n_vocab, n_vocab);
-    out.tokens[i] = samplers[i]->Sample(logits);
-    ++row;
+    const ScheduledSequence& s = plan.sequences[i];
+    if (seq_rows[i] >= 0) {
+      absl::Span<float> logits(logits_.data() + int64_t{seq_rows[i]} * n_vocab,
+                               n_vocab);
+      out.tokens[i] = samplers[i]->Sample(logits);
+    }
+    for (size_t j = 0; j < s.samples.size(); ++j) {
+      // Sampling uses the row as scratch; branches may share a row.
+      const float* row = logits_.data() + int64_t{sample_rows[i][j]} * n_vocab;
+      row_scratch_.assign(row, row + n_vocab);
+      out.stream_tokens[i].push_back(
+          s.samples[j].sampler->Sample(absl::MakeSpan(row_scratch_)));
+    }
   }
   return out;
 }

@@ -29,10 +29,14 @@ class ModelExecutor : public Executor {
   const model::PagedKvPool& pool() const { return pool_; }
 
  private:
+  void AddSession(const ScheduledSequence& s, std::vector<int>* sample_rows,
+                  int* rows);
+
   model::LlamaModel* const model_;
   model::PagedKvPool pool_;
   model::Batch batch_;         // reused between steps
   std::vector<float> logits_;  // [n_rows, n_vocab]
+  std::vector<float> row_scratch_;  // [n_vocab]
 };
 
 }  // namespace braid::batching

@@ -8,6 +8,7 @@
 
 #include "absl/status/status.h"
 #include "absl/time/time.h"
+#include "batching/reasoning.h"
 #include "batching/sampler.h"
 
 namespace braid::batching {
@@ -28,6 +29,8 @@ struct GenerationRequest {
   // The engine ends the request with DEADLINE_EXCEEDED at the first step
   // after this (the client's deadline or the server's maximum duration).
   absl::Time deadline = absl::InfiniteFuture();
+  // Thinking: a budget that forces the end marker, and hiding.
+  ReasoningOptions reasoning;
 };
 
 enum class FinishReason {
@@ -45,6 +48,7 @@ struct OutputChunk {
   std::vector<int32_t> token_ids;
   std::string text;                    // whole UTF-8 characters only
   std::vector<SampledToken> logprobs;  // one per token when asked for
+  bool reasoning = false;  // tokens of the reasoning stream
 
   bool final = false;
   absl::Status error;

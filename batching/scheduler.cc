@@ -28,6 +28,16 @@ absl::Status SchedulerOptions::Validate() const {
     return absl::InvalidArgumentError(
         "max_batch_tokens must be at least 2 and max_num_seqs at least 1");
   }
+  if (prefill_tokens_per_decode_token < 0) {
+    return absl::InvalidArgumentError(
+        "prefill_tokens_per_decode_token must be >= 0");
+  }
+  if (max_prefill_tokens_while_decoding < 0 ||
+      max_prefill_tokens_while_decoding == 1) {
+    // 1 could never carry a prompt chunk under exact_chunks.
+    return absl::InvalidArgumentError(
+        "max_prefill_tokens_while_decoding must be 0 (off) or at least 2");
+  }
   double sum = 0;
   for (double s : queue_shares) {
     if (!(s >= 0 && s <= 1)) {
@@ -55,6 +65,12 @@ struct Scheduler::Request {
   std::vector<uint64_t> block_hashes;  // of the committed (full) blocks
   QueueKind queue = QueueKind::kPrompt;
   bool thinking = false;
+  // Sessions: entry tags, sees(s) per stream, pending samples (absolute
+  // entry indices, ascending).
+  bool session = false;
+  std::vector<EntryTag> meta;
+  std::vector<std::vector<int32_t>> sees;
+  std::vector<SamplePoint> sample_points;
   uint64_t admit = 0;  // admission order while holding blocks; 0 = none
   int num_preemptions = 0;
   // Planning state of the current step.
@@ -116,6 +132,72 @@ void Scheduler::Add(uint64_t id, std::vector<int32_t> prompt, int priority,
   requests_[id] = std::move(r);
 }
 
+void Scheduler::AddSession(uint64_t id, std::vector<int32_t> tokens,
+                           std::vector<EntryTag> meta,
+                           std::vector<std::vector<int32_t>> sees, int priority,
+                           std::string tenant) {
+  auto r = std::make_unique<Request>();
+  r->id = id;
+  r->priority = priority;
+  r->tenant = std::move(tenant);
+  r->arrival = next_arrival_++;
+  r->session = true;
+  r->tokens = std::move(tokens);
+  r->meta = std::move(meta);
+  r->sees = std::move(sees);
+  // The cacheable prefix: leading stream-0 entries at y = index.
+  int prefix = 0;
+  while (prefix < static_cast<int>(r->meta.size()) &&
+         r->meta[prefix].stream == 0 && r->meta[prefix].y == prefix) {
+    ++prefix;
+  }
+  r->num_prompt_tokens = prefix;
+  r->queue = QueueKind::kPrompt;
+  queues_[static_cast<int>(QueueKind::kPrompt)]->Push(r->Item());
+  requests_[id] = std::move(r);
+}
+
+void Scheduler::AppendEntries(uint64_t id, absl::Span<const int32_t> tokens,
+                              absl::Span<const EntryTag> meta) {
+  Request& r = Get(id);
+  assert(r.session && tokens.size() == meta.size());
+  r.tokens.insert(r.tokens.end(), tokens.begin(), tokens.end());
+  r.meta.insert(r.meta.end(), meta.begin(), meta.end());
+  MoveTo(r, PhaseQueue(r));
+}
+
+void Scheduler::AddSamplePoints(uint64_t id,
+                                absl::Span<const SamplePoint> points) {
+  Request& r = Get(id);
+  for (const SamplePoint& p : points) {
+    assert(p.index >= r.num_computed &&
+           p.index < static_cast<int>(r.tokens.size()));
+    r.sample_points.push_back(p);
+  }
+  std::stable_sort(r.sample_points.begin(), r.sample_points.end(),
+                   [](const SamplePoint& a, const SamplePoint& b) {
+                     return a.index < b.index;
+                   });
+  MoveTo(r, PhaseQueue(r));
+}
+
+void Scheduler::ClearSamplePoints(uint64_t id, int32_t stream) {
+  Request& r = Get(id);
+  r.sample_points.erase(
+      std::remove_if(
+          r.sample_points.begin(), r.sample_points.end(),
+          [stream](const SamplePoint& p) { return p.stream == stream; }),
+      r.sample_points.end());
+}
+
+int Scheduler::num_entries(uint64_t id) const {
+  return static_cast<int>(Get(id).tokens.size());
+}
+
+const std::vector<int32_t>& Scheduler::block_table(uint64_t id) const {
+  return Get(id).block_table;
+}
+
 void Scheduler::Remove(uint64_t id) {
   auto it = requests_.find(id);
   if (it == requests_.end()) return;
@@ -144,6 +226,8 @@ StepPlan Scheduler::Schedule() {
   StepPlan plan;
   Budget left{options_.max_batch_tokens, options_.max_num_seqs};
   left_ = &left;
+  step_decode_tokens_ = 0;
+  step_prefill_tokens_ = 0;
   for (QueueKind kind : kServiceOrder) {
     const double share = options_.queue_shares[static_cast<int>(kind)];
     Budget quota{
@@ -168,8 +252,20 @@ StepPlan Scheduler::Schedule() {
     s.tokens.assign(r.tokens.begin() + r.num_computed,
                     r.tokens.begin() + r.num_computed + r.num_planned);
     s.block_table = r.block_table;
-    s.sample = r.remaining() == 0;
     plan.num_tokens += r.num_planned;
+    if (r.session) {
+      const int end = r.num_computed + r.num_planned;
+      s.meta.assign(r.meta.begin() + r.num_computed, r.meta.begin() + end);
+      s.sees = r.sees;
+      for (const SamplePoint& p : r.sample_points) {
+        if (p.index < r.num_computed || p.index >= end) continue;
+        SamplePoint q = p;
+        q.index -= r.num_computed;
+        s.samples.push_back(q);
+      }
+      continue;
+    }
+    s.sample = r.remaining() == 0;
   }
   return plan;
 }
@@ -186,7 +282,14 @@ void Scheduler::ScheduleQueue(QueueKind kind, Budget limit, Budget* left,
     return Get(id).planned_step == step_;
   });
   for (uint64_t id : order) {
-    const int max_tokens = std::min(limit.tokens - used.tokens, left->tokens);
+    int max_tokens = std::min(limit.tokens - used.tokens, left->tokens);
+    if (kind == QueueKind::kPrompt && step_decode_tokens_ > 0 &&
+        options_.max_prefill_tokens_while_decoding > 0) {
+      const int cap = std::max(
+          options_.max_prefill_tokens_while_decoding,
+          options_.prefill_tokens_per_decode_token * step_decode_tokens_);
+      max_tokens = std::min(max_tokens, cap - step_prefill_tokens_);
+    }
     if (max_tokens <= 0) break;
     Request& r = Get(id);
     if (r.preempted_step == step_) continue;
@@ -202,6 +305,8 @@ void Scheduler::ScheduleQueue(QueueKind kind, Budget limit, Budget* left,
     }
     used.tokens += n;
     left->tokens -= n;
+    (kind == QueueKind::kPrompt ? step_prefill_tokens_ : step_decode_tokens_) +=
+        n;
     if (new_seq) {
       ++used.seqs;
       --left->seqs;
@@ -213,6 +318,7 @@ void Scheduler::ScheduleQueue(QueueKind kind, Budget limit, Budget* left,
 int Scheduler::NextChunk(const Request& r, int max_tokens) const {
   const int done = r.num_computed + r.num_planned;
   const int n = std::min(max_tokens, r.remaining());
+  if (r.session) return SessionChunk(r, done, n);
   if (!options_.exact_chunks || n <= 0) return std::max(n, 0);
   if (done >= r.num_prompt_tokens) {
     // Output tokens: one per step, as when they were decoded.
@@ -226,6 +332,21 @@ int Scheduler::NextChunk(const Request& r, int max_tokens) const {
   if (prompt_left - want == 1) --want;
   if (want < 2 && prompt_left >= 2) want = 0;
   return std::max(0, want - r.num_planned);
+}
+
+// Sessions advance in lockstep: a chunk either stops before the session's
+// first pending sample point or covers all of them, so every active output
+// stream gets its next token in the same step.
+int Scheduler::SessionChunk(const Request& r, int done, int n) const {
+  if (n <= 0) return 0;
+  int first = -1, last = -1;
+  for (const SamplePoint& p : r.sample_points) {
+    if (p.index < done) continue;
+    if (first < 0) first = p.index;
+    last = p.index;
+  }
+  if (first >= 0 && done + n > first && done + n <= last) n = first - done;
+  return std::max(n, 0);
 }
 
 int Scheduler::Grant(Request& r, int max_tokens, StepPlan* plan) {
@@ -322,6 +443,7 @@ bool Scheduler::AttachCachedPrefix(Request& r) {
   const int bs = options_.block_size;
   // Leave at least one token to compute: its logits give the next token.
   int max_blocks = (static_cast<int>(r.tokens.size()) - 1) / bs;
+  if (r.session) max_blocks = std::min(max_blocks, r.num_prompt_tokens / bs);
   // With exact_chunks, a prompt part left to compute holds two tokens or
   // more (see NextChunk).
   while (options_.exact_chunks && max_blocks > 0 &&
@@ -337,7 +459,8 @@ bool Scheduler::AttachCachedPrefix(Request& r) {
 
 void Scheduler::CommitFullBlocks(Request& r) {
   const int bs = options_.block_size;
-  const int full = r.num_computed / bs;
+  int full = r.num_computed / bs;
+  if (r.session) full = std::min(full, r.num_prompt_tokens / bs);
   for (int b = static_cast<int>(r.block_hashes.size()); b < full; ++b) {
     const uint64_t parent =
         b == 0 ? BlockManager::kRootHash : r.block_hashes[b - 1];
@@ -357,7 +480,13 @@ void Scheduler::Update(const StepPlan& plan, const StepOutput& output) {
     r.num_planned = 0;
     num_computed_tokens_ += static_cast<int64_t>(s.tokens.size());
     CommitFullBlocks(r);
-    if (s.sample && i < output.tokens.size()) {
+    if (r.session) {
+      r.sample_points.erase(
+          std::remove_if(
+              r.sample_points.begin(), r.sample_points.end(),
+              [&r](const SamplePoint& p) { return p.index < r.num_computed; }),
+          r.sample_points.end());
+    } else if (s.sample && i < output.tokens.size()) {
       const int32_t token = output.tokens[i].token_id;
       r.tokens.push_back(token);
       if (token == options_.think_start_id) r.thinking = true;
@@ -369,6 +498,12 @@ void Scheduler::Update(const StepPlan& plan, const StepOutput& output) {
 
 QueueKind Scheduler::PhaseQueue(const Request& r) const {
   const int remaining = static_cast<int>(r.tokens.size()) - r.num_computed;
+  if (r.session) {
+    // Bulk input is prompt work; decode steps (a few entries per stream)
+    // and an idle session sit in the I/O queue.
+    const int decode = std::max<int>(1, r.sees.size());
+    return remaining > decode ? QueueKind::kPrompt : QueueKind::kIo;
+  }
   if (r.num_computed == 0 || remaining > 1) return QueueKind::kPrompt;
   return r.thinking ? QueueKind::kReasoning : QueueKind::kIo;
 }

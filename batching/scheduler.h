@@ -25,6 +25,7 @@
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/status/status.h"
+#include "absl/types/span.h"
 #include "batching/block_manager.h"
 #include "batching/step_plan.h"
 #include "batching/work_queue.h"
@@ -50,6 +51,14 @@ struct SchedulerOptions {
   // can differ in the last bits and, greedy, in its tokens. Costs a
   // preempted request one step per output token to recover.
   bool exact_chunks = true;
+  // Stream isolation: while requests decode, a step's prefill tokens are
+  // limited to max(max_prefill_tokens_while_decoding,
+  // prefill_tokens_per_decode_token x the step's decode tokens), so a long
+  // prompt arriving slows each decode step by a bounded factor instead of
+  // stalling it for a whole chunk; prompts admitted while nothing decodes
+  // still get the full budget. 0 turns the limit off.
+  int max_prefill_tokens_while_decoding = 0;
+  int prefill_tokens_per_decode_token = 2;
   // Thinking markers (token ids; -1 = none): decode work between them is
   // reasoning, anything else is output.
   int32_t think_start_id = -1;
@@ -80,6 +89,31 @@ class Scheduler {
   // A new request in the prompt queue. `id` must be new; `prompt` non-empty.
   void Add(uint64_t id, std::vector<int32_t> prompt, int priority,
            std::string tenant);
+  // A session (docs/MULTISTREAM.md): one KV context whose entries carry
+  // their (stream, y) tags. `tokens`/`meta` are its first entries (the
+  // shared prefix, stream 0 at y = 0..; non-empty); `sees[s]` is sees(s)
+  // besides s. Entries are computed in the order they are appended, which
+  // the caller keeps non-decreasing in y so that every entry an entry sees
+  // comes before it. Only the leading prefix entries (stream 0, y = index)
+  // take part in the prefix cache.
+  void AddSession(uint64_t id, std::vector<int32_t> tokens,
+                  std::vector<EntryTag> meta,
+                  std::vector<std::vector<int32_t>> sees, int priority,
+                  std::string tenant);
+  // Appends entries to a session's context, to be computed in later steps.
+  void AppendEntries(uint64_t id, absl::Span<const int32_t> tokens,
+                     absl::Span<const EntryTag> meta);
+  // Asks for samples: the logits of entry `index` (context index, not yet
+  // computed) give the next token of output stream `stream`. All pending
+  // points of a session are computed in one step (lockstep); a point is
+  // consumed by the step that computes its entry.
+  void AddSamplePoints(uint64_t id, absl::Span<const SamplePoint> points);
+  // Drops a stream's pending sample points (its turn ended).
+  void ClearSamplePoints(uint64_t id, int32_t stream);
+  // Context entries of a request (computed or not) and its block table.
+  int num_entries(uint64_t id) const;
+  const std::vector<int32_t>& block_table(uint64_t id) const;
+
   // Forgets a request in any phase and frees its blocks.
   void Remove(uint64_t id);
   bool Contains(uint64_t id) const { return requests_.contains(id); }
@@ -113,6 +147,7 @@ class Scheduler {
   // How many more tokens `r` may compute in this step given `max_tokens`
   // (the chunking rules of exact_chunks).
   int NextChunk(const Request& r, int max_tokens) const;
+  int SessionChunk(const Request& r, int done, int n) const;
   // Grants up to `max_tokens` more tokens of `r` in this step; returns how
   // many (0 when the KV pool cannot hold them even after preemption).
   int Grant(Request& r, int max_tokens, StepPlan* plan);
@@ -139,6 +174,9 @@ class Scheduler {
   int num_running_ = 0;     // requests holding blocks
   Budget* left_ = nullptr;  // the step budget while Schedule() runs
   int64_t step_ = 0;
+  // Within Schedule(): decode tokens and prefill tokens granted so far.
+  int step_decode_tokens_ = 0;
+  int step_prefill_tokens_ = 0;
   int64_t num_preemptions_ = 0;
   int64_t num_computed_tokens_ = 0;
   int64_t num_prefix_hit_tokens_ = 0;

@@ -115,6 +115,39 @@ TEST(SchedulerTest, ChunksLongPromptsAndJoinsBetweenSteps) {
   EXPECT_EQ(h.scheduler().num_computed_tokens(h.id("A")), 22);
 }
 
+// Stream isolation: while A decodes, B's long prompt joins each step with at
+// most max_prefill_tokens_while_decoding tokens; alone, it gets the budget.
+TEST(SchedulerTest, CapsPrefillWhileOthersDecode) {
+  SchedulerOptions o = Small();
+  o.max_prefill_tokens_while_decoding = 3;
+  o.prefill_tokens_per_decode_token = 1;  // one decode token: the floor wins
+  Harness h(o);
+  RunTable(h, {
+                  {{{"A", 2}}, "A:prompt+2*"},
+                  {{{"B", 12}}, "A:io+1* B:prompt+3"},
+                  {{}, "A:io+1* B:prompt+3"},
+              });
+  h.Remove("A");
+  RunTable(h, {{{}, "B:prompt+6*"}});
+}
+
+// With more decode tokens in the step, the prefill allowance grows with them.
+TEST(SchedulerTest, PrefillAllowanceScalesWithDecodeTokens) {
+  SchedulerOptions o = Small();
+  o.max_batch_tokens = 16;
+  o.queue_shares = {0.5, 0.0, 0.5};
+  o.max_prefill_tokens_while_decoding = 2;
+  o.prefill_tokens_per_decode_token = 2;
+  Harness h(o);
+  RunTable(h, {
+                  {{{"A", 2}, {"B", 2}, {"C", 2}},
+                   "A:prompt+2* B:prompt+2* C:prompt+2*"},
+                  // Three decode tokens allow six prefill tokens (C's decode
+                  // comes in the second pass, after D's first grant of 4).
+                  {{{"D", 20}}, "A:io+1* B:io+1* D:prompt+6 C:io+1*"},
+              });
+}
+
 TEST(SchedulerTest, RequestsLeaveBetweenSteps) {
   Harness h(Small());
   RunTable(h, {{{{"A", 2}, {"B", 2}}, "A:prompt+2* B:prompt+2*"}});

@@ -11,6 +11,26 @@
 
 namespace braid::batching {
 
+class Sampler;
+
+// Where an entry sits in a session's layout (docs/MULTISTREAM.md): its
+// stream and position y. Mirrors model::EntryMeta; kept here so the plan
+// stays a plain value without a model dependency.
+struct EntryTag {
+  int32_t stream = 0;
+  int32_t y = 0;
+};
+
+// A session's sample: the logits of tokens[index] give the next token of
+// output stream `stream`. Several may read the same row (branches sampling
+// their first token from the shared prefix). `sampler` is filled by the
+// engine before Execute (the scheduler leaves it null).
+struct SamplePoint {
+  int index = 0;
+  int32_t stream = 0;
+  Sampler* sampler = nullptr;
+};
+
 // One request's part of a step: `tokens` are computed at context indices
 // num_cached .. num_cached + tokens.size() - 1 (for a single-stream request
 // the index is also the position y). A prefill chunk has many tokens, a
@@ -26,6 +46,18 @@ struct ScheduledSequence {
   // True when this step computes the request's last known token, so its
   // logits give the next token.
   bool sample = false;
+
+  // Sessions only (empty for ordinary requests, whose entries are stream 0
+  // at y = context index and whose last token is sampled by `sample`):
+  // `meta[i]` tags tokens[i]; `sees[s]` is sees(s) of stream s besides
+  // itself; `samples` the rows to sample, in lockstep for every active
+  // output stream. The executor computes each run of consecutive entries of
+  // one stream as its own model::BatchSequence over the shared block table,
+  // so a decode step of K streams is K one-token sequences (the same
+  // attention kernel as an ordinary decode step).
+  std::vector<EntryTag> meta;
+  std::vector<std::vector<int32_t>> sees;
+  std::vector<SamplePoint> samples;
 };
 
 struct StepPlan {
@@ -41,6 +73,8 @@ struct StepPlan {
 // token sampled for sequences[i] (meaningful only where `sample` is set).
 struct StepOutput {
   std::vector<SampledToken> tokens;
+  // Sessions: stream_tokens[i][j] was sampled for sequences[i].samples[j].
+  std::vector<std::vector<SampledToken>> stream_tokens;
 };
 
 }  // namespace braid::batching

@@ -47,6 +47,8 @@ absl::StatusOr<batching::EngineOptions> MakeEngineOptions(
                      "--context_length"));
   }
   s.max_batch_tokens = flags.max_batch_tokens;
+  s.max_prefill_tokens_while_decoding = flags.max_prefill_tokens_while_decoding;
+  s.prefill_tokens_per_decode_token = flags.prefill_tokens_per_decode_token;
   s.max_num_seqs = flags.max_num_seqs;
   s.queue_shares = flags.queue_shares;
   auto start = MarkerToken("think_start", flags.think_start, tokenizer);
@@ -55,6 +57,7 @@ absl::StatusOr<batching::EngineOptions> MakeEngineOptions(
   if (!end.ok()) return end.status();
   s.think_start_id = *start;
   s.think_end_id = *end;
+  o.reasoning = {*start, *end};
   if (absl::Status st = s.Validate(); !st.ok()) {
     return absl::InvalidArgumentError(absl::StrCat(
         st.message(),

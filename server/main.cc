@@ -58,6 +58,13 @@ ABSL_FLAG(int, kv_budget_tokens, 0,
 ABSL_FLAG(int, block_size, 16, "Tokens per KV cache block.");
 ABSL_FLAG(int, max_batch_tokens, 512,
           "Tokens per engine step (decode tokens plus prefill chunks).");
+ABSL_FLAG(int, max_prefill_tokens_while_decoding, 8,
+          "Stream isolation: while requests decode, a step takes at most "
+          "max(this, --prefill_tokens_per_decode_token x its decode tokens) "
+          "prompt tokens, so a long prompt slows other streams' tokens by a "
+          "bounded factor (0 = off: prompts take up to --max_batch_tokens).");
+ABSL_FLAG(int, prefill_tokens_per_decode_token, 2,
+          "See --max_prefill_tokens_while_decoding.");
 ABSL_FLAG(int, max_num_seqs, 64,
           "Sequences per engine step, and requests holding KV blocks at once.");
 ABSL_FLAG(int, max_running, 0, "Deprecated alias of --max_num_seqs.");
@@ -224,6 +231,10 @@ server::EngineFlags EngineFlagsFromCommandLine(int context_length) {
   flags.kv_budget_tokens = absl::GetFlag(FLAGS_kv_budget_tokens);
   flags.block_size = absl::GetFlag(FLAGS_block_size);
   flags.max_batch_tokens = absl::GetFlag(FLAGS_max_batch_tokens);
+  flags.max_prefill_tokens_while_decoding =
+      absl::GetFlag(FLAGS_max_prefill_tokens_while_decoding);
+  flags.prefill_tokens_per_decode_token =
+      absl::GetFlag(FLAGS_prefill_tokens_per_decode_token);
   flags.max_num_seqs = absl::GetFlag(FLAGS_max_running) > 0
                            ? absl::GetFlag(FLAGS_max_running)
                            : absl::GetFlag(FLAGS_max_num_seqs);

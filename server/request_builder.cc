@@ -254,6 +254,8 @@ absl::Status RequestBuilder::FillSampling(
   if (p.reasoning_budget() < 0) {
     return Invalid("sampling.reasoning_budget", "must be >= 0");
   }
+  out->reasoning.budget = p.reasoning_budget();
+  out->reasoning.hide = p.hide_reasoning();
   return absl::OkStatus();
 }
 

@@ -44,6 +44,11 @@ class RecordingSink : public OutputSink {
     return ids;
   }
 
+  std::vector<OutputChunk> Chunks() {
+    absl::MutexLock lock(&mu_);
+    return chunks_;
+  }
+
   absl::Time final_push() {
     absl::MutexLock lock(&mu_);
     return final_push_;

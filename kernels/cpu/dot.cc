@@ -38,6 +38,9 @@ float DotF16F32Gemm(const uint16_t* x, const float* y, int64_t n) {
 }
 void DotF16F32VecRows(const uint16_t* const* xs, int64_t count, const float* y,
                       int64_t n, float* out) {
+  if (UseAvx512()) {
+    return internal::DotF16F32VecRowsAvx512(xs, count, y, n, out);
+  }
   if (UseAvx2()) return internal::DotF16F32VecRowsAvx2(xs, count, y, n, out);
   for (int64_t r = 0; r < count; ++r) {
     out[r] = internal::DotF16F32VecScalar(xs[r], y, n);
@@ -45,6 +48,9 @@ void DotF16F32VecRows(const uint16_t* const* xs, int64_t count, const float* y,
 }
 void DotF16F32GemmRows(const uint16_t* const* xs, int64_t count, const float* y,
                        int64_t n, float* out) {
+  if (UseAvx512()) {
+    return internal::DotF16F32GemmRowsAvx512(xs, count, y, n, out);
+  }
   if (UseAvx2()) return internal::DotF16F32GemmRowsAvx2(xs, count, y, n, out);
   for (int64_t r = 0; r < count; ++r) {
     out[r] = internal::DotF16F32GemmScalar(xs[r], y, n);
@@ -52,6 +58,7 @@ void DotF16F32GemmRows(const uint16_t* const* xs, int64_t count, const float* y,
 }
 void AxpyF16Rows(const float* a, const uint16_t* const* xs, float* const* ys,
                  int64_t count, int64_t n) {
+  if (UseAvx512()) return internal::AxpyF16RowsAvx512(a, xs, ys, count, n);
   if (UseAvx2()) return internal::AxpyF16RowsAvx2(a, xs, ys, count, n);
   for (int64_t r = 0; r < count; ++r) {
     internal::AxpyF16Scalar(a[r], xs[r], ys[r], n);
@@ -66,6 +73,7 @@ void Scale(float a, float* y, int64_t n) {
 }
 
 void AddF32(const float* x, float* y, int64_t n) {
+  if (UseAvx512()) return internal::AddF32Avx512(x, y, n);
   if (UseAvx2()) return internal::AddF32Avx2(x, y, n);
   internal::AddF32Scalar(x, y, n);
 }

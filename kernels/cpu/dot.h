@@ -86,6 +86,15 @@ void DotF16F32GemmRowsAvx2(const uint16_t* const* xs, int64_t count,
                            const float* y, int64_t n, float* out);
 void AxpyF16RowsAvx2(const float* a, const uint16_t* const* xs,
                      float* const* ys, int64_t count, int64_t n);
+
+// AVX-512 forms (UseAvx512()), bit-identical to the AVX2 ones.
+void DotF16F32VecRowsAvx512(const uint16_t* const* xs, int64_t count,
+                            const float* y, int64_t n, float* out);
+void DotF16F32GemmRowsAvx512(const uint16_t* const* xs, int64_t count,
+                             const float* y, int64_t n, float* out);
+void AxpyF16RowsAvx512(const float* a, const uint16_t* const* xs,
+                       float* const* ys, int64_t count, int64_t n);
+void AddF32Avx512(const float* x, float* y, int64_t n);
 }  // namespace internal
 
 }  // namespace braid::kernels::cpu

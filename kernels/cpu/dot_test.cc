@@ -154,6 +154,55 @@ TEST(DotTest, F16DotsUseGgmlLaneLayout) {
   SetForceScalarForTesting(false);
 }
 
+// The row forms of the attention kernels give the same bits on the AVX-512
+// path (where the CPU has it), the AVX2 path and the scalar path, for head
+// sizes with and without a tail past the vector width.
+TEST(DotTest, F16RowKernelsBitIdenticalOnEveryPath) {
+  for (int n : {16, 48, 64, 80, 128, 200}) {
+    constexpr int kRows = 5;
+    std::vector<std::vector<uint16_t>> rows;
+    std::vector<const uint16_t*> ptrs;
+    for (int r = 0; r < kRows; ++r) rows.push_back(RandomF16Row(n, 100 + r));
+    for (const auto& row : rows) ptrs.push_back(row.data());
+    const std::vector<float> y = RandomRow(n, 7);
+    const std::vector<float> a = RandomRow(kRows, 8);
+    const std::vector<float> base = RandomRow(n, 9);
+    std::vector<float> want_vec, want_gemm, want_axpy, want_add;
+    for (int mode = 0; mode < 3; ++mode) {
+      SetDisableAvx512ForTesting(mode != 0);
+      SetForceScalarForTesting(mode == 2);
+      std::vector<float> vec(kRows), gemm(kRows), add = base;
+      std::vector<std::vector<float>> acc(kRows, base);
+      std::vector<float*> dst;
+      for (auto& row : acc) dst.push_back(row.data());
+      DotF16F32VecRows(ptrs.data(), kRows, y.data(), n, vec.data());
+      if (n % 16 == 0) {
+        DotF16F32GemmRows(ptrs.data(), kRows, y.data(), n, gemm.data());
+      }
+      AxpyF16Rows(a.data(), ptrs.data(), dst.data(), kRows, n);
+      AddF32(y.data(), add.data(), n);
+      std::vector<float> axpy;
+      for (const auto& row : acc) axpy.insert(axpy.end(), row.begin(), row.end());
+      if (mode == 0) {
+        want_vec = vec, want_gemm = gemm, want_axpy = axpy, want_add = add;
+        continue;
+      }
+      for (int r = 0; r < kRows; ++r) {
+        EXPECT_EQ(vec[r], want_vec[r]) << "n " << n << " mode " << mode;
+        EXPECT_EQ(gemm[r], want_gemm[r]) << "n " << n << " mode " << mode;
+      }
+      for (size_t i = 0; i < axpy.size(); ++i) {
+        ASSERT_EQ(axpy[i], want_axpy[i]) << "n " << n << " mode " << mode;
+      }
+      for (int i = 0; i < n; ++i) {
+        ASSERT_EQ(add[i], want_add[i]) << "n " << n << " mode " << mode;
+      }
+    }
+    SetDisableAvx512ForTesting(false);
+    SetForceScalarForTesting(false);
+  }
+}
+
 TEST(DotTest, AddF32) {
   std::vector<float> x = RandomRow(19, 1), y = RandomRow(19, 2), want(19);
   for (int i = 0; i < 19; ++i) want[i] = y[i] + x[i];

@@ -40,6 +40,10 @@ bool GemmTileAvx512(DType type, const uint8_t* w, size_t w_row_bytes,
                     const uint8_t* x, size_t x_row_bytes, int64_t n, int64_t r0,
                     int64_t r1, int64_t n_tok, float* y, int64_t ld_y,
                     bool accumulate);
+// The AVX-512 path's token-pair tiles (batches of 3+ tokens) off (true: the
+// paired-row tiles serve every batch) or on. Testing and benchmarking only
+// (not synchronized with running kernels).
+void SetDisablePairTilesForTesting(bool disable);
 }  // namespace internal
 
 }  // namespace braid::kernels::cpu

@@ -22,7 +22,9 @@
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 
 #include <algorithm>
+#include <cstdint>
 #include <cstring>
+#include <vector>
 
 #include "kernels/cpu/gemm_tile.h"
 #include "kernels/cpu/ggml_reduce.h"
@@ -61,6 +63,18 @@ struct Q41 {
     return _mm512_and_si512(_mm512_srlv_epi64(dup, shift),
                             _mm512_set1_epi8(0x0F));
   }
+  // One row's block (qs at p) with every 32-bit group of ggml's element
+  // order doubled: lanes 2k and 2k + 1 hold ggml's group k.
+  BRAID_AVX512 static __m512i RowDup(const uint8_t* p) {
+    const __m512i q = _mm512_castsi128_si512(
+        _mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
+    const __m512i idx =
+        _mm512_set_epi32(3, 3, 2, 2, 1, 1, 0, 0, 3, 3, 2, 2, 1, 1, 0, 0);
+    const __m512i shift = _mm512_set_epi64(4, 4, 4, 4, 0, 0, 0, 0);
+    return _mm512_and_si512(
+        _mm512_srlv_epi64(_mm512_permutexvar_epi32(idx, q), shift),
+        _mm512_set1_epi8(0x0F));
+  }
 };
 
 // Q8_0 x Q8_0: signed weights, offset by 128 (see the file comment).
@@ -77,6 +91,14 @@ struct Q80 {
         _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + row_bytes));
     const __m512i q = _mm512_inserti64x4(_mm512_castsi256_si512(q0), q1, 1);
     return _mm512_xor_si512(q, _mm512_set1_epi8(static_cast<char>(0x80)));
+  }
+  BRAID_AVX512 static __m512i RowDup(const uint8_t* p) {
+    const __m512i q = _mm512_castsi256_si512(
+        _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)));
+    const __m512i idx =
+        _mm512_set_epi32(7, 7, 6, 6, 5, 5, 4, 4, 3, 3, 2, 2, 1, 1, 0, 0);
+    return _mm512_xor_si512(_mm512_permutexvar_epi32(idx, q),
+                            _mm512_set1_epi8(static_cast<char>(0x80)));
   }
 };
 
@@ -184,6 +206,200 @@ BRAID_AVX512 void Tile(const uint8_t* w, size_t w_row_bytes, const uint8_t* x,
   }
 }
 
+
+// Token-pair tiles (batches of 3+ tokens). A 512-bit accumulator holds two
+// output elements of one row, tokens t and t + 1, interleaved: lane 2k is
+// ggml's accumulator lane k of (r, t), lane 2k + 1 that of (r, t + 1). The
+// activations of a token pair are laid out once per call the same way (xp:
+// 32-bit groups of t and t + 1 alternating), each weight row's block once per
+// tile with its groups doubled (RowDup), so one dpbusd gives both elements'
+// exact integer block sums. The two float products d_w * d_x(t) and
+// d_w * d_x(t + 1) are adjacent in a table computed ahead for a segment of
+// blocks (16 products per multiply), so the fma takes them as one 64-bit
+// broadcast load: per element pair and block the vector pipes see dpbusd,
+// the conversion and the fma, and no multiply. Per element the operations are
+// still the row dot's, in block order (see the file comment), and Q4_1's min
+// term is fma(m_w, s_x, summs) in block order, 16 elements per fma.
+template <typename F, int R, int TP>
+BRAID_AVX512 void PairTile(const uint8_t* w, size_t w_row_bytes,
+                           const uint8_t* xp, const uint8_t* xinit,
+                           int64_t pair_stride, const float* xd,
+                           const float* xs, int64_t ld_s, int64_t nb,
+                           int n_valid, float* y, int64_t ld_y,
+                           bool accumulate) {
+  static_assert(R % 4 == 0 && TP >= 1 && TP <= 4, "tile shape");
+  constexpr int P = R / 2;
+  constexpr int64_t kWB = sizeof(typename F::W);
+  constexpr int kSeg = 16;
+  // prod[s][p]: lanes 0..7 = d_w(row 2p) * d_x(t), 8..15 row 2p + 1.
+  alignas(64) float prod[kSeg][P][16];
+  __m512 acc[R][TP];
+  __m512 summs[P];  // Same layout as prod.
+#pragma GCC unroll 8
+  for (int r = 0; r < R; ++r) {
+#pragma GCC unroll 4
+    for (int tp = 0; tp < TP; ++tp) acc[r][tp] = _mm512_setzero_ps();
+  }
+#pragma GCC unroll 4
+  for (int p = 0; p < P; ++p) summs[p] = _mm512_setzero_ps();
+  const __m512i pick01 =
+      _mm512_set_epi32(2, 2, 2, 2, 2, 2, 2, 2, 0, 0, 0, 0, 0, 0, 0, 0);
+  const __m512i pick23 =
+      _mm512_set_epi32(6, 6, 6, 6, 6, 6, 6, 6, 4, 4, 4, 4, 4, 4, 4, 4);
+  const __m512i pickm01 =
+      _mm512_set_epi32(3, 3, 3, 3, 3, 3, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1);
+  const __m512i pickm23 =
+      _mm512_set_epi32(7, 7, 7, 7, 7, 7, 7, 7, 5, 5, 5, 5, 5, 5, 5, 5);
+  const __mmask8 tok_mask = static_cast<__mmask8>((1u << n_valid) - 1);
+  for (int64_t i0 = 0; i0 < nb; i0 += kSeg) {
+    const int ns = static_cast<int>(std::min<int64_t>(kSeg, nb - i0));
+    for (int s = 0; s < ns; ++s) {
+      const int64_t i = i0 + s;
+      const __m512 xdv = _mm512_broadcast_f32x8(
+          _mm256_maskz_loadu_ps(tok_mask, xd + i * ld_s));
+      __m512 xsv = _mm512_setzero_ps();
+      if constexpr (F::kMin) {
+        xsv = _mm512_broadcast_f32x8(
+            _mm256_maskz_loadu_ps(tok_mask, xs + i * ld_s));
+      }
+#pragma GCC unroll 4
+      for (int g = 0; g < R / 4; ++g) {
+        const uint8_t* b = w + i * kWB + 4 * g * w_row_bytes;
+        const __m128i dm16 =
+            _mm_set_epi32(static_cast<int>(Load32Bits(b + 3 * w_row_bytes)),
+                          static_cast<int>(Load32Bits(b + 2 * w_row_bytes)),
+                          static_cast<int>(Load32Bits(b + w_row_bytes)),
+                          static_cast<int>(Load32Bits(b)));
+        const __m512 dm = _mm512_castps256_ps512(_mm256_cvtph_ps(dm16));
+        _mm512_store_ps(prod[s][2 * g],
+                        _mm512_mul_ps(_mm512_permutexvar_ps(pick01, dm), xdv));
+        _mm512_store_ps(prod[s][2 * g + 1],
+                        _mm512_mul_ps(_mm512_permutexvar_ps(pick23, dm), xdv));
+        if constexpr (F::kMin) {
+          summs[2 * g] = _mm512_fmadd_ps(_mm512_permutexvar_ps(pickm01, dm),
+                                         xsv, summs[2 * g]);
+          summs[2 * g + 1] = _mm512_fmadd_ps(
+              _mm512_permutexvar_ps(pickm23, dm), xsv, summs[2 * g + 1]);
+        }
+      }
+    }
+    for (int s = 0; s < ns; ++s) {
+      const int64_t i = i0 + s;
+      __m512i q[R];
+#pragma GCC unroll 8
+      for (int r = 0; r < R; ++r) {
+        q[r] = F::RowDup(w + r * w_row_bytes + i * kWB + F::kQsOffset);
+      }
+#pragma GCC unroll 4
+      for (int tp = 0; tp < TP; ++tp) {
+        const int64_t off = tp * pair_stride + i * 64;
+        const __m512i xv = _mm512_load_si512(xp + off);
+        __m512i start = _mm512_setzero_si512();
+        if constexpr (F::kSigned) start = _mm512_load_si512(xinit + off);
+#pragma GCC unroll 8
+        for (int r = 0; r < R; ++r) {
+          const __m512 sum =
+              _mm512_cvtepi32_ps(_mm512_dpbusd_epi32(start, q[r], xv));
+          double pr;
+          std::memcpy(&pr, &prod[s][r / 2][(r % 2) * 8 + 2 * tp], 8);
+          acc[r][tp] = _mm512_fmadd_ps(
+              _mm512_castpd_ps(_mm512_set1_pd(pr)), sum, acc[r][tp]);
+        }
+      }
+    }
+  }
+  const __m512i even =
+      _mm512_set_epi32(15, 13, 11, 9, 7, 5, 3, 1, 14, 12, 10, 8, 6, 4, 2, 0);
+#pragma GCC unroll 4
+  for (int p = 0; p < P; ++p) {
+    alignas(64) float m[16];
+    _mm512_store_ps(m, summs[p]);
+#pragma GCC unroll 2
+    for (int h = 0; h < 2; ++h) {
+      const int r = 2 * p + h;
+#pragma GCC unroll 4
+      for (int tp = 0; tp < TP; ++tp) {
+        // Lanes 0..7: token 2tp's 8 lanes; 8..15: token 2tp + 1's.
+        const __m512 a = _mm512_permutexvar_ps(even, acc[r][tp]);
+#pragma GCC unroll 2
+        for (int u = 0; u < 2; ++u) {
+          const int t = 2 * tp + u;
+          if (t >= n_valid) break;
+          float v = HorizontalSum8(_mm512_extractf32x8_ps(a, u));
+          if constexpr (F::kMin) v = v + m[8 * h + t];
+          float& out = y[t * ld_y + r];
+          out = accumulate ? out + v : v;
+        }
+      }
+    }
+  }
+}
+
+// Lays out a chunk of nc tokens' activation blocks in token pairs (xp, see
+// PairTile; an odd last token is paired with zeros) and, for signed weights,
+// each pair block's dpbusd start value -128 * sum(x) per lane (xinit).
+template <typename F>
+BRAID_AVX512 void LayOutPairs(const uint8_t* x, size_t x_row_bytes,
+                              int64_t nc, int64_t nb, uint8_t* xp,
+                              uint8_t* xinit) {
+  constexpr int64_t kXB = sizeof(typename F::X);
+  const __m512i inter = _mm512_set_epi32(23, 7, 22, 6, 21, 5, 20, 4, 19, 3,
+                                         18, 2, 17, 1, 16, 0);
+  for (int64_t t = 0; t < nc; t += 2) {
+    const uint8_t* a = x + t * x_row_bytes + F::kXQsOffset;
+    const uint8_t* b = a + x_row_bytes;
+    uint8_t* out = xp + (t / 2) * nb * 64;
+    uint8_t* init = xinit + (t / 2) * nb * 64;
+    for (int64_t i = 0; i < nb; ++i) {
+      const __m512i va = _mm512_castsi256_si512(
+          _mm256_loadu_si256(reinterpret_cast<const __m256i*>(a + i * kXB)));
+      const __m512i vb =
+          t + 1 < nc ? _mm512_castsi256_si512(_mm256_loadu_si256(
+                           reinterpret_cast<const __m256i*>(b + i * kXB)))
+                     : _mm512_setzero_si512();
+      const __m512i v = _mm512_permutex2var_epi32(va, inter, vb);
+      _mm512_store_si512(out + i * 64, v);
+      if constexpr (F::kSigned) {
+        const __m512i off = _mm512_dpbusd_epi32(
+            _mm512_setzero_si512(), _mm512_set1_epi8(static_cast<char>(0x80)),
+            v);
+        _mm512_store_si512(init + i * 64,
+                           _mm512_sub_epi32(_mm512_setzero_si512(), off));
+      }
+    }
+  }
+}
+
+template <typename F>
+BRAID_AVX512 void RunPairRows(const uint8_t* w, size_t w_row_bytes,
+                              const uint8_t* xp, const uint8_t* xinit,
+                              const float* xd, const float* xs, int64_t ld_s,
+                              int64_t nb, int64_t r, int64_t n_tok, float* y,
+                              int64_t ld_y, bool accumulate) {
+  constexpr int R = 4;
+  const uint8_t* wr = w + r * w_row_bytes;
+  const int64_t stride = nb * 64;
+  for (int64_t t = 0; t < n_tok; t += 8) {
+    const int n_valid = static_cast<int>(std::min<int64_t>(8, n_tok - t));
+    const int64_t o = (t / 2) * stride;
+    auto run = [&](auto tile) {
+      tile(wr, w_row_bytes, xp + o, xinit + o, stride, xd + t, xs + t, ld_s,
+           nb, n_valid, y + t * ld_y + r, ld_y, accumulate);
+    };
+    if (n_valid > 6) {
+      run(PairTile<F, R, 4>);
+    } else if (n_valid > 4) {
+      run(PairTile<F, R, 3>);
+    } else if (n_valid > 2) {
+      run(PairTile<F, R, 2>);
+    } else {
+      run(PairTile<F, R, 1>);
+    }
+  }
+}
+
+bool g_disable_pair_tiles = false;
+
 // Tokens per chunk whose scale tables fit the stack buffers.
 constexpr int64_t kScaleFloats = 4096;
 
@@ -239,8 +455,24 @@ BRAID_AVX512 void Run(const uint8_t* w, size_t w_row_bytes, const uint8_t* x,
                  ld_y, accumulate);
     return;
   }
-  const int R = n_tok < 4 ? 8 : 4;
+  // Batches of 3+ tokens take the token-pair tiles (4 rows each); for two
+  // tokens their single pair leaves too few independent chains.
+  const bool pairs = n_tok >= 3 && !g_disable_pair_tiles;
+  const int R = pairs ? 4 : n_tok < 4 ? 8 : 4;
   const int64_t r_end = r0 + (r1 - r0) / R * R;
+  thread_local std::vector<uint8_t> xp_buf, xinit_buf;
+  if (pairs) {
+    const size_t need = static_cast<size_t>((chunk + 1) / 2) * nb * 64 + 64;
+    if (xp_buf.size() < need) xp_buf.resize(need);
+    if (F::kSigned && xinit_buf.size() < need) xinit_buf.resize(need);
+  }
+  // 64-byte aligned views of the pair tables.
+  auto align64 = [](uint8_t* p) {
+    return reinterpret_cast<uint8_t*>(
+        (reinterpret_cast<uintptr_t>(p) + 63) & ~uintptr_t{63});
+  };
+  uint8_t* xp = pairs ? align64(xp_buf.data()) : nullptr;
+  uint8_t* xinit = pairs && F::kSigned ? align64(xinit_buf.data()) : xp;
   for (int64_t t0 = 0; t0 < n_tok; t0 += chunk) {
     const int64_t nc = std::min(chunk, n_tok - t0);
     const uint8_t* xc = x + t0 * x_row_bytes;
@@ -253,6 +485,7 @@ BRAID_AVX512 void Run(const uint8_t* w, size_t w_row_bytes, const uint8_t* x,
         if constexpr (F::kMin) xs[i * nc + t] = _cvtsh_ss(h[1]);
       }
     }
+    if (pairs) LayOutPairs<F>(xc, x_row_bytes, nc, nb, xp, xinit);
     float* yc = y + t0 * ld_y;
     for (int64_t r = r0; r < r_end; r += R) {
       // The rows stream from memory once: on the first chunk, fetch the
@@ -266,7 +499,10 @@ BRAID_AVX512 void Run(const uint8_t* w, size_t w_row_bytes, const uint8_t* x,
           _mm_prefetch(reinterpret_cast<const char*>(ahead + off), _MM_HINT_T0);
         }
       }
-      if (R == 8) {
+      if (pairs) {
+        RunPairRows<F>(w, w_row_bytes, xp, xinit, xd, xs, nc, nb, r, nc, yc,
+                       ld_y, accumulate);
+      } else if (R == 8) {
         RunRows<F, 8>(w, w_row_bytes, xc, x_row_bytes, xd, xs, nc, nb, r, nc,
                       yc, ld_y, accumulate);
       } else {
@@ -282,6 +518,10 @@ BRAID_AVX512 void Run(const uint8_t* w, size_t w_row_bytes, const uint8_t* x,
 }
 
 }  // namespace
+
+void SetDisablePairTilesForTesting(bool disable) {
+  g_disable_pair_tiles = disable;
+}
 
 bool GemmTileAvx512(DType type, const uint8_t* w, size_t w_row_bytes,
                     const uint8_t* x, size_t x_row_bytes, int64_t n, int64_t r0,

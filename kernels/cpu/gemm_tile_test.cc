@@ -13,14 +13,16 @@ namespace {
 
 // Kernel selections under test: AVX-512 (where the CPU has it), AVX2 with
 // and without VNNI, scalar.
+// Mode 4: AVX-512 without its token-pair tiles.
 void SetMode(int mode) {
-  SetDisableAvx512ForTesting(mode != 0);
+  SetDisableAvx512ForTesting(mode != 0 && mode != 4);
   SetDisableVnniForTesting(mode == 2);
   SetForceScalarForTesting(mode == 3);
+  internal::SetDisablePairTilesForTesting(mode == 4);
 }
 
 // Every element of every tile shape equals DotRow bit for bit, on the
-// AVX-512 path, the AVX2 path with and without VNNI, and the scalar path.
+// AVX-512 path (token-pair tiles for 2+ tokens, and without them), the AVX2 path with and without VNNI, and the scalar path.
 // Row counts and starts cover full tiles of 4 and 8 rows and leftovers;
 // token counts every tile width (8, 4, 2, 1) and chunks of 64 tokens.
 TEST(GemmTileTest, BitIdenticalToDotRowForEveryTileShape) {
@@ -41,7 +43,7 @@ TEST(GemmTileTest, BitIdenticalToDotRowForEveryTileShape) {
     for (int64_t t = 0; t < n_tok; ++t) {
       QuantizeRow(act, &xf[t * cols], &x[t * x_bytes], cols);
     }
-    for (int mode = 0; mode < 4; ++mode) {
+    for (int mode = 0; mode < 5; ++mode) {
       SetMode(mode);
       // The reference in the same mode (scalar and AVX2 round differently;
       // DotRow has no AVX-512 form, the tiles must match its AVX2 bits).
@@ -53,7 +55,7 @@ TEST(GemmTileTest, BitIdenticalToDotRowForEveryTileShape) {
         }
       }
       for (int64_t r0 : {0, 1, 3, 5}) {
-        for (int64_t tok : {1, 2, 3, 5, 8, 15, 16, 64, 75}) {
+        for (int64_t tok : {1, 2, 3, 4, 5, 6, 7, 8, 9, 15, 16, 64, 75}) {
           std::vector<float> y(n_tok * rows, 7.0f);
           GemmTile(type, w.data(), w_bytes, x.data(), x_bytes, cols, r0, rows,
                    tok, y.data(), rows, /*accumulate=*/false);

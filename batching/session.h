@@ -1,0 +1,173 @@
+// A multi-stream session as the engine runs it (docs/MULTISTREAM.md): the
+// streams of one KV context, their position counters y, where input lands,
+// which output streams are generating, and the lockstep of their steps.
+//
+// The KV context itself is a scheduler request (Scheduler::AddSession) whose
+// entries this class appends in non-decreasing y. Two layouts:
+//
+// - linear (single-stream models): the session is one conversation. Input
+//   lands after every entry written so far, and generating streams continue
+//   after it (interject), so with one output stream the context is exactly
+//   an ordinary causal sequence.
+// - aligned (multi-stream models, braid.streams.*): every stream keeps its
+//   own y. Input that arrives while output streams are writing lands at
+//   y >= the current step and is fed one token per step at its position, so
+//   output tokens at y see exactly the input entries below y.
+//
+// Output streams with VISIBILITY_BRANCH see the shared prefix (stream 0), the
+// input streams and themselves: independent branches over one prompt whose
+// KV blocks are stored once. Stream 0 is the prefix; client streams are
+// 1..n in the order of SessionOptions::streams.
+//
+// Owned by the engine; engine thread only; not thread-safe.
+#ifndef BRAID_BATCHING_SESSION_H_
+#define BRAID_BATCHING_SESSION_H_
+
+#include <cstdint>
+#include <deque>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/types/span.h"
+#include "batching/reasoning.h"
+#include "batching/request.h"
+#include "batching/sampler.h"
+#include "batching/scheduler.h"
+#include "batching/step_plan.h"
+#include "model/tokenizer/streaming_detokenizer.h"
+#include "model/tokenizer/tokenizer.h"
+
+namespace braid::batching {
+
+enum class StreamVisibility { kAll, kBranch };
+enum class DuplexPolicy { kInterject, kInterrupt, kQueue };
+
+struct SessionStreamOptions {
+  std::string name;
+  bool output = false;  // sampled; otherwise client input
+  StreamVisibility visibility = StreamVisibility::kAll;
+  // Output streams: per turn.
+  SamplingOptions sampling;
+  int64_t max_tokens = 256;
+  std::vector<int32_t> stop_token_ids;
+  bool ignore_eos = false;
+  ReasoningOptions reasoning;
+};
+
+struct SessionOptions {
+  std::string session_id;
+  std::vector<int32_t> prefix;  // non-empty: stream 0 at y = 0..
+  std::vector<SessionStreamOptions> streams;
+  bool aligned = false;  // the model is multi-stream
+  DuplexPolicy duplex = DuplexPolicy::kInterject;
+  int priority = 0;
+  std::string tenant;
+};
+
+// Client input for one input stream.
+struct SessionInput {
+  std::string input_id;
+  int stream = 0;  // 1..n, an input stream
+  std::vector<int32_t> tokens;
+  std::vector<int> generate_on;  // output streams to start afterwards
+};
+
+// What a session tells its client, in order.
+struct SessionEvent {
+  enum class Kind { kOpened, kTokens, kAck, kTurnEnd, kError, kClosed };
+  Kind kind = Kind::kTokens;
+  int stream = 0;
+  // kTokens
+  bool reasoning = false;
+  std::vector<SampledToken> tokens;
+  std::string text;
+  int64_t first_position = 0;
+  // kAck (first_position above, end_position exclusive)
+  std::string input_id;
+  int64_t end_position = 0;
+  // kOpened: prefix length; kTurnEnd: the turn's finish.
+  int64_t prefix_length = 0;
+  FinishReason finish_reason = FinishReason::kNone;
+  int output_tokens = 0;
+  int reasoning_tokens = 0;
+  uint64_t seed = 0;
+  // kError (the session stays open) or kClosed (the last event; non-OK
+  // when it ended by an error or cancellation).
+  absl::Status status;
+};
+
+// Receives a session's events. Push is called from the engine thread, must
+// not block, and must be thread-safe.
+class SessionSink {
+ public:
+  virtual ~SessionSink() = default;
+  virtual void Push(SessionEvent event) = 0;
+};
+
+class Session {
+ public:
+  Session(SessionOptions options, std::shared_ptr<SessionSink> sink,
+          uint64_t handle, const model::Tokenizer* tokenizer,
+          const ReasoningMarkers& markers);
+
+  uint64_t handle() const { return handle_; }
+  const SessionOptions& options() const { return options_; }
+  SessionSink& sink() { return *sink_; }
+
+  // Registers the context with the scheduler and reports kOpened.
+  void Open(Scheduler& scheduler);
+  // Places client input (or queues it under DuplexPolicy::kQueue while a
+  // turn is running), acknowledges it, starts generation.
+  void Append(SessionInput input, Scheduler& scheduler);
+  // Ends the turn of output stream `stream` now.
+  void Interrupt(int stream, Scheduler& scheduler);
+  // Applies one step's samples of this session (lockstep: one token per
+  // active output stream), then feeds input that became due.
+  void OnStep(const ScheduledSequence& s,
+              absl::Span<const SampledToken> tokens, Scheduler& scheduler);
+  // Ends every turn with `reason` (no events when quiet).
+  void EndAllTurns(FinishReason reason, Scheduler& scheduler);
+  bool generating() const;
+  Sampler* sampler(int stream);
+
+  // sees(s) of every stream, besides itself; for Scheduler::AddSession.
+  std::vector<std::vector<int32_t>> Visibility() const;
+
+ private:
+  struct Stream {
+    int64_t next_y = 0;
+    bool active = false;  // output stream in a turn
+    int turn_tokens = 0;
+    std::unique_ptr<Sampler> sampler;
+    std::unique_ptr<model::StreamingDetokenizer> detokenizer;
+    ReasoningGate gate;
+    // Aligned layout: placed input waiting for its step.
+    std::deque<std::pair<int32_t, int64_t>> due;  // token, y
+  };
+
+  bool IsOutput(int s) const { return options_.streams[s - 1].output; }
+  // Places `input` now; returns the index of its last entry.
+  void Place(const SessionInput& input, Scheduler& scheduler);
+  void StartTurn(int s, Scheduler& scheduler);
+  void EndTurn(int s, FinishReason reason, Scheduler& scheduler);
+  // Appends input entries whose y is due (aligned layout).
+  void FeedDueInput(Scheduler& scheduler, bool all);
+  void AppendEntry(int32_t stream, int32_t token, int64_t y,
+                   Scheduler& scheduler);
+  int64_t MaxNextY() const;
+  int64_t Step() const;  // next y of the active output streams
+
+  const SessionOptions options_;
+  std::shared_ptr<SessionSink> sink_;
+  const uint64_t handle_;
+  const model::Tokenizer* const tokenizer_;
+  std::vector<Stream> streams_;  // [0] = prefix
+  std::deque<SessionInput> queued_;  // DuplexPolicy::kQueue
+  int num_entries_ = 0;
+};
+
+}  // namespace braid::batching
+
+#endif  // BRAID_BATCHING_SESSION_H_
