@@ -22,7 +22,8 @@ void SetMode(int mode) {
 }
 
 // Every element of every tile shape equals DotRow bit for bit, on the
-// AVX-512 path (token-pair tiles for 2+ tokens, and without them), the AVX2 path with and without VNNI, and the scalar path.
+// AVX-512 path (token-pair tiles for 3+ tokens, and without them), the AVX2
+// path with and without VNNI, and the scalar path.
 // Row counts and starts cover full tiles of 4 and 8 rows and leftovers;
 // token counts every tile width (8, 4, 2, 1) and chunks of 64 tokens.
 TEST(GemmTileTest, BitIdenticalToDotRowForEveryTileShape) {
