@@ -154,7 +154,7 @@ void Engine::Shutdown() {
 
 void Engine::Loop() {
   while (DrainInbox()) {
-    if (!active_.empty()) RunStep();
+    if (!active_.empty() || !sessions_.empty()) RunStep();
     PublishStats();
   }
   PublishStats();
@@ -226,7 +226,6 @@ void Engine::ExpireDeadlines() {
 
 void Engine::RunStep() {
   StepPlan plan = scheduler_.Schedule();
-  if (getenv("BRAID_DEBUG")) fprintf(stderr, "step seqs=%zu tokens=%d active=%zu sessions=%zu\n", plan.sequences.size(), plan.num_tokens, active_.size(), sessions_.size());
   if (plan.empty()) {
     // Nothing fits now (Submit keeps out requests that never fit); wait for
     // the inbox instead of spinning.
@@ -389,6 +388,7 @@ void Engine::Finish(Active& a, FinishReason reason, absl::Status error,
   chunk.error = std::move(error);
   chunk.prompt_tokens = static_cast<int>(a.request.prompt.size());
   chunk.output_tokens = a.num_output;
+  chunk.reasoning_tokens = a.num_reasoning;
   chunk.seed = a.request.sampling.seed;
   const absl::Time arrival = a.request.arrival;
   if (a.first_scheduled != absl::InfinitePast()) {

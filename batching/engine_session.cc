@@ -30,8 +30,7 @@ absl::StatusOr<uint64_t> Engine::OpenSession(
   c.kind = SessionCommand::Kind::kOpen;
   c.handle = handle;
   c.session = std::make_unique<Session>(std::move(options), std::move(sink),
-                                        handle, tokenizer_,
-                                        options_.reasoning);
+                                        handle, tokenizer_, options_.reasoning);
   session_commands_.push_back(std::move(c));
   return handle;
 }

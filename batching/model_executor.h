@@ -34,8 +34,8 @@ class ModelExecutor : public Executor {
 
   model::LlamaModel* const model_;
   model::PagedKvPool pool_;
-  model::Batch batch_;         // reused between steps
-  std::vector<float> logits_;  // [n_rows, n_vocab]
+  model::Batch batch_;              // reused between steps
+  std::vector<float> logits_;       // [n_rows, n_vocab]
   std::vector<float> row_scratch_;  // [n_vocab]
 };
 

@@ -23,15 +23,16 @@ struct ReasoningMarkers {
 };
 
 struct ReasoningOptions {
-  int budget = 0;      // reasoning tokens before the end marker; 0 = no limit
-  bool hide = false;   // do not send reasoning tokens to the client
+  int budget = 0;     // reasoning tokens before the end marker; 0 = no limit
+  bool hide = false;  // do not send reasoning tokens to the client
 };
 
 class ReasoningGate {
  public:
   ReasoningGate() = default;
   // `context`: the tokens before generation (a prompt may open thinking).
-  ReasoningGate(const ReasoningMarkers& markers, const ReasoningOptions& options,
+  ReasoningGate(const ReasoningMarkers& markers,
+                const ReasoningOptions& options,
                 absl::Span<const int32_t> context)
       : markers_(markers), options_(options) {
     for (int32_t t : context) Track(t);
@@ -39,7 +40,7 @@ class ReasoningGate {
   }
 
   struct Decision {
-    int32_t token = 0;      // the token to keep (the end marker when forced)
+    int32_t token = 0;       // the token to keep (the end marker when forced)
     bool reasoning = false;  // belongs to the reasoning stream
     bool forced = false;
   };

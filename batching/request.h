@@ -56,6 +56,7 @@ struct OutputChunk {
   std::string matched_stop;
   int prompt_tokens = 0;
   int output_tokens = 0;
+  int reasoning_tokens = 0;  // of output_tokens
   uint64_t seed = 0;
   double queue_seconds = 0;
   double time_to_first_token_seconds = 0;

@@ -34,9 +34,9 @@ std::vector<std::vector<int32_t>> Session::Visibility() const {
     any_branch |= o.output && o.visibility == StreamVisibility::kBranch;
   }
   for (int s = 0; s < n; ++s) {
-    const bool branch = s > 0 && IsOutput(s) &&
-                        options_.streams[s - 1].visibility ==
-                            StreamVisibility::kBranch;
+    const bool branch =
+        s > 0 && IsOutput(s) &&
+        options_.streams[s - 1].visibility == StreamVisibility::kBranch;
     for (int t = 0; t < n; ++t) {
       if (t == s) continue;
       const bool t_output = t > 0 && IsOutput(t);
@@ -64,9 +64,7 @@ void Session::Open(Scheduler& scheduler) {
   sink_->Push(std::move(e));
 }
 
-Sampler* Session::sampler(int stream) {
-  return streams_[stream].sampler.get();
-}
+Sampler* Session::sampler(int stream) { return streams_[stream].sampler.get(); }
 
 bool Session::generating() const {
   for (const Stream& st : streams_) {
@@ -240,8 +238,8 @@ void Session::OnStep(const ScheduledSequence& s,
     AppendEntry(sid, d.token, y, scheduler);
     ++st.turn_tokens;
     FinishReason finish = FinishReason::kNone;
-    if (std::find(o.stop_token_ids.begin(), o.stop_token_ids.end(),
-                  d.token) != o.stop_token_ids.end()) {
+    if (std::find(o.stop_token_ids.begin(), o.stop_token_ids.end(), d.token) !=
+        o.stop_token_ids.end()) {
       finish = FinishReason::kStop;
     } else if (!o.ignore_eos && tokenizer_->IsEndOfGeneration(d.token)) {
       finish = FinishReason::kEos;

@@ -125,8 +125,8 @@ class Session {
   void Interrupt(int stream, Scheduler& scheduler);
   // Applies one step's samples of this session (lockstep: one token per
   // active output stream), then feeds input that became due.
-  void OnStep(const ScheduledSequence& s,
-              absl::Span<const SampledToken> tokens, Scheduler& scheduler);
+  void OnStep(const ScheduledSequence& s, absl::Span<const SampledToken> tokens,
+              Scheduler& scheduler);
   // Ends every turn with `reason` (no events when quiet).
   void EndAllTurns(FinishReason reason, Scheduler& scheduler);
   bool generating() const;
@@ -163,7 +163,7 @@ class Session {
   std::shared_ptr<SessionSink> sink_;
   const uint64_t handle_;
   const model::Tokenizer* const tokenizer_;
-  std::vector<Stream> streams_;  // [0] = prefix
+  std::vector<Stream> streams_;      // [0] = prefix
   std::deque<SessionInput> queued_;  // DuplexPolicy::kQueue
   int num_entries_ = 0;
 };

@@ -15,6 +15,7 @@
 #include "batching/testing/session_sink.h"
 #include "gtest/gtest.h"
 #include "model/gguf.h"
+#include "model/testing/sequence_runner.h"
 #include "model/tokenizer/gguf_loader.h"
 
 namespace braid::batching {
@@ -159,6 +160,9 @@ TEST_F(SessionModelTest, OneStreamIsIdenticalToGenerate) {
   ExpectAllFree();
 }
 
+// Greedy branches: each must equal an independent request, which it could not
+// if it saw another branch's entries. (Sampled branches are not asserted
+// token-identical: see docs/MULTISTREAM.md, "Where the code stands".)
 TEST_F(SessionModelTest, BranchesEqualIndependentRequestsAndShareThePrompt) {
   constexpr int kBranches = 4, kTokens = 12;
   const std::vector<int32_t> prefix = Encode(kSystem), user = Encode(kUser);
@@ -166,7 +170,7 @@ TEST_F(SessionModelTest, BranchesEqualIndependentRequestsAndShareThePrompt) {
   prompt.insert(prompt.end(), user.begin(), user.end());
   std::vector<std::vector<int32_t>> expected;
   for (int b = 0; b < kBranches; ++b) {
-    expected.push_back(Ids(Generate(prompt, kTokens, 100 + b, 0.9f)));
+    expected.push_back(Ids(Generate(prompt, kTokens)));
   }
   // A fresh engine, so nothing comes from the prefix cache.
   SetUp();
@@ -175,7 +179,7 @@ TEST_F(SessionModelTest, BranchesEqualIndependentRequestsAndShareThePrompt) {
   o.streams = {SessionStreamOptions{.name = "user"}};
   std::vector<int> branches;
   for (int b = 0; b < kBranches; ++b) {
-    o.streams.push_back(Output("b", kTokens, 100 + b, 0.9f));
+    o.streams.push_back(Output("b", kTokens));
     o.streams.back().visibility = StreamVisibility::kBranch;
     branches.push_back(b + 2);
   }
@@ -212,8 +216,8 @@ TEST_F(SessionModelTest, LateInputEqualsRecomputingTheContext) {
   int seen = 0;
   // After the third output token, append more input (engine thread: it
   // lands before the next step).
-  auto sink = std::make_shared<RecordingSessionSink>(
-      [&](const SessionEvent& e) {
+  auto sink =
+      std::make_shared<RecordingSessionSink>([&](const SessionEvent& e) {
         if (e.kind == Kind::kTokens && e.stream == 2 && ++seen == 3) {
           engine->SessionAppend(handle, {"late", 1, late, {}});
         }
@@ -240,25 +244,35 @@ TEST_F(SessionModelTest, LateInputEqualsRecomputingTheContext) {
   const int64_t y_after3 = prefix.size() + user.size() + 3;
   EXPECT_EQ(late_first, y_after3);
   EXPECT_EQ(late_end, y_after3 + static_cast<int64_t>(late.size()));
-  // Each later token equals a recomputation of its whole context as one
-  // ordinary prompt: same token, same log-probabilities.
-  for (int k = 3; k < 8; ++k) {
-    std::vector<int32_t> context = prefix;
-    context.insert(context.end(), user.begin(), user.end());
-    for (int i = 0; i < 3; ++i) context.push_back(out[i].token_id);
-    context.insert(context.end(), late.begin(), late.end());
-    for (int i = 3; i < k; ++i) context.push_back(out[i].token_id);
-    const SampledToken ref = Generate(context, 1)[0];
-    EXPECT_EQ(out[k].token_id, ref.token_id) << "token " << k;
-    EXPECT_NEAR(out[k].logprob, ref.logprob, 1e-3) << "token " << k;
-    ASSERT_EQ(out[k].top.size(), ref.top.size());
-    for (size_t j = 0; j < ref.top.size(); ++j) {
-      EXPECT_EQ(out[k].top[j].token_id, ref.top[j].token_id);
-      EXPECT_NEAR(out[k].top[j].logprob, ref.top[j].logprob, 1e-3);
-    }
-  }
+  // Recompute the whole context as one ordinary sequence (stream 0,
+  // y = index), chunked as the session computed it: prompt, o1, o2, then o3
+  // with the late input, then one token per step. Every sampled position
+  // must give the same logits, bit for bit.
+  // (The engine must be gone: the model runs one Forward at a time.)
   engine_->CloseSession(*h);
   ASSERT_TRUE(sink->WaitFor(Kind::kClosed, 1));
+  engine_.reset();
+  model::testing::SequenceRunner ref(*model_, 512);
+  std::vector<float> logits;
+  std::vector<int32_t> prompt = prefix;
+  prompt.insert(prompt.end(), user.begin(), user.end());
+  ASSERT_TRUE(ref.Forward(prompt, false, &logits).ok());
+  for (size_t k = 0; k < out.size(); ++k) {
+    if (k > 0) {
+      const int32_t prev[1] = {out[k - 1].token_id};
+      ASSERT_TRUE(ref.Forward(prev, false, &logits).ok());
+      // o3's entry and the late input: two runs (two streams) of one step.
+      if (k == 3) ASSERT_TRUE(ref.Forward(late, false, &logits).ok());
+    }
+    SampledToken want;
+    ComputeLogprobs(logits, out[k].token_id, 5, &want);
+    EXPECT_EQ(out[k].logprob, want.logprob) << "token " << k;
+    ASSERT_EQ(out[k].top.size(), want.top.size());
+    for (size_t j = 0; j < want.top.size(); ++j) {
+      EXPECT_EQ(out[k].top[j].token_id, want.top[j].token_id) << k;
+      EXPECT_EQ(out[k].top[j].logprob, want.top[j].logprob) << k;
+    }
+  }
 }
 
 TEST_F(SessionModelTest, SecondTurnComputesOnlyItsNewTokens) {

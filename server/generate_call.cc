@@ -53,6 +53,7 @@ void AppendChunk(const batching::OutputChunk& chunk,
   v1::Usage* usage = info->mutable_usage();
   usage->set_prompt_tokens(chunk.prompt_tokens);
   usage->set_output_tokens(chunk.output_tokens);
+  usage->set_reasoning_tokens(chunk.reasoning_tokens);
   v1::Timings* timings = info->mutable_timings();
   timings->set_queue_seconds(chunk.queue_seconds);
   timings->set_time_to_first_token_seconds(chunk.time_to_first_token_seconds);
@@ -218,16 +219,23 @@ class GenerateCall::Outbox : public batching::OutputSink,
         if (chunks_.empty()) return;
         response_.Clear();
         response_.set_request_id(request_id_);
-        for (const batching::OutputChunk& c : chunks_) {
+        // Coalesce chunks of one stream (reasoning or output) per message.
+        const bool reasoning = chunks_.front().reasoning;
+        response_.set_stream(reasoning ? v1::STREAM_KIND_REASONING
+                                       : v1::STREAM_KIND_OUTPUT);
+        while (!chunks_.empty()) {
+          const batching::OutputChunk& c = chunks_.front();
           if (!c.error.ok()) {
             finish = true;
             finish_status = ToGrpcStatus(c.error);
+            chunks_.clear();
             break;
           }
+          if (c.reasoning != reasoning && !c.final) break;
           AppendChunk(c, &response_);
           if (c.final) final_written_ = true;
+          chunks_.pop_front();
         }
-        chunks_.clear();
         if (!finish) {
           response_.set_sequence_number(next_sequence_number_++);
           write_in_flight_ = true;
