@@ -46,7 +46,9 @@ def bench_braid(model, threads, n):
     pb, pb_grpc = harness.load_stubs()
     os.environ["BRAID_MODEL"] = model
     t0 = time.time()
-    d = harness.Daemon(f"--threads={threads}", "--context_length=4096")
+    # A 4096-token KV pool, as llama.cpp's n_ctx below.
+    d = harness.Daemon(f"--threads={threads}", "--context_length=4096",
+                       "--kv_budget_tokens=4096")
     log = d.read_log()
     m = re.search(r"loaded .* in ([0-9.]+) s", log)
     load = float(m.group(1)) if m else time.time() - t0
@@ -54,7 +56,11 @@ def bench_braid(model, threads, n):
     req = pb.GenerateRequest(prompt=pb.Prompt(text=PROMPT.encode()),
                              sampling=pb.SamplingParams(max_tokens=n,
                                                         ignore_eos=True))
-    list(stub.Generate(req))  # warm-up
+    # Warm up with another prompt, so the measured one is not served from
+    # the prefix cache.
+    warm = pb.GenerateRequest(prompt=pb.Prompt(text=b"Warm-up: say hello."),
+                              sampling=pb.SamplingParams(max_tokens=8))
+    list(stub.Generate(warm))
     final = list(stub.Generate(req))[-1].final
     t = final.timings
     prefill_tps = final.usage.prompt_tokens / t.time_to_first_token_seconds
