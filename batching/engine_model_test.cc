@@ -12,7 +12,7 @@
 #include "batching/testing/recording_sink.h"
 #include "gtest/gtest.h"
 #include "model/gguf.h"
-#include "model/tokenizer/gguf_loader.h"
+#include "model/testing/smollm2.h"
 
 namespace braid::batching {
 namespace {
@@ -24,18 +24,10 @@ constexpr int kBlockSize = 16;
 class EngineModelTest : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
-    const char* path = std::getenv("BRAID_MODEL");
-    ASSERT_NE(path, nullptr) << "set BRAID_MODEL (make test does)";
-    auto file = model::GgufFile::Open(path);
-    ASSERT_TRUE(file.ok()) << file.status();
-    auto data = model::TokenizerDataFromGguf(**file);
-    ASSERT_TRUE(data.ok()) << data.status();
-    auto tok = model::Tokenizer::Create(*std::move(data));
-    ASSERT_TRUE(tok.ok()) << tok.status();
-    tokenizer_ = tok->release();
-    auto llama = model::LlamaModel::Load(*std::move(file), {});
-    ASSERT_TRUE(llama.ok()) << llama.status();
-    model_ = llama->release();
+    auto loaded = model::testing::LoadSmolLm2();
+    ASSERT_TRUE(loaded.ok()) << loaded.status();
+    tokenizer_ = loaded->tokenizer.release();
+    model_ = loaded->model.release();
   }
 
   void SetUp() override { ASSERT_NE(model_, nullptr); }

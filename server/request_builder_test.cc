@@ -5,8 +5,7 @@
 #include <limits>
 
 #include "gtest/gtest.h"
-#include "model/gguf.h"
-#include "model/tokenizer/gguf_loader.h"
+#include "model/testing/smollm2.h"
 
 namespace braid::server {
 namespace {
@@ -28,15 +27,9 @@ TEST(Utf8Test, ValidAndInvalid) {
 class RequestBuilderTest : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
-    const char* path = std::getenv("BRAID_MODEL");
-    ASSERT_NE(path, nullptr) << "set BRAID_MODEL (make test does)";
-    auto file = model::GgufFile::Open(path);
-    ASSERT_TRUE(file.ok()) << file.status();
-    auto data = model::TokenizerDataFromGguf(**file);
-    ASSERT_TRUE(data.ok()) << data.status();
-    auto tok = model::Tokenizer::Create(*std::move(data));
-    ASSERT_TRUE(tok.ok()) << tok.status();
-    tokenizer_ = tok->release();
+    auto loaded = model::testing::LoadSmolLm2(/*with_weights=*/false);
+    ASSERT_TRUE(loaded.ok()) << loaded.status();
+    tokenizer_ = loaded->tokenizer.release();
   }
 
   RequestBuilder Builder() const {

@@ -20,7 +20,7 @@
 #include "model/gguf.h"
 #include "model/llama.h"
 #include "model/testing/sequence_runner.h"
-#include "model/tokenizer/gguf_loader.h"
+#include "model/testing/smollm2.h"
 #include "model/tokenizer/tokenizer.h"
 
 namespace braid {
@@ -57,20 +57,10 @@ std::string FromHex(absl::string_view hex) {
 class GoldenTest : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
-    const char* path = std::getenv("BRAID_MODEL");
-    ASSERT_NE(path, nullptr)
-        << "set BRAID_MODEL to SmolLM2-135M-Instruct.Q4_1.gguf "
-           "(scripts/fetch_model.sh prints its path; `make test` sets it)";
-    auto file = model::GgufFile::Open(path);
-    ASSERT_TRUE(file.ok()) << file.status();
-    auto data = model::TokenizerDataFromGguf(**file);
-    ASSERT_TRUE(data.ok()) << data.status();
-    auto tokenizer = model::Tokenizer::Create(*std::move(data));
-    ASSERT_TRUE(tokenizer.ok()) << tokenizer.status();
-    tokenizer_ = tokenizer->release();
-    auto llama = model::LlamaModel::Load(*std::move(file), {});
-    ASSERT_TRUE(llama.ok()) << llama.status();
-    model_ = llama->release();
+    auto loaded = model::testing::LoadSmolLm2();
+    ASSERT_TRUE(loaded.ok()) << loaded.status();
+    tokenizer_ = loaded->tokenizer.release();
+    model_ = loaded->model.release();
 
     std::ifstream tsv(std::string(kDir) + "generate_golden.tsv");
     ASSERT_TRUE(tsv) << "missing fixture generate_golden.tsv";
