@@ -88,7 +88,7 @@ std::string StatsJson(const batching::EngineStats& s) {
       ", \"computed_tokens\": ", s.computed_tokens,
       ", \"prefix_hit_tokens\": ", s.prefix_hit_tokens,
       ", \"completed\": ", s.completed, ", \"cancelled\": ", s.cancelled,
-      ", \"failed\": ", s.failed, "}");
+      ", \"failed\": ", s.failed, ", \"sessions\": ", s.sessions, "}");
 }
 
 metrics::EngineGauges ToGauges(const batching::EngineStats& s) {

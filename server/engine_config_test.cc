@@ -53,10 +53,12 @@ TEST(EngineConfigTest, StatsJsonHasEveryCounter) {
   batching::EngineStats s;
   s.kv_blocks_total = 7;
   s.preemptions = 3;
+  s.sessions = 2;
   const std::string json = StatsJson(s);
   EXPECT_NE(json.find("\"kv_blocks_total\": 7"), std::string::npos);
   EXPECT_NE(json.find("\"preemptions\": 3"), std::string::npos);
   EXPECT_NE(json.find("\"requests\": 0"), std::string::npos);
+  EXPECT_NE(json.find("\"sessions\": 2"), std::string::npos);
 }
 
 }  // namespace

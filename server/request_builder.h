@@ -43,12 +43,18 @@ class RequestBuilder {
       const google::protobuf::RepeatedField<int32_t>& ids,
       absl::string_view field) const;
 
- private:
+  // The pieces of BuildGenerate, shared with the Session RPC (a session's
+  // prefix and appended input are prompts; each output stream's sampling is
+  // checked like a Generate request's, against `prompt_tokens` of context).
+  // Any prompt kind -> token ids: non-empty and shorter than the context.
   absl::StatusOr<std::vector<int32_t>> PromptTokens(
       const v1::Prompt& prompt) const;
+  // Fills out->sampling, stop, stop_token_ids, ignore_eos, max_tokens and
+  // reasoning.
   absl::Status FillSampling(const v1::SamplingParams& params, int prompt_tokens,
                             batching::GenerationRequest* out) const;
 
+ private:
   const model::Tokenizer* tokenizer_;
   const model::ChatTemplate* chat_template_;
   Limits limits_;

@@ -140,6 +140,25 @@ grpc::ServerWriteReactor<v1::GenerateResponse>* BraidService::Generate(
                           client_deadline, hooks);
 }
 
+grpc::ServerBidiReactor<v1::SessionRequest, v1::SessionEvent>*
+BraidService::Session(grpc::CallbackServerContext* context) {
+  const CallHooks hooks{&streams_, options_.metrics};
+  absl::StatusOr<const Backend*> backend =
+      Admit(context, Scope::kGenerate, "Session");
+  if (!backend.ok()) {
+    return new SessionCall(ToGrpcStatus(backend.status()), hooks);
+  }
+  SessionCall::Backend b;
+  b.engine = (*backend)->engine;
+  b.builder = &(*backend)->builder;
+  b.context_length = (*backend)->info.context_length;
+  return new SessionCall(
+      b,
+      std::string(context->peer()) + "#" +
+          std::to_string(reinterpret_cast<uintptr_t>(context)),
+      hooks);
+}
+
 grpc::ServerUnaryReactor* BraidService::Tokenize(
     grpc::CallbackServerContext* context, const v1::TokenizeRequest* request,
     v1::TokenizeResponse* response) {

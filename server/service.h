@@ -15,6 +15,7 @@
 #include "server/auth.h"
 #include "server/generate_call.h"
 #include "server/request_builder.h"
+#include "server/session_call.h"
 
 namespace braid::server {
 
@@ -42,8 +43,8 @@ struct ServiceOptions {
 //
 // Lifecycle: it serves before the model is loaded (every RPC gets
 // UNAVAILABLE until SetReady), then serves, then drains (StartDrain: new
-// RPCs get UNAVAILABLE while open Generate streams go on; AbortStreams ends
-// those left).
+// RPCs get UNAVAILABLE while open Generate and Session streams go on;
+// AbortStreams ends those left).
 //
 // Thread-safe; what SetReady receives outlives the service.
 class BraidService final : public v1::Braid::CallbackService {
@@ -58,12 +59,16 @@ class BraidService final : public v1::Braid::CallbackService {
                 batching::Engine* engine, ServiceInfo info);
   void StartDrain();
   int open_streams() const { return streams_.size(); }
-  // Ends every open Generate stream with `status`; returns how many.
+  // Ends every open Generate and Session stream with `status`; returns how
+  // many.
   int AbortStreams(const grpc::Status& status);
 
   grpc::ServerWriteReactor<v1::GenerateResponse>* Generate(
       grpc::CallbackServerContext* context,
       const v1::GenerateRequest* request) override;
+
+  grpc::ServerBidiReactor<v1::SessionRequest, v1::SessionEvent>* Session(
+      grpc::CallbackServerContext* context) override;
 
   grpc::ServerUnaryReactor* Tokenize(grpc::CallbackServerContext* context,
                                      const v1::TokenizeRequest* request,

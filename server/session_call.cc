@@ -1,0 +1,685 @@
+#include "server/session_call.h"
+
+#include <deque>
+#include <utility>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/container/flat_hash_map.h"
+#include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
+#include "server/status.h"
+
+namespace braid::server {
+namespace {
+
+absl::Status Invalid(absl::string_view field, absl::string_view why) {
+  return absl::InvalidArgumentError(absl::StrCat(field, ": ", why));
+}
+
+// Prefixes a RequestBuilder error (which names fields from the request's
+// root, e.g. "sampling.top_k: ...") with where it sits in the session.
+absl::Status Under(absl::string_view where, const absl::Status& status) {
+  if (status.ok()) return status;
+  return absl::Status(status.code(),
+                      absl::StrCat(where, ".", status.message()));
+}
+
+v1::FinishReason ToProto(batching::FinishReason reason) {
+  switch (reason) {
+    case batching::FinishReason::kEos:
+      return v1::FINISH_REASON_EOS;
+    case batching::FinishReason::kLength:
+      return v1::FINISH_REASON_LENGTH;
+    case batching::FinishReason::kStop:
+      return v1::FINISH_REASON_STOP;
+    case batching::FinishReason::kContextFull:
+      return v1::FINISH_REASON_CONTEXT_FULL;
+    case batching::FinishReason::kCancelled:
+      return v1::FINISH_REASON_CANCELLED;
+    case batching::FinishReason::kNone:
+      break;
+  }
+  return v1::FINISH_REASON_UNSPECIFIED;
+}
+
+// What the call knows of each stream; index 0 is the prefix.
+struct StreamInfo {
+  std::string id;
+  bool output = false;
+  bool logprobs = false;
+};
+
+bool InputRole(v1::StreamRole role) {
+  return role == v1::STREAM_ROLE_UNSPECIFIED ||
+         role == v1::STREAM_ROLE_SYSTEM || role == v1::STREAM_ROLE_USER ||
+         role == v1::STREAM_ROLE_TOOL;
+}
+
+bool OutputRole(v1::StreamRole role) {
+  return role == v1::STREAM_ROLE_UNSPECIFIED ||
+         role == v1::STREAM_ROLE_OUTPUT || role == v1::STREAM_ROLE_REASONING;
+}
+
+constexpr int kMaxStreams = 64;
+
+// open -> engine options and the stream table.
+absl::Status BuildSession(const v1::SessionOpen& open,
+                          const RequestBuilder& builder,
+                          batching::SessionOptions* out,
+                          std::vector<StreamInfo>* streams) {
+  if (open.session_id().size() > 128) {
+    return Invalid("open.session_id", "must be at most 128 bytes");
+  }
+  out->session_id = open.session_id();
+  if (open.tenant().size() > 64) {
+    return Invalid("open.tenant", "must be at most 64 bytes");
+  }
+  out->tenant = open.tenant();
+  if (open.priority() < -100 || open.priority() > 100) {
+    return Invalid("open.priority", "must be in [-100, 100]");
+  }
+  out->priority = open.priority();
+  if (open.resume()) {
+    return absl::UnimplementedError(
+        "open.resume: resuming a kept session is not supported yet");
+  }
+  switch (open.duplex_policy()) {
+    case v1::DUPLEX_POLICY_UNSPECIFIED:
+    case v1::DUPLEX_POLICY_INTERJECT:
+      out->duplex = batching::DuplexPolicy::kInterject;
+      break;
+    case v1::DUPLEX_POLICY_INTERRUPT:
+      out->duplex = batching::DuplexPolicy::kInterrupt;
+      break;
+    case v1::DUPLEX_POLICY_QUEUE:
+      out->duplex = batching::DuplexPolicy::kQueue;
+      break;
+    default:
+      return Invalid("open.duplex_policy",
+                     absl::StrCat("unknown value ", open.duplex_policy()));
+  }
+  if (!open.has_prefix()) {
+    return Invalid("open.prefix",
+                   "is required (the shared prompt, at least "
+                   "one token)");
+  }
+  absl::StatusOr<std::vector<int32_t>> prefix =
+      builder.PromptTokens(open.prefix());
+  if (!prefix.ok()) return Under("open.prefix", prefix.status());
+  out->prefix = *std::move(prefix);
+  // braid serves single-stream models for now (GetModelInfo.num_streams is
+  // 1): the linear layout.
+  out->aligned = false;
+
+  if (open.streams().empty()) {
+    return Invalid("open.streams", "must name at least one stream");
+  }
+  if (open.streams_size() > kMaxStreams) {
+    return Invalid("open.streams",
+                   absl::StrCat("at most ", kMaxStreams, " streams"));
+  }
+  streams->assign(1, StreamInfo{});
+  absl::flat_hash_map<std::string, int> seen;
+  for (int i = 0; i < open.streams_size(); ++i) {
+    const v1::StreamSpec& spec = open.streams(i);
+    const std::string field = absl::StrCat("open.streams[", i, "]");
+    if (spec.stream_id().empty() || spec.stream_id().size() > 64) {
+      return Invalid(field + ".stream_id", "must be 1..64 bytes");
+    }
+    if (auto [it, added] = seen.emplace(spec.stream_id(), i); !added) {
+      return Invalid(
+          field + ".stream_id",
+          absl::StrCat("\"", spec.stream_id(),
+                       "\" is already the id of streams[", it->second, "]"));
+    }
+    batching::SessionStreamOptions o;
+    o.name = spec.stream_id();
+    StreamInfo info;
+    info.id = spec.stream_id();
+    switch (spec.kind()) {
+      case v1::STREAM_KIND_INPUT:
+        o.output = false;
+        break;
+      case v1::STREAM_KIND_OUTPUT:
+      case v1::STREAM_KIND_REASONING:
+        o.output = true;
+        break;
+      default:
+        return Invalid(field + ".kind", "must be INPUT, OUTPUT or REASONING");
+    }
+    info.output = o.output;
+    if (o.output ? !OutputRole(spec.role()) : !InputRole(spec.role())) {
+      return Invalid(
+          field + ".role",
+          absl::StrCat(v1::StreamRole_Name(spec.role()), " does not fit a ",
+                       o.output ? "sampled (OUTPUT/REASONING)" : "INPUT",
+                       " stream"));
+    }
+    if (!o.output) {
+      if (spec.has_sampling()) {
+        return Invalid(field + ".sampling", "is only for OUTPUT streams");
+      }
+      out->streams.push_back(std::move(o));
+      streams->push_back(std::move(info));
+      continue;
+    }
+    switch (spec.visibility()) {
+      case v1::VISIBILITY_UNSPECIFIED:  // single-stream model: BRANCH
+      case v1::VISIBILITY_BRANCH:
+        o.visibility = batching::StreamVisibility::kBranch;
+        break;
+      case v1::VISIBILITY_ALL:
+        o.visibility = batching::StreamVisibility::kAll;
+        break;
+      default:
+        return Invalid(field + ".visibility",
+                       absl::StrCat("unknown value ", spec.visibility()));
+    }
+    batching::GenerationRequest sampled;
+    if (absl::Status s = builder.FillSampling(
+            spec.sampling(), static_cast<int>(out->prefix.size()), &sampled);
+        !s.ok()) {
+      return Under(field, s);
+    }
+    if (!sampled.stop.empty()) {
+      return Invalid(field + ".sampling.stop",
+                     "stop strings are not supported on session streams yet; "
+                     "use stop_token_ids");
+    }
+    o.sampling = sampled.sampling;
+    o.max_tokens = sampled.max_tokens;
+    o.stop_token_ids = std::move(sampled.stop_token_ids);
+    o.ignore_eos = sampled.ignore_eos;
+    o.reasoning = sampled.reasoning;
+    info.logprobs = sampled.sampling.logprobs;
+    out->streams.push_back(std::move(o));
+    streams->push_back(std::move(info));
+  }
+  return absl::OkStatus();
+}
+
+v1::SessionEvent ErrorEvent(const absl::Status& status) {
+  v1::SessionEvent event;
+  v1::SessionError* error = event.mutable_error();
+  error->set_code(static_cast<int>(status.code()));
+  error->set_message(SanitizeUtf8(status.message()));
+  return event;
+}
+
+// Appends `next` (tokens of the same stream and kind, at the positions
+// right after `into`'s, or text only) to `into`.
+bool Mergeable(const v1::SessionTokens& into, const v1::SessionTokens& next) {
+  if (into.stream_id() != next.stream_id() || into.stream() != next.stream()) {
+    return false;
+  }
+  if (next.token_ids().empty() || into.token_ids().empty()) return true;
+  return next.first_position() == into.first_position() + into.token_ids_size();
+}
+
+void Merge(v1::SessionTokens* into, const v1::SessionTokens& next) {
+  if (into->token_ids().empty())
+    into->set_first_position(next.first_position());
+  for (int32_t id : next.token_ids()) into->add_token_ids(id);
+  into->mutable_text()->append(next.text());
+  for (const v1::TokenLogprob& lp : next.logprobs()) {
+    *into->add_logprobs() = lp;
+  }
+}
+
+}  // namespace
+
+// The shared state of one call: events from the engine, the write in
+// flight, the read being started and the call's progress, under one mutex.
+class SessionCall::Outbox : public batching::SessionSink,
+                            public AbortableStream {
+ public:
+  Outbox(SessionCall* call, batching::Engine* engine)
+      : call_(call), engine_(engine) {}
+
+  // Before OpenSession.
+  void Configure(std::string session_id, std::vector<StreamInfo> streams) {
+    absl::MutexLock lock(&mu_);
+    session_id_ = std::move(session_id);
+    streams_ = std::move(streams);
+  }
+
+  void set_handle(uint64_t handle) {
+    absl::MutexLock lock(&mu_);
+    handle_ = handle;
+  }
+
+  // Engine thread.
+  void Push(batching::SessionEvent e) override {
+    {
+      absl::MutexLock lock(&mu_);
+      if (e.kind == batching::SessionEvent::Kind::kClosed) {
+        engine_closed_ = true;
+      }
+      if (call_ == nullptr || finished_ || cancelled_) return;
+      Convert(std::move(e));
+    }
+    Pump();
+  }
+
+  // gRPC threads: a failed action; the session stays open.
+  void PushError(const absl::Status& status) {
+    {
+      absl::MutexLock lock(&mu_);
+      if (call_ == nullptr || finished_ || cancelled_) return;
+      queue_.push_back(Item{ErrorEvent(status)});
+    }
+    Pump();
+  }
+
+  void WriteDone(bool ok) {
+    bool cancel = false;
+    {
+      absl::MutexLock lock(&mu_);
+      write_in_flight_ = false;
+      if (!ok && !cancelled_ && !finished_) {  // the stream is broken
+        cancelled_ = true;
+        cancel = true;
+        cancel_status_ = grpc::Status(grpc::StatusCode::CANCELLED,
+                                      "the client's stream broke");
+      }
+    }
+    if (cancel) CancelEngine();
+    Pump();
+  }
+
+  // The client cancelled, disconnected or its deadline passed.
+  void Cancel() {
+    Abort(grpc::Status(grpc::StatusCode::CANCELLED, "cancelled by the client"));
+  }
+
+  void Abort(const grpc::Status& status) override {
+    {
+      absl::MutexLock lock(&mu_);
+      if (finished_ || cancelled_) return;
+      cancelled_ = true;
+      cancel_status_ = status;
+    }
+    CancelEngine();
+    Pump();
+  }
+
+  void FinishNow(const grpc::Status& status) {
+    SessionCall* call;
+    {
+      absl::MutexLock lock(&mu_);
+      if (finished_ || call_ == nullptr) return;
+      if (write_in_flight_ || read_starting_) {
+        // Finish when the operation is started / done (Pump).
+        if (!cancelled_) {
+          cancelled_ = true;
+          cancel_status_ = status;
+        }
+        return;
+      }
+      finished_ = true;
+      call = call_;
+    }
+    call->Finish(status);
+  }
+
+  // Cancels the engine session unless it already ended.
+  void CancelEngine() {
+    uint64_t handle;
+    {
+      absl::MutexLock lock(&mu_);
+      if (engine_closed_) return;
+      handle = handle_;
+    }
+    if (handle != 0) engine_->Cancel(handle);
+  }
+
+  // Decides whether to start the next read; EndRead after StartRead.
+  bool BeginRead() {
+    absl::MutexLock lock(&mu_);
+    if (call_ == nullptr || finished_ || cancelled_) return false;
+    read_starting_ = true;
+    return true;
+  }
+
+  void EndRead() {
+    {
+      absl::MutexLock lock(&mu_);
+      read_starting_ = false;
+    }
+    Pump();
+  }
+
+  void Detach() {
+    absl::MutexLock lock(&mu_);
+    call_ = nullptr;
+    queue_.clear();
+  }
+
+  // The stream index of input (or output) stream `id`, or 0.
+  int Find(absl::string_view id, bool output) {
+    absl::MutexLock lock(&mu_);
+    for (size_t i = 1; i < streams_.size(); ++i) {
+      if (streams_[i].id == id && streams_[i].output == output) {
+        return static_cast<int>(i);
+      }
+    }
+    return 0;
+  }
+
+  uint64_t handle() {
+    absl::MutexLock lock(&mu_);
+    return handle_;
+  }
+
+ private:
+  struct Item {
+    v1::SessionEvent event;
+    bool closed = false;  // the engine closed the session: finish
+    grpc::Status status;  // when closed
+  };
+
+  void Convert(batching::SessionEvent e) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    using Kind = batching::SessionEvent::Kind;
+    const StreamInfo* info =
+        e.stream >= 0 && e.stream < static_cast<int>(streams_.size())
+            ? &streams_[e.stream]
+            : nullptr;
+    const std::string stream_id = info != nullptr ? info->id : "";
+    Item item;
+    v1::SessionEvent& out = item.event;
+    switch (e.kind) {
+      case Kind::kOpened: {
+        v1::SessionOpened* opened = out.mutable_opened();
+        opened->set_session_id(session_id_);
+        opened->set_prefix_length(e.prefix_length);
+        break;
+      }
+      case Kind::kTokens: {
+        v1::SessionTokens* t = out.mutable_tokens();
+        t->set_stream_id(stream_id);
+        t->set_stream(e.reasoning ? v1::STREAM_KIND_REASONING
+                                  : v1::STREAM_KIND_OUTPUT);
+        t->set_first_position(e.first_position);
+        t->set_text(SanitizeUtf8(e.text));
+        const bool logprobs = info != nullptr && info->logprobs;
+        for (const batching::SampledToken& s : e.tokens) {
+          t->add_token_ids(s.token_id);
+          if (!logprobs) continue;
+          v1::TokenLogprob* lp = t->add_logprobs();
+          lp->set_token_id(s.token_id);
+          lp->set_logprob(s.logprob);
+          for (const batching::TokenChoice& c : s.top) {
+            v1::TopLogprob* top = lp->add_top();
+            top->set_token_id(c.token_id);
+            top->set_logprob(c.logprob);
+          }
+        }
+        break;
+      }
+      case Kind::kAck: {
+        v1::InputAck* ack = out.mutable_ack();
+        ack->set_input_id(e.input_id);
+        ack->set_stream_id(stream_id);
+        ack->set_first_position(e.first_position);
+        ack->set_end_position(e.end_position);
+        ack->set_num_tokens(e.output_tokens);
+        break;
+      }
+      case Kind::kTurnEnd: {
+        if (!e.text.empty()) {  // bytes the detokenizer held back
+          Item text;
+          v1::SessionTokens* t = text.event.mutable_tokens();
+          t->set_stream_id(stream_id);
+          t->set_stream(v1::STREAM_KIND_OUTPUT);
+          t->set_text(SanitizeUtf8(e.text));
+          queue_.push_back(std::move(text));
+        }
+        v1::TurnEnd* end = out.mutable_turn_end();
+        end->set_stream_id(stream_id);
+        v1::FinalInfo* final = end->mutable_info();
+        final->set_finish_reason(ToProto(e.finish_reason));
+        final->set_seed(e.seed);
+        final->mutable_usage()->set_output_tokens(e.output_tokens);
+        final->mutable_usage()->set_reasoning_tokens(e.reasoning_tokens);
+        break;
+      }
+      case Kind::kError:
+        item.event = ErrorEvent(e.status);
+        break;
+      case Kind::kClosed:
+        item.closed = true;
+        item.status = ToGrpcStatus(e.status);
+        break;
+    }
+    queue_.push_back(std::move(item));
+  }
+
+  // Starts the next write, or finishes the call, when there is something
+  // to do and no operation is in flight or being started.
+  void Pump() {
+    SessionCall* call;
+    grpc::Status finish_status;
+    bool finish = false;
+    {
+      absl::MutexLock lock(&mu_);
+      call = call_;
+      if (call == nullptr || finished_ || write_in_flight_ || read_starting_) {
+        return;
+      }
+      if (cancelled_) {
+        finish = true;
+        finish_status = cancel_status_;
+      } else if (queue_.empty()) {
+        return;
+      } else if (queue_.front().closed) {
+        finish = true;
+        finish_status = queue_.front().status;
+        queue_.clear();
+      } else {
+        response_ = std::move(queue_.front().event);
+        queue_.pop_front();
+        if (response_.has_tokens()) {
+          v1::SessionTokens* t = response_.mutable_tokens();
+          while (!queue_.empty() && queue_.front().event.has_tokens() &&
+                 Mergeable(*t, queue_.front().event.tokens())) {
+            Merge(t, queue_.front().event.tokens());
+            queue_.pop_front();
+          }
+        }
+        response_.set_session_id(session_id_);
+        response_.set_sequence_number(next_sequence_number_++);
+        write_in_flight_ = true;
+      }
+      if (finish) finished_ = true;
+    }
+    if (finish) {
+      call->Finish(finish_status);
+    } else {
+      call->StartWrite(&response_);
+    }
+  }
+
+  absl::Mutex mu_;
+  SessionCall* call_ ABSL_GUARDED_BY(mu_);
+  batching::Engine* const engine_;
+  std::string session_id_ ABSL_GUARDED_BY(mu_);
+  std::vector<StreamInfo> streams_ ABSL_GUARDED_BY(mu_);
+  uint64_t handle_ ABSL_GUARDED_BY(mu_) = 0;
+  bool engine_closed_ ABSL_GUARDED_BY(mu_) = false;
+  std::deque<Item> queue_ ABSL_GUARDED_BY(mu_);
+  bool write_in_flight_ ABSL_GUARDED_BY(mu_) = false;
+  bool read_starting_ ABSL_GUARDED_BY(mu_) = false;
+  bool finished_ ABSL_GUARDED_BY(mu_) = false;  // Finish() was called
+  bool cancelled_ ABSL_GUARDED_BY(mu_) = false;
+  grpc::Status cancel_status_ ABSL_GUARDED_BY(mu_);  // when cancelled_
+  uint64_t next_sequence_number_ ABSL_GUARDED_BY(mu_) = 0;
+  v1::SessionEvent response_;  // the write in flight
+};
+
+SessionCall::SessionCall(Backend backend, std::string default_session_id,
+                         CallHooks hooks)
+    : backend_(backend),
+      default_session_id_(std::move(default_session_id)),
+      outbox_(std::make_shared<Outbox>(this, backend.engine)),
+      hooks_(hooks) {
+  if (hooks_.registry != nullptr) registry_id_ = hooks_.registry->Add(outbox_);
+  if (outbox_->BeginRead()) {
+    StartRead(&request_);
+    outbox_->EndRead();
+  }
+}
+
+SessionCall::SessionCall(const grpc::Status& error, CallHooks hooks)
+    : outbox_(std::make_shared<Outbox>(this, nullptr)), hooks_(hooks) {
+  outbox_->FinishNow(error);
+}
+
+bool SessionCall::Open(const v1::SessionOpen& open) {
+  batching::SessionOptions options;
+  std::vector<StreamInfo> streams;
+  if (absl::Status s =
+          BuildSession(open, *backend_.builder, &options, &streams);
+      !s.ok()) {
+    outbox_->FinishNow(ToGrpcStatus(s));
+    return false;
+  }
+  if (options.session_id.empty()) options.session_id = default_session_id_;
+  outbox_->Configure(options.session_id, std::move(streams));
+  absl::StatusOr<uint64_t> handle =
+      backend_.engine->OpenSession(std::move(options), outbox_);
+  if (!handle.ok()) {
+    outbox_->FinishNow(ToGrpcStatus(handle.status()));
+    return false;
+  }
+  outbox_->set_handle(*handle);
+  return true;
+}
+
+bool SessionCall::Act(const v1::SessionRequest& request) {
+  const uint64_t handle = outbox_->handle();
+  switch (request.action_case()) {
+    case v1::SessionRequest::kOpen:
+      outbox_->PushError(Invalid("open", "the session is already open"));
+      return true;
+    case v1::SessionRequest::kAppend: {
+      const v1::SessionAppend& a = request.append();
+      batching::SessionInput input;
+      input.stream = outbox_->Find(a.stream_id(), /*output=*/false);
+      if (input.stream == 0) {
+        outbox_->PushError(Invalid(
+            "append.stream_id",
+            absl::StrCat("\"", a.stream_id(), "\" is not an INPUT stream")));
+        return true;
+      }
+      if (a.input_id().size() > 128) {
+        outbox_->PushError(
+            Invalid("append.input_id", "must be at most 128 bytes"));
+        return true;
+      }
+      input.input_id = a.input_id();
+      for (int i = 0; i < a.generate_on_size(); ++i) {
+        const int s = outbox_->Find(a.generate_on(i), /*output=*/true);
+        if (s == 0) {
+          outbox_->PushError(
+              Invalid(absl::StrCat("append.generate_on[", i, "]"),
+                      absl::StrCat("\"", a.generate_on(i),
+                                   "\" is not an OUTPUT stream")));
+          return true;
+        }
+        input.generate_on.push_back(s);
+      }
+      if (!a.has_input()) {
+        outbox_->PushError(Invalid("append.input", "is required"));
+        return true;
+      }
+      absl::StatusOr<std::vector<int32_t>> tokens =
+          backend_.builder->PromptTokens(a.input());
+      if (!tokens.ok()) {
+        outbox_->PushError(Under("append.input", tokens.status()));
+        return true;
+      }
+      input.tokens = *std::move(tokens);
+      backend_.engine->SessionAppend(handle, std::move(input));
+      return true;
+    }
+    case v1::SessionRequest::kInterruptStreamId: {
+      const int s = outbox_->Find(request.interrupt_stream_id(), true);
+      if (s == 0) {
+        outbox_->PushError(
+            Invalid("interrupt_stream_id",
+                    absl::StrCat("\"", request.interrupt_stream_id(),
+                                 "\" is not an OUTPUT stream")));
+        return true;
+      }
+      backend_.engine->SessionInterrupt(handle, s);
+      return true;
+    }
+    case v1::SessionRequest::kCancel:
+      if (!request.cancel()) {
+        outbox_->PushError(Invalid("cancel", "must be true when set"));
+        return true;
+      }
+      backend_.engine->Cancel(handle);
+      return false;
+    case v1::SessionRequest::kClose:
+      if (request.close().keep()) {
+        outbox_->PushError(absl::UnimplementedError(
+            "close.keep: keeping a session for resume is not supported yet; "
+            "the session stays open"));
+        return true;
+      }
+      backend_.engine->CloseSession(handle);
+      return false;
+    case v1::SessionRequest::ACTION_NOT_SET:
+      break;
+  }
+  outbox_->PushError(Invalid(
+      "action",
+      "one of append, interrupt_stream_id, cancel or close must be set"));
+  return true;
+}
+
+void SessionCall::OnReadDone(bool ok) {
+  bool more;
+  if (!ok) {
+    // Half-close, or the call is ending (then OnCancel acts).
+    if (!opened_) {
+      outbox_->FinishNow(ToGrpcStatus(
+          Invalid("SessionRequest", "the first message must be `open`")));
+    } else {
+      const uint64_t handle = outbox_->handle();
+      if (handle != 0) backend_.engine->CloseSession(handle);
+    }
+    return;
+  }
+  if (!opened_) {
+    if (request_.action_case() != v1::SessionRequest::kOpen) {
+      outbox_->FinishNow(ToGrpcStatus(
+          Invalid("SessionRequest", "the first message must be `open`")));
+      return;
+    }
+    if (!Open(request_.open())) return;
+    opened_ = true;
+    more = true;
+  } else {
+    more = Act(request_);
+  }
+  if (more && outbox_->BeginRead()) {
+    StartRead(&request_);
+    outbox_->EndRead();
+  }
+}
+
+void SessionCall::OnWriteDone(bool ok) { outbox_->WriteDone(ok); }
+
+void SessionCall::OnCancel() { outbox_->Cancel(); }
+
+void SessionCall::OnDone() {
+  outbox_->Detach();
+  outbox_->CancelEngine();  // no-op when the session already ended
+  if (registry_id_ != 0) hooks_.registry->Remove(registry_id_);
+  delete this;
+}
+
+}  // namespace braid::server
