@@ -103,6 +103,16 @@ absl::Status LlamaModel::BindWeights() {
   } else {
     output_ = token_embd_;  // Tied embeddings.
   }
+  if (f.FindTensor("stream_embd.weight") != nullptr) {
+    k::WeightMatrix se;
+    BRAID_ASSIGN(se, Matrix(f, "stream_embd.weight", c.n_streams, c.n_embd));
+    stream_embd_.resize(static_cast<size_t>(c.n_streams) * c.n_embd);
+    for (int s = 0; s < c.n_streams; ++s) {
+      k::DequantizeRow(se.type, se.Row(s),
+                       stream_embd_.data() + static_cast<size_t>(s) * c.n_embd,
+                       c.n_embd);
+    }
+  }
   layers_.resize(c.n_layer);
   for (int il = 0; il < c.n_layer; ++il) {
     Layer& l = layers_[il];
@@ -291,6 +301,12 @@ absl::Status LlamaModel::ValidateBatch(const Batch& b, const KvView& kv) const {
           absl::StrCat("Forward: token id ", b.tokens[t], " at index ", t,
                        " is outside [0, ", c.n_vocab, ")"));
     }
+    if (!stream_embd_.empty() &&
+        (b.meta[t].stream < 0 || b.meta[t].stream >= c.n_streams)) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "Forward: stream id ", b.meta[t].stream, " at index ", t,
+          " is outside [0, ", c.n_streams, ") (the model's stream_embd)"));
+    }
     if (b.meta[t].y < 0) {
       return absl::InvalidArgumentError(
           absl::StrCat("Forward: negative y at index ", t));
@@ -364,8 +380,15 @@ void LlamaModel::ForwardBatch(const Batch& b, const KvView& kv,
   }
   for (int t = 0; t < n; ++t) {
     s.pos[t] = b.meta[t].y;
-    k::DequantizeRow(token_embd_.type, token_embd_.Row(b.tokens[t]),
-                     s.x.data() + static_cast<size_t>(t) * c.n_embd, c.n_embd);
+    float* x = s.x.data() + static_cast<size_t>(t) * c.n_embd;
+    k::DequantizeRow(token_embd_.type, token_embd_.Row(b.tokens[t]), x,
+                     c.n_embd);
+    if (!stream_embd_.empty()) {
+      k::AddInPlace(x,
+                    stream_embd_.data() +
+                        static_cast<size_t>(b.meta[t].stream) * c.n_embd,
+                    c.n_embd);
+    }
   }
   k::RopeTable(s.pos.data(), n, c.n_rot, c.rope_base, s.rope_cs.data());
   for (int il = 0; il < c.n_layer; ++il) RunLayer(il, b, kv);

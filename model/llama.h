@@ -34,7 +34,8 @@ struct LoadOptions {
 
 class LlamaModel {
  public:
-  // Validates the config and every tensor's presence, type and shape.
+  // Validates the config and every tensor's presence, type and shape
+  // (stream_embd.weight, optional, must be [n_streams, n_embd]).
   static absl::StatusOr<std::unique_ptr<LlamaModel>> Load(
       std::unique_ptr<GgufFile> file, const LoadOptions& opts);
 
@@ -56,8 +57,11 @@ class LlamaModel {
   // the rest of the batch, bit for bit; and they are deterministic.
   // The sequences must partition the tokens in order (sequence i starts where
   // i-1 ended) and must not write the same slot twice.
+  // With a stream_embd.weight tensor, row meta[t].stream of it is added to
+  // token t's embedding (docs/MULTISTREAM.md).
   // Errors: InvalidArgument (empty batch, sizes that disagree, token id out of
-  // range, negative y or num_cached, block table too short or with ids
+  // range, stream id outside [0, n_streams) when the model has stream_embd,
+  // negative y or num_cached, block table too short or with ids
   // outside the pool, pool shaped for another model). On error neither kv nor
   // logits are changed.
   absl::Status Forward(const Batch& batch, PagedKvPool& kv,
@@ -128,6 +132,8 @@ class LlamaModel {
   kernels::cpu::WeightMatrix token_embd_;  // [n_vocab, n_embd]
   kernels::cpu::WeightMatrix output_;      // [n_vocab, n_embd]
   std::vector<float> output_norm_;         // [n_embd]
+  // Optional stream_embd.weight, dequantized: [n_streams, n_embd] or empty.
+  std::vector<float> stream_embd_;
   std::vector<Layer> layers_;
   Scratch scratch_;
 };

@@ -1,6 +1,8 @@
 #include "model/model_config.h"
 
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
@@ -22,6 +24,66 @@ absl::Status ReadPositive(const GgufFile& f, const std::string& key, int* out) {
         absl::StrCat("model config: ", key, " = ", *v, " is out of range"));
   }
   *out = static_cast<int>(*v);
+  return absl::OkStatus();
+}
+
+// braid.streams.*; c->n_vocab must be set.
+absl::Status ReadStreams(const GgufFile& f, LlamaConfig* c) {
+  constexpr const char* kCount = "braid.streams.count";
+  constexpr const char* kRoles = "braid.streams.roles";
+  constexpr const char* kLayout = "braid.streams.layout";
+  constexpr const char* kSilence = "braid.streams.silence_token_id";
+  if (!f.Has(kCount)) {
+    for (const char* key : {kRoles, kLayout, kSilence}) {
+      if (f.Has(key)) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("model config: ", key, " is given without ", kCount));
+      }
+    }
+    return absl::OkStatus();
+  }
+  absl::StatusOr<int64_t> count = f.GetInt(kCount);
+  if (!count.ok() || *count < 1 || *count > 1024) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "model config: ", kCount, " must be an integer in [1, 1024]"));
+  }
+  c->n_streams = static_cast<int>(*count);
+  if (f.Has(kRoles)) {
+    absl::StatusOr<std::vector<std::string>> roles = f.GetStringArray(kRoles);
+    if (!roles.ok()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("model config: ", kRoles, " must be a string array"));
+    }
+    if (static_cast<int64_t>(roles->size()) != *count) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("model config: ", kRoles, " has ", roles->size(),
+                       " entries, ", kCount, " is ", *count));
+    }
+    c->stream_roles = *std::move(roles);
+  }
+  if (f.Has(kLayout)) {
+    absl::StatusOr<std::string> layout = f.GetString(kLayout);
+    if (layout.ok() && *layout == "aligned") {
+      c->stream_layout = LlamaConfig::StreamLayout::kAligned;
+    } else if (layout.ok() && *layout == "rows") {
+      c->stream_layout = LlamaConfig::StreamLayout::kRows;
+    } else {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "model config: ", kLayout, " must be \"aligned\" or \"rows\""));
+    }
+  }
+  if (f.Has(kSilence)) {
+    absl::StatusOr<int64_t> silence = f.GetInt(kSilence);
+    if (!silence.ok() || *silence < 0 || *silence >= c->n_vocab) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("model config: ", kSilence,
+                       " must be a token id in [0, ", c->n_vocab, ")"));
+    }
+    c->silence_token_id = static_cast<int>(*silence);
+  } else if (c->stream_layout == LlamaConfig::StreamLayout::kRows) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("model config: the rows layout needs ", kSilence));
+  }
   return absl::OkStatus();
 }
 
@@ -110,6 +172,7 @@ absl::StatusOr<LlamaConfig> LlamaConfig::FromGguf(const GgufFile& f) {
                      emb->dims[0], " != n_embd ", c.n_embd));
   }
   c.n_vocab = static_cast<int>(emb->dims[1]);
+  if (absl::Status s = ReadStreams(f, &c); !s.ok()) return s;
   return c;
 }
 

@@ -7,6 +7,7 @@
 #define BRAID_MODEL_MODEL_CONFIG_H_
 
 #include <string>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "model/gguf.h"
@@ -27,9 +28,21 @@ struct LlamaConfig {
   float rope_base = 10000.0f;
   float rms_eps = 1e-5f;
 
+  // Multi-stream metadata (docs/MULTISTREAM.md "Model metadata"), from the
+  // braid.streams.* keys; without them the model is single-stream:
+  // n_streams 1, no roles, aligned, no silence token.
+  enum class StreamLayout { kAligned, kRows };
+  int n_streams = 1;                      // braid.streams.count, >= 1.
+  std::vector<std::string> stream_roles;  // [n_streams] or empty.
+  StreamLayout stream_layout = StreamLayout::kAligned;
+  int silence_token_id = -1;  // In [0, n_vocab), or -1 when not given.
+
   int kv_dim() const { return n_head_kv * head_dim; }
 
-  // Reads `<arch>.*` keys. n_vocab comes from token_embd.weight's shape.
+  // Reads `<arch>.*` and `braid.streams.*` keys. n_vocab comes from
+  // token_embd.weight's shape. braid.streams.roles (string array of
+  // n_streams), .layout ("aligned" | "rows", default aligned) and
+  // .silence_token_id (required by rows) need braid.streams.count.
   static absl::StatusOr<LlamaConfig> FromGguf(const GgufFile& file);
 };
 

@@ -1,5 +1,6 @@
 #include "model/testing/random_llama.h"
 
+#include <algorithm>
 #include <cmath>
 #include <random>
 #include <vector>
@@ -27,6 +28,16 @@ std::string MakeRandomLlamaGguf(const RandomLlamaSpec& s) {
   w.AddUint32("llama.attention.head_count_kv", s.n_head_kv);
   w.AddFloat32("llama.rope.freq_base", s.rope_base);
   w.AddFloat32("llama.attention.layer_norm_rms_epsilon", 1e-5f);
+  if (s.n_streams > 0) w.AddUint32("braid.streams.count", s.n_streams);
+  if (!s.stream_roles.empty()) {
+    w.AddStringArray("braid.streams.roles", s.stream_roles);
+  }
+  if (!s.stream_layout.empty()) {
+    w.AddString("braid.streams.layout", s.stream_layout);
+  }
+  if (s.silence_token_id >= 0) {
+    w.AddInt32("braid.streams.silence_token_id", s.silence_token_id);
+  }
   const int64_t e = s.n_embd;
   const int64_t kv = static_cast<int64_t>(s.n_head_kv) * (e / s.n_head);
   const float scale = 1.0f / std::sqrt(static_cast<float>(e));
@@ -37,6 +48,16 @@ std::string MakeRandomLlamaGguf(const RandomLlamaSpec& s) {
   if (!s.tied_embeddings) {
     w.AddTensorFromFloats("output.weight", s.embedding_type, {e, s.n_vocab},
                           random(e * s.n_vocab, scale));
+  }
+  if (s.stream_embedding) {
+    // Its own generator, so the other weights do not depend on it.
+    std::mt19937 srng(s.seed ^ 0x5eed);
+    std::normal_distribution<float> dist(0.0f, 0.5f);
+    const int n =
+        s.stream_embd_rows > 0 ? s.stream_embd_rows : std::max(s.n_streams, 1);
+    std::vector<float> v(e * n);
+    for (float& x : v) x = dist(srng);
+    w.AddTensorFromFloats("stream_embd.weight", s.stream_embd_type, {e, n}, v);
   }
   for (int il = 0; il < s.n_layer; ++il) {
     const std::string p = absl::StrCat("blk.", il, ".");

@@ -6,6 +6,7 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "model/gguf.h"
 
@@ -24,6 +25,19 @@ struct RandomLlamaSpec {
   GgmlType embedding_type = GgmlType::kQ8_0;  // token_embd (and output).
   bool tied_embeddings = true;  // false: write a separate output.weight.
   uint32_t seed = 1;
+  // Multi-stream metadata (docs/MULTISTREAM.md): n_streams > 0 writes
+  // braid.streams.count; the roles (when not empty), layout (when not empty)
+  // and silence token (when >= 0) keys are written when set (also without a
+  // count, to test that error). stream_embedding writes a random
+  // stream_embd.weight [stream_embd_rows (0: max(n_streams, 1)), n_embd] of
+  // stream_embd_type.
+  int n_streams = 0;
+  std::vector<std::string> stream_roles;
+  std::string stream_layout;
+  int silence_token_id = -1;
+  bool stream_embedding = false;
+  int stream_embd_rows = 0;
+  GgmlType stream_embd_type = GgmlType::kF32;
 };
 
 // The serialized GGUF (v3) image.
