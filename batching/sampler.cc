@@ -48,16 +48,21 @@ int32_t Sampler::Draw(absl::Span<const float> logits) {
     return a.first > b.first || (a.first == b.first && a.second < b.second);
   };
   size_t keep = candidates_.size();
+  // Only top-p and min-p need the survivors in order; without them (and
+  // without top-k) the draw walks the vocabulary in id order, which spares a
+  // sort of the whole vocabulary per token.
+  const bool ordered = options_.top_p < 1.0f || options_.min_p > 0.0f;
   if (options_.top_k > 0 && static_cast<size_t>(options_.top_k) < keep) {
     keep = options_.top_k;
     std::partial_sort(candidates_.begin(), candidates_.begin() + keep,
                       candidates_.end(), by_logit);
     candidates_.resize(keep);
-  } else {
+  } else if (ordered) {
     std::sort(candidates_.begin(), candidates_.end(), by_logit);
   }
   // Softmax over the survivors, in place (first = probability).
-  const float max_logit = candidates_[0].first;
+  float max_logit = candidates_[0].first;
+  for (const auto& c : candidates_) max_logit = std::max(max_logit, c.first);
   double sum = 0;
   for (auto& c : candidates_) {
     c.first = std::exp(c.first - max_logit);
