@@ -243,7 +243,8 @@ void Engine::RunStep() {
   for (ScheduledSequence& s : plan.sequences) {
     if (auto it = sessions_.find(s.request_id); it != sessions_.end()) {
       samplers.push_back(nullptr);
-      for (SamplePoint& p : s.samples) p.sampler = it->second->sampler(p.stream);
+      for (SamplePoint& p : s.samples)
+        p.sampler = it->second->sampler(p.stream);
       continue;
     }
     Active& a = *active_.at(s.request_id);

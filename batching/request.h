@@ -48,7 +48,7 @@ struct OutputChunk {
   std::vector<int32_t> token_ids;
   std::string text;                    // whole UTF-8 characters only
   std::vector<SampledToken> logprobs;  // one per token when asked for
-  bool reasoning = false;  // tokens of the reasoning stream
+  bool reasoning = false;              // tokens of the reasoning stream
 
   bool final = false;
   absl::Status error;

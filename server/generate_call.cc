@@ -8,42 +8,18 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
+#include "server/convert.h"
 #include "server/status.h"
 
 namespace braid::server {
 namespace {
-
-v1::FinishReason ToProto(batching::FinishReason reason) {
-  switch (reason) {
-    case batching::FinishReason::kEos:
-      return v1::FINISH_REASON_EOS;
-    case batching::FinishReason::kLength:
-      return v1::FINISH_REASON_LENGTH;
-    case batching::FinishReason::kStop:
-      return v1::FINISH_REASON_STOP;
-    case batching::FinishReason::kContextFull:
-      return v1::FINISH_REASON_CONTEXT_FULL;
-    case batching::FinishReason::kCancelled:
-      return v1::FINISH_REASON_CANCELLED;
-    case batching::FinishReason::kNone:
-      break;
-  }
-  return v1::FINISH_REASON_UNSPECIFIED;
-}
 
 void AppendChunk(const batching::OutputChunk& chunk,
                  v1::GenerateResponse* out) {
   for (int32_t id : chunk.token_ids) out->add_token_ids(id);
   out->mutable_text()->append(chunk.text);
   for (const batching::SampledToken& t : chunk.logprobs) {
-    v1::TokenLogprob* lp = out->add_logprobs();
-    lp->set_token_id(t.token_id);
-    lp->set_logprob(t.logprob);
-    for (const batching::TokenChoice& c : t.top) {
-      v1::TopLogprob* top = lp->add_top();
-      top->set_token_id(c.token_id);
-      top->set_logprob(c.logprob);
-    }
+    ToProto(t, out->add_logprobs());
   }
   if (!chunk.final) return;
   v1::FinalInfo* info = out->mutable_final();

@@ -8,6 +8,7 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
+#include "server/convert.h"
 #include "server/status.h"
 
 namespace braid::server {
@@ -23,24 +24,6 @@ absl::Status Under(absl::string_view where, const absl::Status& status) {
   if (status.ok()) return status;
   return absl::Status(status.code(),
                       absl::StrCat(where, ".", status.message()));
-}
-
-v1::FinishReason ToProto(batching::FinishReason reason) {
-  switch (reason) {
-    case batching::FinishReason::kEos:
-      return v1::FINISH_REASON_EOS;
-    case batching::FinishReason::kLength:
-      return v1::FINISH_REASON_LENGTH;
-    case batching::FinishReason::kStop:
-      return v1::FINISH_REASON_STOP;
-    case batching::FinishReason::kContextFull:
-      return v1::FINISH_REASON_CONTEXT_FULL;
-    case batching::FinishReason::kCancelled:
-      return v1::FINISH_REASON_CANCELLED;
-    case batching::FinishReason::kNone:
-      break;
-  }
-  return v1::FINISH_REASON_UNSPECIFIED;
 }
 
 // What the call knows of each stream; index 0 is the prefix.
@@ -406,14 +389,7 @@ class SessionCall::Outbox : public batching::SessionSink,
         for (const batching::SampledToken& s : e.tokens) {
           t->add_token_ids(s.token_id);
           if (!logprobs) continue;
-          v1::TokenLogprob* lp = t->add_logprobs();
-          lp->set_token_id(s.token_id);
-          lp->set_logprob(s.logprob);
-          for (const batching::TokenChoice& c : s.top) {
-            v1::TopLogprob* top = lp->add_top();
-            top->set_token_id(c.token_id);
-            top->set_logprob(c.logprob);
-          }
+          ToProto(s, t->add_logprobs());
         }
         break;
       }

@@ -24,12 +24,11 @@ BRAID_AVX512 inline __m512 LoadF16x16(const uint16_t* p) {
 
 // ReduceAdd16's order: lanes i + (i + 8), then HorizontalSum8's tree.
 BRAID_AVX512 inline float Reduce16(__m512 v) {
-  return HorizontalSum8(_mm256_add_ps(_mm512_castps512_ps256(v),
-                                      _mm512_extractf32x8_ps(v, 1)));
+  return HorizontalSum8(
+      _mm256_add_ps(_mm512_castps512_ps256(v), _mm512_extractf32x8_ps(v, 1)));
 }
 
-BRAID_AVX512 inline float DotVec(const uint16_t* x, const float* y,
-                                 int64_t n) {
+BRAID_AVX512 inline float DotVec(const uint16_t* x, const float* y, int64_t n) {
   __m512 a0 = _mm512_setzero_ps(), a1 = _mm512_setzero_ps();
   __m512 a2 = _mm512_setzero_ps(), a3 = _mm512_setzero_ps();
   const int64_t np = n - n % 64;
@@ -59,13 +58,12 @@ BRAID_AVX512 inline float DotGemm(const uint16_t* x, const float* y,
   return Reduce16(acc);
 }
 
-BRAID_AVX512 inline void Axpy(float a, const uint16_t* x, float* y,
-                              int64_t n) {
+BRAID_AVX512 inline void Axpy(float a, const uint16_t* x, float* y, int64_t n) {
   const __m512 va = _mm512_set1_ps(a);
   int64_t i = 0;
   for (; i + 16 <= n; i += 16) {
-    _mm512_storeu_ps(y + i, _mm512_fmadd_ps(va, LoadF16x16(x + i),
-                                            _mm512_loadu_ps(y + i)));
+    _mm512_storeu_ps(
+        y + i, _mm512_fmadd_ps(va, LoadF16x16(x + i), _mm512_loadu_ps(y + i)));
   }
   for (; i < n; ++i) y[i] = std::fmaf(a, _cvtsh_ss(x[i]), y[i]);
 }
@@ -93,8 +91,8 @@ BRAID_AVX512 void AxpyF16RowsAvx512(const float* a, const uint16_t* const* xs,
 BRAID_AVX512 void AddF32Avx512(const float* x, float* y, int64_t n) {
   int64_t i = 0;
   for (; i + 16 <= n; i += 16) {
-    _mm512_storeu_ps(y + i,
-                     _mm512_add_ps(_mm512_loadu_ps(y + i), _mm512_loadu_ps(x + i)));
+    _mm512_storeu_ps(
+        y + i, _mm512_add_ps(_mm512_loadu_ps(y + i), _mm512_loadu_ps(x + i)));
   }
   for (; i < n; ++i) y[i] += x[i];
 }

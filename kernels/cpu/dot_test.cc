@@ -182,7 +182,8 @@ TEST(DotTest, F16RowKernelsBitIdenticalOnEveryPath) {
       AxpyF16Rows(a.data(), ptrs.data(), dst.data(), kRows, n);
       AddF32(y.data(), add.data(), n);
       std::vector<float> axpy;
-      for (const auto& row : acc) axpy.insert(axpy.end(), row.begin(), row.end());
+      for (const auto& row : acc)
+        axpy.insert(axpy.end(), row.begin(), row.end());
       if (mode == 0) {
         want_vec = vec, want_gemm = gemm, want_axpy = axpy, want_add = add;
         continue;

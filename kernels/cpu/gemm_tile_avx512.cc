@@ -206,7 +206,6 @@ BRAID_AVX512 void Tile(const uint8_t* w, size_t w_row_bytes, const uint8_t* x,
   }
 }
 
-
 // Token-pair tiles (batches of 3+ tokens). A 512-bit accumulator holds two
 // output elements of one row, tokens t and t + 1, interleaved: lane 2k is
 // ggml's accumulator lane k of (r, t), lane 2k + 1 that of (r, t + 1). The
@@ -278,8 +277,8 @@ BRAID_AVX512 void PairTile(const uint8_t* w, size_t w_row_bytes,
         if constexpr (F::kMin) {
           summs[2 * g] = _mm512_fmadd_ps(_mm512_permutexvar_ps(pickm01, dm),
                                          xsv, summs[2 * g]);
-          summs[2 * g + 1] = _mm512_fmadd_ps(
-              _mm512_permutexvar_ps(pickm23, dm), xsv, summs[2 * g + 1]);
+          summs[2 * g + 1] = _mm512_fmadd_ps(_mm512_permutexvar_ps(pickm23, dm),
+                                             xsv, summs[2 * g + 1]);
         }
       }
     }
@@ -302,8 +301,8 @@ BRAID_AVX512 void PairTile(const uint8_t* w, size_t w_row_bytes,
               _mm512_cvtepi32_ps(_mm512_dpbusd_epi32(start, q[r], xv));
           double pr;
           std::memcpy(&pr, &prod[s][r / 2][(r % 2) * 8 + 2 * tp], 8);
-          acc[r][tp] = _mm512_fmadd_ps(
-              _mm512_castpd_ps(_mm512_set1_pd(pr)), sum, acc[r][tp]);
+          acc[r][tp] = _mm512_fmadd_ps(_mm512_castpd_ps(_mm512_set1_pd(pr)),
+                                       sum, acc[r][tp]);
         }
       }
     }
@@ -339,12 +338,11 @@ BRAID_AVX512 void PairTile(const uint8_t* w, size_t w_row_bytes,
 // PairTile; an odd last token is paired with zeros) and, for signed weights,
 // each pair block's dpbusd start value -128 * sum(x) per lane (xinit).
 template <typename F>
-BRAID_AVX512 void LayOutPairs(const uint8_t* x, size_t x_row_bytes,
-                              int64_t nc, int64_t nb, uint8_t* xp,
-                              uint8_t* xinit) {
+BRAID_AVX512 void LayOutPairs(const uint8_t* x, size_t x_row_bytes, int64_t nc,
+                              int64_t nb, uint8_t* xp, uint8_t* xinit) {
   constexpr int64_t kXB = sizeof(typename F::X);
-  const __m512i inter = _mm512_set_epi32(23, 7, 22, 6, 21, 5, 20, 4, 19, 3,
-                                         18, 2, 17, 1, 16, 0);
+  const __m512i inter =
+      _mm512_set_epi32(23, 7, 22, 6, 21, 5, 20, 4, 19, 3, 18, 2, 17, 1, 16, 0);
   for (int64_t t = 0; t < nc; t += 2) {
     const uint8_t* a = x + t * x_row_bytes + F::kXQsOffset;
     const uint8_t* b = a + x_row_bytes;
@@ -360,9 +358,9 @@ BRAID_AVX512 void LayOutPairs(const uint8_t* x, size_t x_row_bytes,
       const __m512i v = _mm512_permutex2var_epi32(va, inter, vb);
       _mm512_store_si512(out + i * 64, v);
       if constexpr (F::kSigned) {
-        const __m512i off = _mm512_dpbusd_epi32(
-            _mm512_setzero_si512(), _mm512_set1_epi8(static_cast<char>(0x80)),
-            v);
+        const __m512i off =
+            _mm512_dpbusd_epi32(_mm512_setzero_si512(),
+                                _mm512_set1_epi8(static_cast<char>(0x80)), v);
         _mm512_store_si512(init + i * 64,
                            _mm512_sub_epi32(_mm512_setzero_si512(), off));
       }
@@ -383,8 +381,8 @@ BRAID_AVX512 void RunPairRows(const uint8_t* w, size_t w_row_bytes,
     const int n_valid = static_cast<int>(std::min<int64_t>(8, n_tok - t));
     const int64_t o = (t / 2) * stride;
     auto run = [&](auto tile) {
-      tile(wr, w_row_bytes, xp + o, xinit + o, stride, xd + t, xs + t, ld_s,
-           nb, n_valid, y + t * ld_y + r, ld_y, accumulate);
+      tile(wr, w_row_bytes, xp + o, xinit + o, stride, xd + t, xs + t, ld_s, nb,
+           n_valid, y + t * ld_y + r, ld_y, accumulate);
     };
     if (n_valid > 6) {
       run(PairTile<F, R, 4>);
@@ -468,8 +466,8 @@ BRAID_AVX512 void Run(const uint8_t* w, size_t w_row_bytes, const uint8_t* x,
   }
   // 64-byte aligned views of the pair tables.
   auto align64 = [](uint8_t* p) {
-    return reinterpret_cast<uint8_t*>(
-        (reinterpret_cast<uintptr_t>(p) + 63) & ~uintptr_t{63});
+    return reinterpret_cast<uint8_t*>((reinterpret_cast<uintptr_t>(p) + 63) &
+                                      ~uintptr_t{63});
   };
   uint8_t* xp = pairs ? align64(xp_buf.data()) : nullptr;
   uint8_t* xinit = pairs && F::kSigned ? align64(xinit_buf.data()) : xp;

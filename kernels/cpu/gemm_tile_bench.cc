@@ -58,10 +58,11 @@ int main(int argc, char** argv) {
       }
     }
     const double eb = double(s.rows) * s.cols / 32 * n_tok;
-    std::printf("%s %ldx%ld n_tok %ld: row-pair tiles %.1f us (%.3f ns per "
-                "element and block), token-pair tiles %.1f us (%.3f)\n",
-                k::DTypeName(s.type), s.rows, s.cols, n_tok, best[0],
-                best[0] * 1e3 / eb, best[1], best[1] * 1e3 / eb);
+    std::printf(
+        "%s %ldx%ld n_tok %ld: row-pair tiles %.1f us (%.3f ns per "
+        "element and block), token-pair tiles %.1f us (%.3f)\n",
+        k::DTypeName(s.type), s.rows, s.cols, n_tok, best[0],
+        best[0] * 1e3 / eb, best[1], best[1] * 1e3 / eb);
   }
   return 0;
 }
