@@ -76,8 +76,8 @@ ServerMetrics::ServerMetrics(prometheus::Registry& r,
   open_sessions_ = &prometheus::BuildGauge()
                         .Name("braid_sessions_open")
                         .Help(
-                            "Open sessions: generation streams in flight "
-                            "(each Generate call is a one-shot session).")
+                            "Open sessions: Session calls plus Generate "
+                            "streams in flight (each a one-shot session).")
                         .Register(r)
                         .Add({});
   auto& state = prometheus::BuildGauge()

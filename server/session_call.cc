@@ -499,6 +499,10 @@ SessionCall::SessionCall(Backend backend, std::string default_session_id,
       default_session_id_(std::move(default_session_id)),
       outbox_(std::make_shared<Outbox>(this, backend.engine)),
       hooks_(hooks) {
+  if (hooks_.metrics != nullptr) {
+    hooks_.metrics->SessionOpened();
+    session_counted_ = true;
+  }
   if (hooks_.registry != nullptr) registry_id_ = hooks_.registry->Add(outbox_);
   if (outbox_->BeginRead()) {
     StartRead(&request_);
@@ -655,6 +659,7 @@ void SessionCall::OnDone() {
   outbox_->Detach();
   outbox_->CancelEngine();  // no-op when the session already ended
   if (registry_id_ != 0) hooks_.registry->Remove(registry_id_);
+  if (session_counted_) hooks_.metrics->SessionClosed();
   delete this;
 }
 

@@ -74,8 +74,9 @@ class SessionCall
   std::shared_ptr<Outbox> outbox_;
   CallHooks hooks_;
   uint64_t registry_id_ = 0;
-  bool opened_ = false;         // reads are serialized: no lock needed
-  v1::SessionRequest request_;  // the read in flight
+  bool session_counted_ = false;  // in the open-sessions gauge
+  bool opened_ = false;           // reads are serialized: no lock needed
+  v1::SessionRequest request_;    // the read in flight
 };
 
 }  // namespace braid::server

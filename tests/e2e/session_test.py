@@ -125,6 +125,12 @@ class SessionTest(unittest.TestCase):
         self.assertEqual(ev.sequence_number, 0)
         return ev.opened
 
+    def sessions_open(self):
+        for line in self.daemon.metrics_text().splitlines():
+            if line.startswith("braid_sessions_open"):
+                return float(line.split()[-1])
+        raise AssertionError("no braid_sessions_open in /metrics")
+
     def assert_contiguous(self, events):
         self.assertEqual([e.sequence_number for e in events],
                          list(range(len(events))))
@@ -147,6 +153,8 @@ class SessionTest(unittest.TestCase):
         self.assertEqual(acks[0].first_position, opened.prefix_length)
         self.assertEqual(acks[0].end_position, opened.prefix_length + n_user)
         self.assertEqual(acks[0].num_tokens, n_user)
+        # The open session shows in the open-sessions gauge.
+        self.assertEqual(self.sessions_open(), 1)
         toks = output_tokens(c.events)
         self.assertEqual(len(toks), 8)
         self.assertEqual([p for p, _ in toks],
@@ -160,6 +168,8 @@ class SessionTest(unittest.TestCase):
         c.rest()  # ends OK
         self.assert_contiguous(c.events)
         self.assert_engine_idle()
+        harness.wait_for(lambda: self.sessions_open() == 0, 10,
+                         "the open-sessions gauge drops to 0")
 
     def test_append_while_streaming_lands_after_written_tokens(self):
         c = SessionClient(self.stub)
