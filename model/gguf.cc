@@ -572,6 +572,30 @@ absl::Status OpenArray(Cursor& c, absl::string_view key, GgufValueType type,
   return absl::OkStatus();
 }
 
+// Reads the array value at `c` (of type `type`) element by element with
+// `read`, after `accepts` has checked the element type; `what` names the
+// expected elements in the error ("strings", "integers", ...).
+template <typename T, typename Accept, typename Read>
+absl::StatusOr<std::vector<T>> ReadArray(Cursor c, absl::string_view key,
+                                         GgufValueType type, Accept accepts,
+                                         const char* what, Read read) {
+  GgufValueType et = GgufValueType::kUint8;
+  uint64_t n = 0;
+  if (absl::Status s = OpenArray(c, key, type, &et, &n); !s.ok()) return s;
+  if (!accepts(et)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("GGUF key '", key, "' is not an array of ", what));
+  }
+  std::vector<T> out;
+  out.reserve(n);
+  for (uint64_t i = 0; i < n; ++i) {
+    absl::StatusOr<T> v = read(c, et);
+    if (!v.ok()) return v.status();
+    out.push_back(*std::move(v));
+  }
+  return out;
+}
+
 }  // namespace
 
 absl::StatusOr<std::vector<std::string>> GgufFile::GetStringArray(
@@ -579,23 +603,14 @@ absl::StatusOr<std::vector<std::string>> GgufFile::GetStringArray(
   const absl::string_view key(key_in.data(), key_in.size());
   absl::StatusOr<const KvEntry*> e = Find(key);
   if (!e.ok()) return e.status();
-  Cursor c(base_, size_, (*e)->value_offset);
-  GgufValueType et = GgufValueType::kUint8;
-  uint64_t n = 0;
-  if (absl::Status s = OpenArray(c, key, (*e)->type, &et, &n); !s.ok())
-    return s;
-  if (et != GgufValueType::kString) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("GGUF key '", key, "' is not an array of strings"));
-  }
-  std::vector<std::string> out;
-  out.reserve(n);
-  for (uint64_t i = 0; i < n; ++i) {
-    absl::string_view s;
-    if (absl::Status st = c.ReadString(&s, key); !st.ok()) return st;
-    out.emplace_back(s);
-  }
-  return out;
+  return ReadArray<std::string>(
+      Cursor(base_, size_, (*e)->value_offset), key, (*e)->type,
+      [](GgufValueType t) { return t == GgufValueType::kString; }, "strings",
+      [key](Cursor& c, GgufValueType) -> absl::StatusOr<std::string> {
+        absl::string_view s;
+        if (absl::Status st = c.ReadString(&s, key); !st.ok()) return st;
+        return std::string(s);
+      });
 }
 
 absl::StatusOr<std::vector<int64_t>> GgufFile::GetIntArray(
@@ -603,23 +618,10 @@ absl::StatusOr<std::vector<int64_t>> GgufFile::GetIntArray(
   const absl::string_view key(key_in.data(), key_in.size());
   absl::StatusOr<const KvEntry*> e = Find(key);
   if (!e.ok()) return e.status();
-  Cursor c(base_, size_, (*e)->value_offset);
-  GgufValueType et = GgufValueType::kUint8;
-  uint64_t n = 0;
-  if (absl::Status s = OpenArray(c, key, (*e)->type, &et, &n); !s.ok())
-    return s;
-  if (!IsIntType(et)) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("GGUF key '", key, "' is not an array of integers"));
-  }
-  std::vector<int64_t> out;
-  out.reserve(n);
-  for (uint64_t i = 0; i < n; ++i) {
-    absl::StatusOr<int64_t> v = ReadInt(c, et, key);
-    if (!v.ok()) return v.status();
-    out.push_back(*v);
-  }
-  return out;
+  return ReadArray<int64_t>(
+      Cursor(base_, size_, (*e)->value_offset), key, (*e)->type, IsIntType,
+      "integers",
+      [key](Cursor& c, GgufValueType t) { return ReadInt(c, t, key); });
 }
 
 absl::StatusOr<std::vector<float>> GgufFile::GetFloatArray(
@@ -627,24 +629,18 @@ absl::StatusOr<std::vector<float>> GgufFile::GetFloatArray(
   const absl::string_view key(key_in.data(), key_in.size());
   absl::StatusOr<const KvEntry*> e = Find(key);
   if (!e.ok()) return e.status();
-  Cursor c(base_, size_, (*e)->value_offset);
-  GgufValueType et = GgufValueType::kUint8;
-  uint64_t n = 0;
-  if (absl::Status s = OpenArray(c, key, (*e)->type, &et, &n); !s.ok())
-    return s;
-  if (et != GgufValueType::kFloat32 && et != GgufValueType::kFloat64 &&
-      !IsIntType(et)) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("GGUF key '", key, "' is not an array of numbers"));
-  }
-  std::vector<float> out;
-  out.reserve(n);
-  for (uint64_t i = 0; i < n; ++i) {
-    absl::StatusOr<double> v = ReadNumber(c, et, key);
-    if (!v.ok()) return v.status();
-    out.push_back(static_cast<float>(*v));
-  }
-  return out;
+  return ReadArray<float>(
+      Cursor(base_, size_, (*e)->value_offset), key, (*e)->type,
+      [](GgufValueType t) {
+        return t == GgufValueType::kFloat32 || t == GgufValueType::kFloat64 ||
+               IsIntType(t);
+      },
+      "numbers",
+      [key](Cursor& c, GgufValueType t) -> absl::StatusOr<float> {
+        absl::StatusOr<double> v = ReadNumber(c, t, key);
+        if (!v.ok()) return v.status();
+        return static_cast<float>(*v);
+      });
 }
 
 const GgufTensor* GgufFile::FindTensor(std::string_view name_in) const {
