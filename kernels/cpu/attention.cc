@@ -6,6 +6,8 @@
 #include <utility>
 #include <vector>
 
+#include "kernels/cpu/attention_kernels.h"
+#include "kernels/cpu/cpu_features.h"
 #include "kernels/cpu/dot.h"
 #include "kernels/cpu/fp16.h"
 #include "kernels/cpu/vec_math.h"
@@ -23,12 +25,24 @@ struct KernelChoice {
 };
 
 // acc rows [slots][dim] hold the partial sums of ggml's accumulator lanes
-// (slot = key index % slots); sums them into out[dim] in ggml's order: for
-// 64 slots (4 accumulators x 16 lanes) accumulator 0 += 2, 1 += 3, 0 += 1;
-// then the 16 lanes as _mm512_reduce_add_ps (ggml_reduce.h).
-void ReduceSlots(float* acc, int64_t slots, int64_t dim, float* out) {
+// (slot = key rank % slots); rows >= used were never written and stand for
+// zeros. Sums them into out[dim] in ggml's order: for 64 slots (4
+// accumulators x 16 lanes) accumulator 0 += 2, 1 += 3, 0 += 1; then the 16
+// lanes as _mm512_reduce_add_ps (ggml_reduce.h). Adding a zero row is
+// skipped and adding into one is a copy: the same values (no sum here can be
+// -0, since every row starts at +0).
+void ReduceSlots(float* acc, int64_t slots, int64_t used, int64_t dim,
+                 float* out) {
+  bool live[4 * kLanes];
+  for (int64_t s = 0; s < slots; ++s) live[s] = s < used;
   auto add_row = [&](int64_t dst, int64_t src) {
-    AddF32(acc + src * dim, acc + dst * dim, dim);
+    if (!live[src]) return;
+    if (live[dst]) {
+      AddF32(acc + src * dim, acc + dst * dim, dim);
+    } else {
+      std::memcpy(acc + dst * dim, acc + src * dim, dim * sizeof(float));
+      live[dst] = true;
+    }
   };
   if (slots == 4 * kLanes) {
     for (int64_t l = 0; l < kLanes; ++l) {
@@ -42,12 +56,17 @@ void ReduceSlots(float* acc, int64_t slots, int64_t dim, float* out) {
   add_row(0, 2);
   add_row(1, 3);
   add_row(0, 1);
-  std::memcpy(out, acc, dim * sizeof(float));
+  if (live[0]) {
+    std::memcpy(out, acc, dim * sizeof(float));
+  } else {
+    std::memset(out, 0, dim * sizeof(float));
+  }
 }
 
-// Thread-local score and accumulator rows; they only grow (to powers of two),
-// so steady-state calls allocate nothing.
-float* ScratchFloats(std::vector<float>& buf, int64_t n) {
+// Per-thread buffers; they only grow (to powers of two), so steady-state
+// calls allocate nothing.
+template <typename T>
+T* Scratch(std::vector<T>& buf, int64_t n) {
   if (static_cast<int64_t>(buf.size()) < n) {
     int64_t cap = 256;
     while (cap < n) cap *= 2;
@@ -56,72 +75,82 @@ float* ScratchFloats(std::vector<float>& buf, int64_t n) {
   return buf.data();
 }
 
-// One query head against context entries 0..n_keys-1. at(j) gives entry j's
-// K and V rows (this head's slice); visible(j) says whether the query sees it.
-template <typename EntryAt, typename Visible>
-void AttendOne(const float* q, int64_t n_keys, EntryAt at, Visible visible,
-               int64_t head_dim, float scale, KernelChoice kernels,
-               float* out) {
+// Heads of one query handled together (sharing their K and V rows).
+constexpr int kMaxGroup = 8;
+
+// Attention of g query heads (q[h] -> out[h]) of one query over the n
+// entries it sees, in rank order (k_rows[i], v_rows[i]: entry i's rows of the
+// heads' KV head). Rank, not context index, picks the score lane and the
+// accumulator slot, so a sequence gets the same bits whatever else shares
+// its context (branches) or lies beyond its mask.
+void AttendRows(const float* const* q, float* const* out, int g,
+                const uint16_t* const* k_rows, const uint16_t* const* v_rows,
+                int64_t n, int64_t head_dim, float scale,
+                KernelChoice kernels) {
   thread_local std::vector<float> score_buf, acc_buf;
-  // The query as fp16 values (ggml converts it to the K cache's type).
-  float q16[kMaxHeadDim];
-  RoundToFp16Row(q, q16, head_dim);
+  // The queries as fp16 values (ggml converts them to the K cache's type).
+  float q16[kMaxGroup][kMaxHeadDim];
+  const float* q16p[kMaxGroup];
+  for (int h = 0; h < g; ++h) {
+    RoundToFp16Row(q[h], q16[h], head_dim);
+    q16p[h] = q16[h];
+  }
   // Scores padded to whole lanes with -inf, i.e. weight exactly 0.
-  const int64_t n_pad = (n_keys + kLanes - 1) / kLanes * kLanes;
-  float* scores = ScratchFloats(score_buf, n_pad);
-  // Visible keys go to the dot kernels in groups; invisible ones score -inf.
-  constexpr int kGroup = 16;
-  const uint16_t* rows[kGroup];
-  int64_t idx[kGroup];
-  float dots[kGroup];
-  int count = 0;
-  float max = -INFINITY;
-  auto flush = [&] {
-    if (kernels.kq_gemm) {
-      DotF16F32GemmRows(rows, count, q16, head_dim, dots);
-    } else {
-      DotF16F32VecRows(rows, count, q16, head_dim, dots);
+  const int64_t n_pad = (n + kLanes - 1) / kLanes * kLanes;
+  float* scores = Scratch(score_buf, g * n_pad);
+  if (!(UseAvx512() &&
+        internal::ScoresF16Avx512(k_rows, n, q16p, g, head_dim, kernels.kq_gemm,
+                                  scores, n_pad))) {
+    for (int h = 0; h < g; ++h) {
+      for (int64_t j = 0; j < n; j += kLanes) {
+        const int64_t count = std::min(kLanes, n - j);
+        float* dst = scores + h * n_pad + j;
+        if (kernels.kq_gemm) {
+          DotF16F32GemmRows(k_rows + j, count, q16[h], head_dim, dst);
+        } else {
+          DotF16F32VecRows(k_rows + j, count, q16[h], head_dim, dst);
+        }
+      }
     }
-    for (int r = 0; r < count; ++r) {
-      scores[idx[r]] = dots[r] * scale;
-      max = std::max(max, scores[idx[r]]);
-    }
-    count = 0;
-  };
-  for (int64_t j = 0; j < n_keys; ++j) {
-    if (!visible(j)) {
-      scores[j] = -INFINITY;
-      continue;
-    }
-    rows[count] = at(j).first;
-    idx[count++] = j;
-    if (count == kGroup) flush();
   }
-  if (count > 0) flush();
-  std::fill(scores + n_keys, scores + n_pad, -INFINITY);
-  const double sum = ExpShiftedSum(scores, max, scores, n_pad);
-  const float inv_sum = static_cast<float>(1.0 / sum);
-  // The weights, rounded to fp16 as ggml stores them.
-  for (int64_t j = 0; j < n_keys; ++j) scores[j] *= inv_sum;
-  RoundToFp16Row(scores, scores, n_keys);
-  // Weighted V sum, one partial row per accumulator lane.
+  for (int h = 0; h < g; ++h) {
+    float* row = scores + h * n_pad;
+    float max = -INFINITY;
+    for (int64_t j = 0; j < n; ++j) {
+      row[j] *= scale;
+      max = std::max(max, row[j]);
+    }
+    std::fill(row + n, row + n_pad, -INFINITY);
+    const double sum = ExpShiftedSum(row, max, row, n_pad);
+    const float inv_sum = static_cast<float>(1.0 / sum);
+    // The weights, rounded to fp16 as ggml stores them.
+    for (int64_t j = 0; j < n; ++j) row[j] *= inv_sum;
+    RoundToFp16Row(row, row, n);
+  }
+  // Weighted V sums, one partial row per accumulator lane (slot).
   const int64_t slots = kernels.kqv_gemm ? kLanes : 4 * kLanes;
-  float* acc = ScratchFloats(acc_buf, slots * head_dim);
-  std::memset(acc, 0, slots * head_dim * sizeof(float));
-  float* dst[kGroup];
-  for (int64_t j = 0; j < n_keys; ++j) {
-    const float p = scores[j];
-    if (p == 0.0f) continue;  // Adds exactly nothing (and masked entries).
-    dots[count] = p;
-    rows[count] = at(j).second;
-    dst[count++] = acc + (j % slots) * head_dim;
-    if (count == kGroup) {
-      AxpyF16Rows(dots, rows, dst, count, head_dim);
-      count = 0;
+  const int64_t used = std::min(n, slots);
+  const int64_t ld_acc = slots * head_dim;
+  float* acc = Scratch(acc_buf, g * ld_acc);
+  if (!(UseAvx512() &&
+        internal::SlotSumsF16Avx512(v_rows, n, scores, n_pad, g, head_dim,
+                                    slots, acc, ld_acc))) {
+    for (int h = 0; h < g; ++h) {
+      float* acc_h = acc + h * ld_acc;
+      std::memset(acc_h, 0, used * head_dim * sizeof(float));
+      float* dst[kLanes];
+      for (int64_t j = 0; j < n; j += kLanes) {
+        const int64_t count = std::min(kLanes, n - j);
+        for (int64_t r = 0; r < count; ++r) {
+          dst[r] = acc_h + ((j + r) % slots) * head_dim;
+        }
+        AxpyF16Rows(scores + h * n_pad + j, v_rows + j, dst, count, head_dim);
+      }
     }
   }
-  if (count > 0) AxpyF16Rows(dots, rows, dst, count, head_dim);
-  ReduceSlots(acc, slots, head_dim, out);
+  for (int h = 0; h < g; ++h) {
+    ReduceSlots(acc + h * ld_acc, slots, used, head_dim, out[h]);
+  }
 }
 
 // tinyBLAS only serves batches of 2+ and declines a K·q whose inner size
@@ -132,57 +161,101 @@ KernelChoice ChooseKernels(int64_t n_tok, int64_t head_dim) {
                       n_tok > 1 && head_dim % 4 == 0};
 }
 
+// How one call is split into tasks: (query token, KV head, group of that KV
+// head's query heads). Heads are grouped to share K/V rows unless that would
+// leave too few tasks to keep the pool busy.
+struct TaskSplit {
+  int64_t group = 0;       // query heads per KV head
+  int64_t group_size = 0;  // heads per task
+  int64_t per_kv = 0;      // tasks per (token, KV head)
+  int64_t tasks = 0;
+
+  TaskSplit(const AttentionShape& shape, int64_t n_tok, ThreadPool* pool) {
+    group = shape.n_head / shape.n_kv_head;
+    group_size = std::min<int64_t>(group, kMaxGroup);
+    const int64_t threads = pool != nullptr ? pool->num_threads() : 1;
+    if (n_tok * shape.n_kv_head * ((group + group_size - 1) / group_size) <
+        2 * threads) {
+      group_size = 1;
+    }
+    per_kv = (group + group_size - 1) / group_size;
+    tasks = n_tok * shape.n_kv_head * per_kv;
+  }
+};
+
+// Runs task(t, kv_head, first_head, num_heads) for every task of the split.
+template <typename Task>
+void RunTasks(const AttentionShape& shape, const TaskSplit& split,
+              ThreadPool* pool, Task task) {
+  auto run = [&](int64_t i) {
+    const int64_t sub = i % split.per_kv;
+    const int64_t kvh = (i / split.per_kv) % shape.n_kv_head;
+    const int64_t t = i / (split.per_kv * shape.n_kv_head);
+    const int64_t h0 = kvh * split.group + sub * split.group_size;
+    const int g = static_cast<int>(
+        std::min(split.group_size, (kvh + 1) * split.group - h0));
+    task(t, kvh, h0, g);
+  };
+  if (pool != nullptr) {
+    pool->ParallelFor(split.tasks, run);
+  } else {
+    for (int64_t i = 0; i < split.tasks; ++i) run(i);
+  }
+}
+
+// The q and out rows of heads [h0, h0 + g) of query token t.
+struct HeadRows {
+  const float* q[kMaxGroup];
+  float* out[kMaxGroup];
+  HeadRows(const AttentionShape& shape, const float* q_all, float* out_all,
+           int64_t t, int64_t h0, int g) {
+    for (int h = 0; h < g; ++h) {
+      const int64_t off = (t * shape.n_head + h0 + h) * shape.head_dim;
+      q[h] = q_all + off;
+      out[h] = out_all + off;
+    }
+  }
+};
+
 }  // namespace
 
 void Attention(const AttentionShape& shape, const float* q,
                const int32_t* q_positions, int64_t n_tok, const uint16_t* k,
                const uint16_t* v, float* out, ThreadPool* pool) {
-  const int64_t group = shape.n_head / shape.n_kv_head;
   const int64_t kv_stride = shape.n_kv_head * shape.head_dim;
   const float scale = 1.0f / std::sqrt(static_cast<float>(shape.head_dim));
   const KernelChoice kernels = ChooseKernels(n_tok, shape.head_dim);
-  auto task = [&](int64_t i) {
-    const int64_t t = i / shape.n_head;
-    const int64_t h = i % shape.n_head;
-    const int64_t kv_off = (h / group) * shape.head_dim;
-    const int64_t off = (t * shape.n_head + h) * shape.head_dim;
-    const uint16_t* kh = k + kv_off;
-    const uint16_t* vh = v + kv_off;
-    auto at = [&](int64_t j) {
-      return std::make_pair(kh + j * kv_stride, vh + j * kv_stride);
-    };
-    AttendOne(
-        q + off, static_cast<int64_t>(q_positions[t]) + 1, at,
-        [](int64_t) { return true; }, shape.head_dim, scale, kernels,
-        out + off);
-  };
-  const int64_t n = n_tok * shape.n_head;
-  if (pool != nullptr) {
-    pool->ParallelFor(n, task);
-  } else {
-    for (int64_t i = 0; i < n; ++i) task(i);
-  }
+  const TaskSplit split(shape, n_tok, pool);
+  RunTasks(shape, split, pool, [&](int64_t t, int64_t kvh, int64_t h0, int g) {
+    thread_local std::vector<const uint16_t*> k_buf, v_buf;
+    const int64_t n = static_cast<int64_t>(q_positions[t]) + 1;
+    const uint16_t** k_rows = Scratch(k_buf, n);
+    const uint16_t** v_rows = Scratch(v_buf, n);
+    const int64_t kv_off = kvh * shape.head_dim;
+    for (int64_t j = 0; j < n; ++j) {
+      k_rows[j] = k + j * kv_stride + kv_off;
+      v_rows[j] = v + j * kv_stride + kv_off;
+    }
+    const HeadRows rows(shape, q, out, t, h0, g);
+    AttendRows(rows.q, rows.out, g, k_rows, v_rows, n, shape.head_dim, scale,
+               kernels);
+  });
 }
 
 void PagedAttention(const AttentionShape& shape, const PagedKvLayer& kv,
                     const float* q, const KvEntryMeta* q_meta,
                     const PagedAttentionSeq* seqs, const int32_t* token_seq,
                     int64_t n_tok, float* out, ThreadPool* pool) {
-  const int64_t group = shape.n_head / shape.n_kv_head;
   const int64_t kv_stride = shape.n_kv_head * shape.head_dim;
   const int64_t bs = kv.block_size;
   int shift = -1;
   if ((bs & (bs - 1)) == 0) shift = __builtin_ctzll(static_cast<uint64_t>(bs));
   const float scale = 1.0f / std::sqrt(static_cast<float>(shape.head_dim));
-  auto task = [&](int64_t i) {
-    const int64_t t = i / shape.n_head;
-    const int64_t h = i % shape.n_head;
+  const TaskSplit split(shape, n_tok, pool);
+  RunTasks(shape, split, pool, [&](int64_t t, int64_t kvh, int64_t h0, int g) {
+    thread_local std::vector<const uint16_t*> k_buf, v_buf;
     const PagedAttentionSeq& seq = seqs[token_seq[t]];
     const int32_t* table = seq.block_table;
-    const int64_t kv_off = (h / group) * shape.head_dim;
-    const int64_t off = (t * shape.n_head + h) * shape.head_dim;
-    const uint16_t* kh = kv.k + kv_off;
-    const uint16_t* vh = kv.v + kv_off;
     // Pool index of context entry j (shifts for the usual power-of-two
     // block sizes).
     auto slot = [&](int64_t j) {
@@ -191,14 +264,10 @@ void PagedAttention(const AttentionShape& shape, const PagedKvLayer& kv,
       }
       return table[j / bs] * bs + j % bs;
     };
-    auto at = [&](int64_t j) {
-      const int64_t e = slot(j) * kv_stride;
-      return std::make_pair(kh + e, vh + e);
-    };
     const KvEntryMeta qm = q_meta[t];
-    auto visible = [&](int64_t j) {
+    auto visible = [&](int64_t e, int64_t j) {
       KvEntryMeta m{0, static_cast<int32_t>(j)};
-      if (kv.meta != nullptr) m = kv.meta[slot(j)];
+      if (kv.meta != nullptr) m = kv.meta[e];
       if (m.stream == qm.stream) return m.y <= qm.y;
       if (m.y >= qm.y) return false;
       for (int64_t s = 0; s < seq.num_visible_streams; ++s) {
@@ -206,15 +275,22 @@ void PagedAttention(const AttentionShape& shape, const PagedKvLayer& kv,
       }
       return false;
     };
-    AttendOne(q + off, seq.num_ctx, at, visible, shape.head_dim, scale,
-              ChooseKernels(seq.num_tokens, shape.head_dim), out + off);
-  };
-  const int64_t n = n_tok * shape.n_head;
-  if (pool != nullptr) {
-    pool->ParallelFor(n, task);
-  } else {
-    for (int64_t i = 0; i < n; ++i) task(i);
-  }
+    // The visible entries in context order.
+    const uint16_t** k_rows = Scratch(k_buf, seq.num_ctx);
+    const uint16_t** v_rows = Scratch(v_buf, seq.num_ctx);
+    const uint16_t* kh = kv.k + kvh * shape.head_dim;
+    const uint16_t* vh = kv.v + kvh * shape.head_dim;
+    int64_t n = 0;
+    for (int64_t j = 0; j < seq.num_ctx; ++j) {
+      const int64_t e = slot(j);
+      if (!visible(e, j)) continue;
+      k_rows[n] = kh + e * kv_stride;
+      v_rows[n++] = vh + e * kv_stride;
+    }
+    const HeadRows rows(shape, q, out, t, h0, g);
+    AttendRows(rows.q, rows.out, g, k_rows, v_rows, n, shape.head_dim, scale,
+               ChooseKernels(seq.num_tokens, shape.head_dim));
+  });
 }
 
 }  // namespace braid::kernels::cpu

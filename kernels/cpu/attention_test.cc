@@ -239,5 +239,122 @@ TEST(PagedAttentionTest, OneStreamEqualsContiguousBitForBit) {
   }
 }
 
+// The AVX-512 kernels (K and V rows shared by a KV head's query heads,
+// scores reduced 16 keys at a time) give the portable kernels' bits for every
+// group size, head size, context length and kernel choice, alone and through
+// a pool (which changes how heads are grouped into tasks).
+TEST(AttentionTest, GroupedAvx512PathIsBitIdenticalToPortablePath) {
+  if (!UseAvx512()) GTEST_SKIP() << "no AVX-512 on this CPU";
+  std::mt19937 rng(21);
+  std::normal_distribution<float> dist(0.0f, 1.0f);
+  ThreadPool pool(2);
+  for (int64_t head_dim : {64, 128}) {
+    for (int64_t group : {1, 2, 3, 4, 5, 9}) {
+      const AttentionShape s{2 * group, 2, head_dim};
+      const int64_t n_ctx = 300;
+      std::vector<uint16_t> k(n_ctx * s.n_kv_head * head_dim), v(k.size());
+      for (auto& e : k) e = Fp32ToFp16(dist(rng));
+      for (auto& e : v) e = Fp32ToFp16(dist(rng));
+      const int32_t pos[6] = {0, 14, 15, 16, 64, 299};
+      std::vector<float> q(6 * s.n_head * head_dim);
+      for (float& e : q) e = dist(rng) * 3.0f;
+      for (int64_t n_tok : {1, 6}) {
+        for (ThreadPool* p : {static_cast<ThreadPool*>(nullptr), &pool}) {
+          std::vector<float> fast(q.size()), slow(q.size());
+          const int64_t calls = n_tok == 1 ? 6 : 1;
+          const int64_t row = s.n_head * head_dim;
+          for (int64_t c = 0; c < calls; ++c) {
+            Attention(s, q.data() + c * row, pos + c, n_tok, k.data(), v.data(),
+                      fast.data() + c * row, p);
+            SetDisableAvx512ForTesting(true);
+            Attention(s, q.data() + c * row, pos + c, n_tok, k.data(), v.data(),
+                      slow.data() + c * row, p);
+            SetDisableAvx512ForTesting(false);
+          }
+          ASSERT_EQ(fast, slow) << "head_dim " << head_dim << " group " << group
+                                << " n_tok " << n_tok;
+        }
+      }
+    }
+  }
+}
+
+// Branches (docs/MULTISTREAM.md): two streams after a shared prefix, their
+// entries interleaved in one context, each seeing only the prefix and itself.
+// Each branch's attention is bit-identical to an independent sequence holding
+// the prefix and that branch alone, as a decode step and as a prefill chunk:
+// what a query sees, not where it sits in the context, sets the arithmetic.
+TEST(PagedAttentionTest, BranchEqualsIndependentSequenceBitForBit) {
+  const AttentionShape s{9, 3, 64};
+  const int64_t kv_stride = s.n_kv_head * s.head_dim;
+  const int64_t bs = 16, prefix = 37, per_branch = 45;
+  std::mt19937 rng(4);
+  std::normal_distribution<float> dist(0.0f, 1.0f);
+  // Rows of the prefix and of each branch.
+  auto random_rows = [&](int64_t n) {
+    std::vector<uint16_t> r(n * kv_stride);
+    for (auto& e : r) e = Fp32ToFp16(dist(rng));
+    return r;
+  };
+  const std::vector<uint16_t> kp = random_rows(prefix),
+                              vp = random_rows(prefix);
+  const std::vector<uint16_t> kb[2] = {random_rows(per_branch),
+                                       random_rows(per_branch)};
+  const std::vector<uint16_t> vb[2] = {random_rows(per_branch),
+                                       random_rows(per_branch)};
+  // The shared context: prefix (stream 0), then the branches interleaved.
+  const int64_t n_ctx = prefix + 2 * per_branch;
+  const int64_t n_blocks = (n_ctx + bs - 1) / bs;
+  std::vector<uint16_t> k(n_blocks * bs * kv_stride), v(k.size());
+  std::vector<KvEntryMeta> meta(n_blocks * bs);
+  std::vector<int32_t> table(n_blocks);
+  for (int64_t b = 0; b < n_blocks; ++b) table[b] = n_blocks - 1 - b;
+  auto put = [&](int64_t j, const uint16_t* kr, const uint16_t* vr,
+                 KvEntryMeta m) {
+    const int64_t e = table[j / bs] * bs + j % bs;
+    std::copy(kr, kr + kv_stride, &k[e * kv_stride]);
+    std::copy(vr, vr + kv_stride, &v[e * kv_stride]);
+    meta[e] = m;
+  };
+  for (int64_t i = 0; i < prefix; ++i) {
+    put(i, &kp[i * kv_stride], &vp[i * kv_stride],
+        {0, static_cast<int32_t>(i)});
+  }
+  for (int64_t i = 0; i < per_branch; ++i) {
+    for (int b = 0; b < 2; ++b) {
+      put(prefix + 2 * i + b, &kb[b][i * kv_stride], &vb[b][i * kv_stride],
+          {b + 1, static_cast<int32_t>(prefix + i)});
+    }
+  }
+  const int32_t sees_prefix[] = {0};
+  const int64_t row = s.n_head * s.head_dim;
+  ThreadPool pool(2);
+  for (int b = 0; b < 2; ++b) {
+    // The independent sequence: prefix then branch b, contiguous.
+    std::vector<uint16_t> ki(kp), vi(vp);
+    ki.insert(ki.end(), kb[b].begin(), kb[b].end());
+    vi.insert(vi.end(), vb[b].begin(), vb[b].end());
+    for (int64_t n_q : {1, 7}) {
+      std::vector<int32_t> pos(n_q);
+      std::vector<KvEntryMeta> q_meta(n_q);
+      for (int64_t t = 0; t < n_q; ++t) {
+        pos[t] = static_cast<int32_t>(prefix + per_branch - n_q + t);
+        q_meta[t] = {b + 1, pos[t]};
+      }
+      std::vector<float> q(n_q * row);
+      for (float& e : q) e = dist(rng) * 2.0f;
+      std::vector<float> want(q.size()), got(q.size());
+      Attention(s, q.data(), pos.data(), n_q, ki.data(), vi.data(), want.data(),
+                &pool);
+      const PagedAttentionSeq seq{0, n_q, n_ctx, table.data(), sees_prefix, 1};
+      const std::vector<int32_t> token_seq(n_q, 0);
+      PagedAttention(s, {k.data(), v.data(), meta.data(), bs}, q.data(),
+                     q_meta.data(), &seq, token_seq.data(), n_q, got.data(),
+                     &pool);
+      EXPECT_EQ(got, want) << "branch " << b << " n_q " << n_q;
+    }
+  }
+}
+
 }  // namespace
 }  // namespace braid::kernels::cpu
