@@ -5,6 +5,10 @@
 //   decode1:  one sequence, --decode greedy tokens after a short prompt;
 //   decodeN:  --seqs sequences decoding together, one batch per step
 //             (aggregate tok/s);
+//   mixed:    --seqs sequences decoding, each step alone and with a
+//             --mixed_chunk-token prompt chunk of another sequence whose
+//             context already holds --mixed_ctx entries (the stream-isolation
+//             case of the serving benchmark): median step times and ratio;
 //   read_gbps: a streaming read over a buffer much larger than the caches
 //             with the same thread count (the machine's read bandwidth);
 //   weight_bytes / kv bytes: what one decode step reads.
@@ -42,6 +46,11 @@ ABSL_FLAG(int, kv_tokens, 4096, "KV pool capacity in tokens");
 ABSL_FLAG(int, block_size, 16, "KV block size");
 ABSL_FLAG(int, spin_us, 200, "thread pool spin before sleeping");
 ABSL_FLAG(int, reps, 3, "repetitions per phase (best is reported)");
+ABSL_FLAG(int, mixed_chunk, 8,
+          "mixed phase: prompt tokens added to each --seqs decode step "
+          "(0 skips the phase)");
+ABSL_FLAG(int, mixed_ctx, 1000,
+          "mixed phase: context already cached before the prompt chunk");
 
 namespace {
 
@@ -135,6 +144,62 @@ struct Runner {
     }
     return Seconds(t0);
   }
+  // Median step seconds of n_seqs decoding sequences, alone (first) and with
+  // a chunk of `chunk` prompt tokens of sequence n_seqs at context `ctx`
+  // (its entries 0..ctx-1 are prefilled first). Steps alternate.
+  std::pair<double, double> Mixed(int n_seqs, int n_cached, int chunk,
+                                  int ctx, int n_steps) {
+    std::vector<int32_t> prompt(ctx);
+    for (int i = 0; i < ctx; ++i) prompt[i] = (i * 31 + 5) % 1000 + 100;
+    Batch pre;
+    pre.tokens = prompt;
+    for (int t = 0; t < ctx; ++t) pre.meta.push_back(EntryMeta{0, t});
+    BatchSequence ps;
+    ps.num_tokens = ctx;
+    ps.block_table = Table(n_seqs);
+    pre.sequences.push_back(ps);
+    Check(model.Forward(pre, pool, &logits));
+    auto decode_batch = [&](bool with_chunk) {
+      Batch b;
+      for (int s = 0; s < n_seqs; ++s) {
+        b.tokens.push_back(100 + s);
+        b.meta.push_back(EntryMeta{0, n_cached});
+        BatchSequence seq;
+        seq.first_token = s;
+        seq.num_tokens = 1;
+        seq.num_cached = n_cached;
+        seq.block_table = Table(s);
+        b.sequences.push_back(std::move(seq));
+      }
+      if (with_chunk) {
+        BatchSequence seq;
+        seq.first_token = n_seqs;
+        seq.num_tokens = chunk;
+        seq.num_cached = ctx;
+        seq.block_table = Table(n_seqs);
+        seq.logits = BatchSequence::Logits::kNone;
+        for (int t = 0; t < chunk; ++t) {
+          b.tokens.push_back(200 + t);
+          b.meta.push_back(EntryMeta{0, ctx + t});
+        }
+        b.sequences.push_back(std::move(seq));
+      }
+      return b;
+    };
+    const Batch alone = decode_batch(false), mixed = decode_batch(true);
+    std::vector<double> a, m;
+    for (int step = 0; step < n_steps; ++step) {
+      auto t = Clock::now();
+      Check(model.Forward(alone, pool, &logits));
+      a.push_back(Seconds(t));
+      t = Clock::now();
+      Check(model.Forward(mixed, pool, &logits));
+      m.push_back(Seconds(t));
+    }
+    std::sort(a.begin(), a.end());
+    std::sort(m.begin(), m.end());
+    return {a[a.size() / 2], m[m.size() / 2]};
+  }
 };
 
 // Best-of-3 read bandwidth (GB/s) over a 512 MiB buffer, split across the
@@ -185,8 +250,11 @@ int main(int argc, char** argv) {
   const int n_prompt = absl::GetFlag(FLAGS_prompt);
   const int n_decode = absl::GetFlag(FLAGS_decode);
   PagedKvPool pool = model.NewPagedKvPool(bs, (kv_tokens + bs - 1) / bs);
-  const int per_seq = pool.num_blocks() / n_seqs;
-  if (per_seq * bs < std::max(n_prefill, n_prompt + n_decode)) {
+  const int mixed_chunk = absl::GetFlag(FLAGS_mixed_chunk);
+  const int mixed_ctx = absl::GetFlag(FLAGS_mixed_ctx);
+  const int per_seq = pool.num_blocks() / (n_seqs + (mixed_chunk > 0 ? 1 : 0));
+  if (per_seq * bs < std::max({n_prefill, n_prompt + n_decode,
+                               mixed_chunk > 0 ? mixed_ctx + mixed_chunk : 0})) {
     std::fprintf(stderr, "--kv_tokens too small for --seqs\n");
     return 1;
   }
@@ -206,6 +274,11 @@ int main(int argc, char** argv) {
     decoden_s =
         std::min(decoden_s, run.Decode(n_seqs, n_prompt, next, n_decode));
   }
+  std::pair<double, double> mixed{0, 0};
+  if (mixed_chunk > 0) {
+    std::vector<int32_t> next = run.Prefill(prompt, n_seqs);
+    mixed = run.Mixed(n_seqs, n_prompt, mixed_chunk, mixed_ctx, 20 * reps);
+  }
   const double rss = RssMib();
   // Bytes one decode step reads: every weight matrix (the embedding row is
   // negligible) plus K and V of the context, at the decode phase's mean
@@ -222,10 +295,14 @@ int main(int argc, char** argv) {
       "\"seqs\": %d, \"decodeN_tps\": %.2f, \"rss_mib\": %.1f, "
       "\"kv_pool_mib\": %.1f, \"weight_bytes\": %.0f, "
       "\"kv_bytes_per_step\": %.0f, \"read_gbps\": %.2f, "
-      "\"decode1_gbps\": %.2f}\n",
+      "\"decode1_gbps\": %.2f, \"mixed_chunk\": %d, \"mixed_ctx\": %d, "
+      "\"decode_step_ms\": %.2f, \"mixed_step_ms\": %.2f, "
+      "\"mixed_ratio\": %.2f}\n",
       bw_pool.num_threads(), load_s, n_prefill, n_prefill / prefill_s, n_decode,
       decode1_tps, n_seqs, n_seqs * n_decode / decoden_s, rss,
       pool.bytes() / 1048576.0, weight_bytes, kv_bytes, read_gbps,
-      (weight_bytes + kv_bytes) * decode1_tps / 1e9);
+      (weight_bytes + kv_bytes) * decode1_tps / 1e9, mixed_chunk, mixed_ctx,
+      mixed.first * 1e3, mixed.second * 1e3,
+      mixed.first > 0 ? mixed.second / mixed.first : 0.0);
   return 0;
 }

@@ -75,57 +75,71 @@ T* Scratch(std::vector<T>& buf, int64_t n) {
   return buf.data();
 }
 
-// Heads of one query handled together (sharing their K and V rows).
-constexpr int kMaxGroup = 8;
+// Query rows (heads x tokens) handled by one task, sharing K and V rows.
+constexpr int kMaxRows = 24;
 
-// Attention of g query heads (q[h] -> out[h]) of one query over the n
-// entries it sees, in rank order (k_rows[i], v_rows[i]: entry i's rows of the
-// heads' KV head). Rank, not context index, picks the score lane and the
-// accumulator slot, so a sequence gets the same bits whatever else shares
-// its context (branches) or lies beyond its mask.
-void AttendRows(const float* const* q, float* const* out, int g,
-                const uint16_t* const* k_rows, const uint16_t* const* v_rows,
-                int64_t n, int64_t head_dim, float scale,
+// Query rows of one KV head that see prefixes of one list of entries: row i
+// (q[i] -> out[i]) sees entries [0, n[i]) of it, in rank order.
+struct QueryRows {
+  const float* q[kMaxRows];
+  float* out[kMaxRows];
+  int64_t n[kMaxRows];
+  int count = 0;
+};
+
+// Attention of `rows` over the entries (k_rows[j], v_rows[j]), j < n, where
+// n = max of rows.n. Rank, not context index, picks the score lane and the
+// accumulator slot, so a query gets the same bits whatever else shares its
+// context (branches) or lies beyond its mask; the rows' shared scores beyond
+// a row's own n weigh exactly 0 and add nothing.
+void AttendRows(const QueryRows& rows, const uint16_t* const* k_rows,
+                const uint16_t* const* v_rows, int64_t head_dim, float scale,
                 KernelChoice kernels) {
   thread_local std::vector<float> score_buf, acc_buf;
+  const int g = rows.count;
+  int64_t n = 0;
+  for (int i = 0; i < g; ++i) n = std::max(n, rows.n[i]);
   // The queries as fp16 values (ggml converts them to the K cache's type).
-  float q16[kMaxGroup][kMaxHeadDim];
-  const float* q16p[kMaxGroup];
-  for (int h = 0; h < g; ++h) {
-    RoundToFp16Row(q[h], q16[h], head_dim);
-    q16p[h] = q16[h];
+  float q16[kMaxRows][kMaxHeadDim];
+  const float* q16p[kMaxRows];
+  for (int i = 0; i < g; ++i) {
+    RoundToFp16Row(rows.q[i], q16[i], head_dim);
+    q16p[i] = q16[i];
   }
-  // Scores padded to whole lanes with -inf, i.e. weight exactly 0.
-  const int64_t n_pad = (n + kLanes - 1) / kLanes * kLanes;
-  float* scores = Scratch(score_buf, g * n_pad);
+  // Score rows, each padded to whole lanes with -inf (weight exactly 0).
+  const int64_t ld = (n + kLanes - 1) / kLanes * kLanes;
+  float* scores = Scratch(score_buf, g * ld);
   if (!(UseAvx512() &&
         internal::ScoresF16Avx512(k_rows, n, q16p, g, head_dim, kernels.kq_gemm,
-                                  scores, n_pad))) {
-    for (int h = 0; h < g; ++h) {
-      for (int64_t j = 0; j < n; j += kLanes) {
-        const int64_t count = std::min(kLanes, n - j);
-        float* dst = scores + h * n_pad + j;
+                                  scores, ld))) {
+    for (int i = 0; i < g; ++i) {
+      for (int64_t j = 0; j < rows.n[i]; j += kLanes) {
+        const int64_t count = std::min(kLanes, rows.n[i] - j);
+        float* dst = scores + i * ld + j;
         if (kernels.kq_gemm) {
-          DotF16F32GemmRows(k_rows + j, count, q16[h], head_dim, dst);
+          DotF16F32GemmRows(k_rows + j, count, q16[i], head_dim, dst);
         } else {
-          DotF16F32VecRows(k_rows + j, count, q16[h], head_dim, dst);
+          DotF16F32VecRows(k_rows + j, count, q16[i], head_dim, dst);
         }
       }
     }
   }
-  for (int h = 0; h < g; ++h) {
-    float* row = scores + h * n_pad;
+  for (int i = 0; i < g; ++i) {
+    float* row = scores + i * ld;
+    const int64_t ni = rows.n[i];
+    const int64_t ni_pad = (ni + kLanes - 1) / kLanes * kLanes;
     float max = -INFINITY;
-    for (int64_t j = 0; j < n; ++j) {
+    for (int64_t j = 0; j < ni; ++j) {
       row[j] *= scale;
       max = std::max(max, row[j]);
     }
-    std::fill(row + n, row + n_pad, -INFINITY);
-    const double sum = ExpShiftedSum(row, max, row, n_pad);
+    std::fill(row + ni, row + ni_pad, -INFINITY);
+    const double sum = ExpShiftedSum(row, max, row, ni_pad);
     const float inv_sum = static_cast<float>(1.0 / sum);
     // The weights, rounded to fp16 as ggml stores them.
-    for (int64_t j = 0; j < n; ++j) row[j] *= inv_sum;
-    RoundToFp16Row(row, row, n);
+    for (int64_t j = 0; j < ni; ++j) row[j] *= inv_sum;
+    RoundToFp16Row(row, row, ni);
+    std::fill(row + ni, row + ld, 0.0f);
   }
   // Weighted V sums, one partial row per accumulator lane (slot).
   const int64_t slots = kernels.kqv_gemm ? kLanes : 4 * kLanes;
@@ -133,23 +147,23 @@ void AttendRows(const float* const* q, float* const* out, int g,
   const int64_t ld_acc = slots * head_dim;
   float* acc = Scratch(acc_buf, g * ld_acc);
   if (!(UseAvx512() &&
-        internal::SlotSumsF16Avx512(v_rows, n, scores, n_pad, g, head_dim,
-                                    slots, acc, ld_acc))) {
-    for (int h = 0; h < g; ++h) {
-      float* acc_h = acc + h * ld_acc;
-      std::memset(acc_h, 0, used * head_dim * sizeof(float));
+        internal::SlotSumsF16Avx512(v_rows, n, scores, ld, g, head_dim, slots,
+                                    acc, ld_acc))) {
+    for (int i = 0; i < g; ++i) {
+      float* acc_i = acc + i * ld_acc;
+      std::memset(acc_i, 0, used * head_dim * sizeof(float));
       float* dst[kLanes];
       for (int64_t j = 0; j < n; j += kLanes) {
         const int64_t count = std::min(kLanes, n - j);
         for (int64_t r = 0; r < count; ++r) {
-          dst[r] = acc_h + ((j + r) % slots) * head_dim;
+          dst[r] = acc_i + ((j + r) % slots) * head_dim;
         }
-        AxpyF16Rows(scores + h * n_pad + j, v_rows + j, dst, count, head_dim);
+        AxpyF16Rows(scores + i * ld + j, v_rows + j, dst, count, head_dim);
       }
     }
   }
-  for (int h = 0; h < g; ++h) {
-    ReduceSlots(acc + h * ld_acc, slots, used, head_dim, out[h]);
+  for (int i = 0; i < g; ++i) {
+    ReduceSlots(acc + i * ld_acc, slots, used, head_dim, rows.out[i]);
   }
 }
 
@@ -161,61 +175,105 @@ KernelChoice ChooseKernels(int64_t n_tok, int64_t head_dim) {
                       n_tok > 1 && head_dim % 4 == 0};
 }
 
-// How one call is split into tasks: (query token, KV head, group of that KV
-// head's query heads). Heads are grouped to share K/V rows unless that would
-// leave too few tasks to keep the pool busy.
-struct TaskSplit {
-  int64_t group = 0;       // query heads per KV head
-  int64_t group_size = 0;  // heads per task
-  int64_t per_kv = 0;      // tasks per (token, KV head)
-  int64_t tasks = 0;
-
-  TaskSplit(const AttentionShape& shape, int64_t n_tok, ThreadPool* pool) {
-    group = shape.n_head / shape.n_kv_head;
-    group_size = std::min<int64_t>(group, kMaxGroup);
-    const int64_t threads = pool != nullptr ? pool->num_threads() : 1;
-    if (n_tok * shape.n_kv_head * ((group + group_size - 1) / group_size) <
-        2 * threads) {
-      group_size = 1;
-    }
-    per_kv = (group + group_size - 1) / group_size;
-    tasks = n_tok * shape.n_kv_head * per_kv;
-  }
+// A run of consecutive query tokens of one sequence.
+struct TokenRun {
+  int64_t first = 0;
+  int64_t count = 0;
+  int64_t cost = 0;  // count x the context of its last token
 };
 
-// Runs task(t, kv_head, first_head, num_heads) for every task of the split.
-template <typename Task>
-void RunTasks(const AttentionShape& shape, const TaskSplit& split,
-              ThreadPool* pool, Task task) {
-  auto run = [&](int64_t i) {
-    const int64_t sub = i % split.per_kv;
-    const int64_t kvh = (i / split.per_kv) % shape.n_kv_head;
-    const int64_t t = i / (split.per_kv * shape.n_kv_head);
-    const int64_t h0 = kvh * split.group + sub * split.group_size;
-    const int g = static_cast<int>(
-        std::min(split.group_size, (kvh + 1) * split.group - h0));
-    task(t, kvh, h0, g);
-  };
-  if (pool != nullptr) {
-    pool->ParallelFor(split.tasks, run);
-  } else {
-    for (int64_t i = 0; i < split.tasks; ++i) run(i);
+// How one call is split into tasks: (run of query tokens of one sequence, KV
+// head, group of that KV head's query heads), each with at most kMaxRows
+// query rows. Rows are grouped to share K/V rows, but no task takes more
+// than about a quarter of a thread's share of the work (a long prompt chunk
+// beside short decodes would leave the other threads idle), and the pool
+// hands out the largest tasks first.
+class TaskSplit {
+ public:
+  // same_seq(t) says whether token t belongs with token t - 1; ctx(t) is the
+  // number of context entries token t's sequence holds.
+  template <typename SameSeq, typename Ctx>
+  TaskSplit(const AttentionShape& shape, int64_t n_tok, ThreadPool* pool,
+            SameSeq same_seq, Ctx ctx)
+      : shape_(shape) {
+    thread_local std::vector<TokenRun> seq_runs;
+    seq_runs.clear();
+    int64_t total = 0;
+    for (int64_t t = 0; t < n_tok; ++t) {
+      if (t > 0 && same_seq(t)) {
+        ++seq_runs.back().count;
+      } else {
+        seq_runs.push_back({t, 1, 0});
+      }
+      total += ctx(t);
+    }
+    group_ = shape.n_head / shape.n_kv_head;
+    heads_ = std::min<int64_t>(group_, kMaxRows);
+    const int64_t max_tokens = std::max<int64_t>(1, kMaxRows / heads_);
+    const int64_t threads = pool != nullptr ? pool->num_threads() : 1;
+    const int64_t target = std::max<int64_t>(1, total / (4 * threads));
+    thread_local std::vector<TokenRun> runs;
+    runs.clear();
+    for (const TokenRun& r : seq_runs) {
+      const int64_t c = std::max<int64_t>(1, ctx(r.first + r.count - 1));
+      const int64_t tokens = std::clamp<int64_t>(target / c, 1, max_tokens);
+      for (int64_t t = 0; t < r.count; t += tokens) {
+        const int64_t n = std::min(tokens, r.count - t);
+        runs.push_back({r.first + t, n, n * c});
+      }
+    }
+    if (static_cast<int64_t>(runs.size()) * shape.n_kv_head *
+            ((group_ + heads_ - 1) / heads_) <
+        2 * threads) {
+      heads_ = 1;
+    }
+    // (std::sort: stable_sort may allocate.)
+    std::sort(runs.begin(), runs.end(),
+              [](const TokenRun& a, const TokenRun& b) {
+                return a.cost != b.cost ? a.cost > b.cost : a.first < b.first;
+              });
+    runs_ = &runs;
+    per_kv_ = (group_ + heads_ - 1) / heads_;
+  }
+
+  // Runs task(run, kv_head, first_head, num_heads) for every task.
+  template <typename Task>
+  void Run(ThreadPool* pool, Task task) const {
+    const int64_t n_kv = shape_.n_kv_head;
+    auto run = [&](int64_t i) {
+      const int64_t sub = i % per_kv_;
+      const int64_t kvh = (i / per_kv_) % n_kv;
+      const TokenRun& r = (*runs_)[i / (per_kv_ * n_kv)];
+      const int64_t h0 = kvh * group_ + sub * heads_;
+      const int g = static_cast<int>(std::min(heads_, (kvh + 1) * group_ - h0));
+      task(r, kvh, h0, g);
+    };
+    const int64_t tasks = static_cast<int64_t>(runs_->size()) * n_kv * per_kv_;
+    if (pool != nullptr) {
+      pool->ParallelFor(tasks, run);
+    } else {
+      for (int64_t i = 0; i < tasks; ++i) run(i);
+    }
+  }
+
+ private:
+  const AttentionShape& shape_;
+  int64_t group_ = 0;  // query heads per KV head
+  int64_t heads_ = 0;  // heads per task
+  int64_t per_kv_ = 0;
+  const std::vector<TokenRun>* runs_ = nullptr;  // the caller's thread's
+};
+
+// Adds heads [h0, h0 + g) of query token t, seeing n entries, to rows.
+void AddRows(const AttentionShape& shape, const float* q, float* out, int64_t t,
+             int64_t h0, int g, int64_t n, QueryRows* rows) {
+  for (int h = 0; h < g; ++h) {
+    const int64_t off = (t * shape.n_head + h0 + h) * shape.head_dim;
+    rows->q[rows->count] = q + off;
+    rows->out[rows->count] = out + off;
+    rows->n[rows->count++] = n;
   }
 }
-
-// The q and out rows of heads [h0, h0 + g) of query token t.
-struct HeadRows {
-  const float* q[kMaxGroup];
-  float* out[kMaxGroup];
-  HeadRows(const AttentionShape& shape, const float* q_all, float* out_all,
-           int64_t t, int64_t h0, int g) {
-    for (int h = 0; h < g; ++h) {
-      const int64_t off = (t * shape.n_head + h0 + h) * shape.head_dim;
-      q[h] = q_all + off;
-      out[h] = out_all + off;
-    }
-  }
-};
 
 }  // namespace
 
@@ -225,10 +283,18 @@ void Attention(const AttentionShape& shape, const float* q,
   const int64_t kv_stride = shape.n_kv_head * shape.head_dim;
   const float scale = 1.0f / std::sqrt(static_cast<float>(shape.head_dim));
   const KernelChoice kernels = ChooseKernels(n_tok, shape.head_dim);
-  const TaskSplit split(shape, n_tok, pool);
-  RunTasks(shape, split, pool, [&](int64_t t, int64_t kvh, int64_t h0, int g) {
+  const TaskSplit split(
+      shape, n_tok, pool, [](int64_t) { return true; },
+      [&](int64_t t) { return int64_t{q_positions[t]} + 1; });
+  split.Run(pool, [&](const TokenRun& run, int64_t kvh, int64_t h0, int g) {
     thread_local std::vector<const uint16_t*> k_buf, v_buf;
-    const int64_t n = static_cast<int64_t>(q_positions[t]) + 1;
+    QueryRows rows;
+    int64_t n = 0;
+    for (int64_t t = run.first; t < run.first + run.count; ++t) {
+      const int64_t nt = static_cast<int64_t>(q_positions[t]) + 1;
+      AddRows(shape, q, out, t, h0, g, nt, &rows);
+      n = std::max(n, nt);
+    }
     const uint16_t** k_rows = Scratch(k_buf, n);
     const uint16_t** v_rows = Scratch(v_buf, n);
     const int64_t kv_off = kvh * shape.head_dim;
@@ -236,9 +302,7 @@ void Attention(const AttentionShape& shape, const float* q,
       k_rows[j] = k + j * kv_stride + kv_off;
       v_rows[j] = v + j * kv_stride + kv_off;
     }
-    const HeadRows rows(shape, q, out, t, h0, g);
-    AttendRows(rows.q, rows.out, g, k_rows, v_rows, n, shape.head_dim, scale,
-               kernels);
+    AttendRows(rows, k_rows, v_rows, shape.head_dim, scale, kernels);
   });
 }
 
@@ -251,10 +315,15 @@ void PagedAttention(const AttentionShape& shape, const PagedKvLayer& kv,
   int shift = -1;
   if ((bs & (bs - 1)) == 0) shift = __builtin_ctzll(static_cast<uint64_t>(bs));
   const float scale = 1.0f / std::sqrt(static_cast<float>(shape.head_dim));
-  const TaskSplit split(shape, n_tok, pool);
-  RunTasks(shape, split, pool, [&](int64_t t, int64_t kvh, int64_t h0, int g) {
+  const TaskSplit split(
+      shape, n_tok, pool,
+      [&](int64_t t) { return token_seq[t] == token_seq[t - 1]; },
+      [&](int64_t t) { return seqs[token_seq[t]].num_ctx; });
+  split.Run(pool, [&](const TokenRun& run, int64_t kvh, int64_t h0, int g) {
     thread_local std::vector<const uint16_t*> k_buf, v_buf;
-    const PagedAttentionSeq& seq = seqs[token_seq[t]];
+    thread_local std::vector<KvEntryMeta> meta_buf;
+    thread_local std::vector<int32_t> key_buf;
+    const PagedAttentionSeq& seq = seqs[token_seq[run.first]];
     const int32_t* table = seq.block_table;
     // Pool index of context entry j (shifts for the usual power-of-two
     // block sizes).
@@ -264,10 +333,7 @@ void PagedAttention(const AttentionShape& shape, const PagedKvLayer& kv,
       }
       return table[j / bs] * bs + j % bs;
     };
-    const KvEntryMeta qm = q_meta[t];
-    auto visible = [&](int64_t e, int64_t j) {
-      KvEntryMeta m{0, static_cast<int32_t>(j)};
-      if (kv.meta != nullptr) m = kv.meta[e];
+    auto visible = [&](KvEntryMeta qm, KvEntryMeta m) {
       if (m.stream == qm.stream) return m.y <= qm.y;
       if (m.y >= qm.y) return false;
       for (int64_t s = 0; s < seq.num_visible_streams; ++s) {
@@ -275,21 +341,74 @@ void PagedAttention(const AttentionShape& shape, const PagedKvLayer& kv,
       }
       return false;
     };
-    // The visible entries in context order.
     const uint16_t** k_rows = Scratch(k_buf, seq.num_ctx);
     const uint16_t** v_rows = Scratch(v_buf, seq.num_ctx);
+    KvEntryMeta* metas = Scratch(meta_buf, seq.num_ctx);
+    int32_t* keys = Scratch(key_buf, seq.num_ctx);
     const uint16_t* kh = kv.k + kvh * shape.head_dim;
     const uint16_t* vh = kv.v + kvh * shape.head_dim;
-    int64_t n = 0;
-    for (int64_t j = 0; j < seq.num_ctx; ++j) {
-      const int64_t e = slot(j);
-      if (!visible(e, j)) continue;
-      k_rows[n] = kh + e * kv_stride;
-      v_rows[n++] = vh + e * kv_stride;
+    const KernelChoice kernels = ChooseKernels(seq.num_tokens, shape.head_dim);
+    // The entries token t sees, in context order; returns their count.
+    auto gather = [&](int64_t t) {
+      int64_t n = 0;
+      for (int64_t j = 0; j < seq.num_ctx; ++j) {
+        const int64_t e = slot(j);
+        const KvEntryMeta m = kv.meta != nullptr
+                                  ? kv.meta[e]
+                                  : KvEntryMeta{0, static_cast<int32_t>(j)};
+        if (!visible(q_meta[t], m)) continue;
+        metas[n] = m;
+        k_rows[n] = kh + e * kv_stride;
+        v_rows[n++] = vh + e * kv_stride;
+      }
+      return n;
+    };
+    // The run's last token's entries serve every token that sees exactly a
+    // prefix of them; others go alone. A token of the last token's stream
+    // at y <= its y sees a subset of them: entry m iff key(m) <= its y, with
+    // key = y for the stream's own entries and y + 1 for others' (it sees
+    // those strictly below). When keys never decrease along the list (one
+    // causal stream; branches), every such subset is a prefix.
+    const int64_t last = run.first + run.count - 1;
+    const int64_t n_last = gather(last);
+    const KvEntryMeta ql = q_meta[last];
+    bool monotone = true;
+    for (int64_t j = 0; j < n_last; ++j) {
+      keys[j] = metas[j].stream == ql.stream ? metas[j].y : metas[j].y + 1;
+      monotone = monotone && (j == 0 || keys[j] >= keys[j - 1]);
     }
-    const HeadRows rows(shape, q, out, t, h0, g);
-    AttendRows(rows.q, rows.out, g, k_rows, v_rows, n, shape.head_dim, scale,
-               ChooseKernels(seq.num_tokens, shape.head_dim));
+    auto sees_prefix = [&](int64_t t, int64_t* nt) {
+      const KvEntryMeta qt = q_meta[t];
+      if (qt.stream != ql.stream || qt.y > ql.y) return false;
+      if (monotone) {
+        *nt = std::upper_bound(keys, keys + n_last, qt.y) - keys;
+        return true;
+      }
+      *nt = 0;
+      while (*nt < n_last && keys[*nt] <= qt.y) ++*nt;
+      for (int64_t j = *nt; j < n_last; ++j) {
+        if (keys[j] <= qt.y) return false;
+      }
+      return true;
+    };
+    QueryRows rows;
+    int64_t alone[kMaxRows];
+    int num_alone = 0;
+    for (int64_t t = run.first; t < last; ++t) {
+      int64_t nt = 0;
+      if (sees_prefix(t, &nt)) {
+        AddRows(shape, q, out, t, h0, g, nt, &rows);
+      } else {
+        alone[num_alone++] = t;
+      }
+    }
+    AddRows(shape, q, out, last, h0, g, n_last, &rows);
+    AttendRows(rows, k_rows, v_rows, shape.head_dim, scale, kernels);
+    for (int i = 0; i < num_alone; ++i) {
+      QueryRows one;
+      AddRows(shape, q, out, alone[i], h0, g, gather(alone[i]), &one);
+      AttendRows(one, k_rows, v_rows, shape.head_dim, scale, kernels);
+    }
   });
 }
 
