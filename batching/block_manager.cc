@@ -40,6 +40,27 @@ uint64_t BlockManager::ChainHash(uint64_t parent_hash,
   return h;
 }
 
+int32_t BlockManager::Find(uint64_t hash, uint64_t parent_hash,
+                           absl::Span<const int32_t> key) const {
+  auto it = cached_.find(hash);
+  if (it == cached_.end()) return -1;
+  const Block& b = blocks_[it->second];
+  if (b.parent_hash != parent_hash || b.tokens.size() != key.size() ||
+      !std::equal(b.tokens.begin(), b.tokens.end(), key.begin())) {
+    return -1;  // a hash collision: treat as a miss
+  }
+  return it->second;
+}
+
+void BlockManager::Reference(int32_t block) {
+  Block& b = blocks_[block];
+  if (b.ref_count == 0) {
+    UnlinkEvictable(block);
+    --num_free_;
+  }
+  ++b.ref_count;
+}
+
 int BlockManager::AcquireCachedPrefix(absl::Span<const int32_t> tokens,
                                       int max_blocks,
                                       std::vector<int32_t>* blocks,
@@ -50,24 +71,37 @@ int BlockManager::AcquireCachedPrefix(absl::Span<const int32_t> tokens,
     if (static_cast<int>(tokens.size()) < (n + 1) * block_size_) break;
     auto content = tokens.subspan(n * block_size_, block_size_);
     const uint64_t h = ChainHash(parent, content);
-    auto it = cached_.find(h);
-    if (it == cached_.end()) break;
-    Block& b = blocks_[it->second];
-    if (b.parent_hash != parent ||
-        !std::equal(b.tokens.begin(), b.tokens.end(), content.begin())) {
-      break;  // a hash collision: treat as a miss
-    }
-    if (b.ref_count == 0) {
-      UnlinkEvictable(it->second);
-      --num_free_;
-    }
-    ++b.ref_count;
-    blocks->push_back(it->second);
+    const int32_t id = Find(h, parent, content);
+    if (id < 0) break;
+    Reference(id);
+    blocks->push_back(id);
     hashes->push_back(h);
     parent = h;
   }
   num_hit_blocks_ += n;
   return n;
+}
+
+int32_t BlockManager::AcquireCached(uint64_t parent_hash,
+                                    absl::Span<const int32_t> key,
+                                    uint64_t* hash) {
+  const uint64_t h = ChainHash(parent_hash, key);
+  const int32_t id = Find(h, parent_hash, key);
+  if (id < 0) return -1;
+  Reference(id);
+  ++num_hit_blocks_;
+  *hash = h;
+  return id;
+}
+
+int32_t BlockManager::TakeCached(uint64_t parent_hash,
+                                 absl::Span<const int32_t> key) {
+  const int32_t id = Find(ChainHash(parent_hash, key), parent_hash, key);
+  if (id < 0 || blocks_[id].ref_count != 0) return -1;
+  Reference(id);
+  Uncache(id);
+  ++num_hit_blocks_;
+  return id;
 }
 
 bool BlockManager::Allocate(int n, std::vector<int32_t>* blocks) {

@@ -67,8 +67,23 @@ class BlockManager {
   // after the prefix named by `parent_hash`; returns the block's chain hash.
   // If an identical prefix is already cached in another block, that one
   // stays the cached copy and `block` remains private.
+  //
+  // `tokens` may also be any other key that names the block's content (a
+  // kept session's blocks are keyed by tokens, (stream, y) tags and
+  // visibility; Scheduler::Keep): lookups compare the whole key.
   uint64_t Commit(int32_t block, uint64_t parent_hash,
                   absl::Span<const int32_t> tokens);
+
+  // One block by key (after AcquireCachedPrefix, for content keyed other
+  // than by plain tokens): takes a reference to the block cached under
+  // ChainHash(parent_hash, key) whose key is `key`, sets `*hash`, and
+  // returns its id; -1 when there is none.
+  int32_t AcquireCached(uint64_t parent_hash, absl::Span<const int32_t> key,
+                        uint64_t* hash);
+  // Like AcquireCached for a block its taker will write into (a partial
+  // last block): the block must be unreferenced, and it leaves the cache,
+  // so nobody else can find content that is about to change.
+  int32_t TakeCached(uint64_t parent_hash, absl::Span<const int32_t> key);
 
   // Drops one reference to each block. Blocks are released last to first,
   // so a sequence's tail is evicted before its (more shareable) head.
@@ -90,6 +105,11 @@ class BlockManager {
     int32_t prev = -1, next = -1;
   };
 
+  // The cached block under `hash` holding exactly `key` after
+  // `parent_hash`, or -1.
+  int32_t Find(uint64_t hash, uint64_t parent_hash,
+               absl::Span<const int32_t> key) const;
+  void Reference(int32_t block);
   void PushEvictable(int32_t block);  // at the most-recent end
   void UnlinkEvictable(int32_t block);
   void Uncache(int32_t block);

@@ -108,5 +108,40 @@ TEST(BlockManagerTest, IdenticalContentInTwoBlocksKeepsOneCachedCopy) {
   EXPECT_EQ(m.num_free_blocks(), 2);
 }
 
+// Blocks keyed by more than their tokens (a kept session's; Scheduler::Keep):
+// found by the whole key, shared when full, taken whole when partial.
+TEST(BlockManagerTest, KeyedBlocksAreSharedOrTakenWhole) {
+  BlockManager m(4, 2);
+  std::vector<int32_t> a;
+  ASSERT_TRUE(m.Allocate(2, &a));
+  const std::vector<int32_t> full = {2, 7, 8, 1, 0, 1, 1};  // any length
+  const std::vector<int32_t> tail = {1, 9, 1, 2};
+  const uint64_t h = m.Commit(a[0], BlockManager::kRootHash, full);
+  m.Commit(a[1], h, tail);
+  m.Release(a);
+  EXPECT_EQ(m.num_free_blocks(), 4);
+  uint64_t got = 0;
+  std::vector<int32_t> other = full;
+  other.back() = 2;  // another (stream, y) tag: no hit
+  EXPECT_EQ(m.AcquireCached(BlockManager::kRootHash, other, &got), -1);
+  EXPECT_EQ(m.AcquireCached(BlockManager::kRootHash, full, &got), a[0]);
+  EXPECT_EQ(got, h);
+  EXPECT_EQ(m.ref_count(a[0]), 1);
+  // The plain-token lookup never matches a keyed block.
+  std::vector<int32_t> blocks;
+  std::vector<uint64_t> hashes;
+  EXPECT_EQ(m.AcquireCachedPrefix({2, 7}, 1, &blocks, &hashes), 0);
+  EXPECT_EQ(m.TakeCached(BlockManager::kRootHash, tail), -1);  // wrong parent
+  // Taken: held by the taker alone and gone from the cache.
+  EXPECT_EQ(m.TakeCached(h, tail), a[1]);
+  EXPECT_EQ(m.ref_count(a[1]), 1);
+  EXPECT_EQ(m.stats().num_cached_blocks, 1);
+  EXPECT_EQ(m.TakeCached(h, tail), -1);
+  // A referenced block is never taken.
+  EXPECT_EQ(m.TakeCached(BlockManager::kRootHash, full), -1);
+  m.Release({a[0], a[1]});
+  EXPECT_EQ(m.num_free_blocks(), 4);
+}
+
 }  // namespace
 }  // namespace braid::batching

@@ -196,6 +196,7 @@ bool Engine::DrainInbox() {
     }
   }
   ExpireDeadlines();
+  ExpireIdleSessions(absl::Now());
   if (shutdown) {
     while (!active_.empty()) {
       Finish(*active_.begin()->second, FinishReason::kCancelled,
@@ -297,6 +298,7 @@ void Engine::RunStep() {
       auto it = sessions_.find(s.request_id);
       if (it != sessions_.end()) {
         it->second->OnStep(s, output->stream_tokens[i], scheduler_);
+        it->second->Touch(now);
       }
       continue;
     }
@@ -443,6 +445,7 @@ void Engine::PublishStats() {
   absl::MutexLock lock(&mu_);
   busy_ = !active_.empty() || !sessions_.empty();
   stats_.sessions = static_cast<int>(sessions_.size());
+  stats_.kept_sessions = static_cast<int>(kept_.size());
   stats_.running = s.num_running;
   stats_.queue_sizes = s.queue_sizes;
   stats_.queue_running = s.queue_running;

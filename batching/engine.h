@@ -3,12 +3,16 @@
 
 #include <array>
 #include <cstdint>
+#include <list>
 #include <memory>
+#include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/container/flat_hash_map.h"
+#include "absl/functional/function_ref.h"
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "batching/executor.h"
@@ -29,8 +33,16 @@ struct EngineOptions {
   int max_waiting_requests = 256;
   int64_t max_waiting_tokens = 256 * 1024;
   // A request that reaches this many tokens (prompt + output) finishes with
-  // kContextFull.
+  // kContextFull; a session's context (all its streams' entries) holds at
+  // most this many (batching/session.h).
   int max_context_tokens = 4096;
+  // Sessions: open sessions per client (SessionOptions::owner; 0 = no
+  // limit), sessions kept for resume (the least recently kept go first; 0 =
+  // none are kept), and how long an open session may sit idle before it is
+  // kept and its client told (absl::InfiniteDuration() = never).
+  int max_sessions_per_client = 0;
+  int max_kept_sessions = 64;
+  absl::Duration session_idle_timeout = absl::InfiniteDuration();
   // Thinking markers (the same ids as scheduler.think_*): reasoning routing
   // and budgets of Generate requests and session streams.
   ReasoningMarkers reasoning;
@@ -54,7 +66,8 @@ struct EngineStats {
   int64_t completed = 0;
   int64_t cancelled = 0;
   int64_t failed = 0;
-  int sessions = 0;  // open sessions (holding their KV context)
+  int sessions = 0;       // open sessions (holding their KV context)
+  int kept_sessions = 0;  // closed with keep, resumable
 };
 
 // The continuous-batching engine: one thread runs the step loop
@@ -97,14 +110,34 @@ class Engine {
 
   // Sessions (docs/MULTISTREAM.md, batching/session.h). OpenSession checks
   // the options and queues the session; its sink gets kOpened, then events
-  // as input lands and streams write. The others act at the top of the next
-  // step, in call order; unknown handles are ignored. CloseSession frees
-  // the session's blocks and reports kClosed.
+  // as input lands and streams write. It fails with RESOURCE_EXHAUSTED when
+  // the owner already has max_sessions_per_client open sessions, and with
+  // ALREADY_EXISTS when the owner has an open or kept session of that id.
+  // The others act at the top of the next step, in call order; unknown
+  // handles are ignored. CloseSession frees the session's blocks and
+  // reports kClosed; with `keep` (and max_kept_sessions > 0) it keeps the
+  // session instead: its computed context stays in the prefix cache as
+  // free, evictable blocks (Scheduler::Keep), its entries and stream state
+  // with the engine, until ResumeSession, or until more than
+  // max_kept_sessions are kept (least recently kept dropped first). A
+  // session idle for session_idle_timeout is kept the same way and gets
+  // kClosed with DEADLINE_EXCEEDED.
   absl::StatusOr<uint64_t> OpenSession(SessionOptions options,
                                        std::shared_ptr<SessionSink> sink);
   void SessionAppend(uint64_t handle, SessionInput input);
   void SessionInterrupt(uint64_t handle, int stream);
-  void CloseSession(uint64_t handle);
+  void CloseSession(uint64_t handle, bool keep = false);
+
+  // Reattaches the kept session `session_id` of `owner` to `sink` under a
+  // new handle (returned): the sink gets kOpened (resumed), and the next
+  // turn computes only what is not in the prefix cache any more. NOT_FOUND
+  // when the owner has no such kept session, FAILED_PRECONDITION when it is
+  // open, RESOURCE_EXHAUSTED over max_sessions_per_client. `prepare` sees
+  // the session's options before any event reaches the sink.
+  absl::StatusOr<uint64_t> ResumeSession(
+      const std::string& owner, const std::string& session_id,
+      std::shared_ptr<SessionSink> sink,
+      absl::FunctionRef<void(const SessionOptions&)> prepare);
 
   EngineStats Stats() const;
 
@@ -114,12 +147,22 @@ class Engine {
  private:
   struct Active;
   struct SessionCommand {
-    enum class Kind { kOpen, kAppend, kInterrupt, kClose } kind;
+    enum class Kind { kOpen, kAppend, kInterrupt, kClose, kResume } kind;
     uint64_t handle = 0;
-    std::unique_ptr<Session> session;  // kOpen
-    SessionInput input;                // kAppend
-    int stream = 0;                    // kInterrupt
+    std::unique_ptr<Session> session;   // kOpen
+    SessionInput input;                 // kAppend
+    int stream = 0;                     // kInterrupt
+    bool keep = false;                  // kClose
+    uint64_t kept_handle = 0;           // kResume: the kept session
+    std::shared_ptr<SessionSink> sink;  // kResume
   };
+  // An open or kept session, by (owner, session_id).
+  struct SessionRecord {
+    uint64_t handle = 0;  // of the open session, or of the kept one
+    bool kept = false;
+    std::shared_ptr<const SessionOptions> options;
+  };
+  using SessionKey = std::pair<std::string, std::string>;
 
   void Loop();
   // Moves the inbox into the scheduler; false when shutting down.
@@ -138,6 +181,19 @@ class Engine {
   void ApplySessionCommand(SessionCommand& command);
   // Ends a session: frees its blocks and sends kClosed with `status`.
   void FinishSession(Session& session, absl::Status status);
+  // Keeps a session (CloseSession with keep) and sends kClosed with
+  // `status`; closes it instead when nothing may be kept.
+  void KeepSession(Session& session, absl::Status status);
+  // Drops the least recently kept sessions beyond max_kept_sessions.
+  void TrimKeptSessions();
+  void ResumeKeptSession(SessionCommand& command);
+  // Keeps the sessions idle for longer than session_idle_timeout.
+  void ExpireIdleSessions(absl::Time now);
+  // RESOURCE_EXHAUSTED when `owner` has max_sessions_per_client open.
+  absl::Status CheckSessionLimit(const std::string& owner) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void ReleaseSessionSlot(const std::string& owner)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void PostSession(SessionCommand command);
 
   Executor* const executor_;
@@ -153,11 +209,18 @@ class Engine {
   std::vector<uint64_t> cancels_ ABSL_GUARDED_BY(mu_);
   std::vector<SessionCommand> session_commands_ ABSL_GUARDED_BY(mu_);
   EngineStats stats_ ABSL_GUARDED_BY(mu_);
+  absl::flat_hash_map<SessionKey, SessionRecord> session_records_
+      ABSL_GUARDED_BY(mu_);
+  absl::flat_hash_map<std::string, int> open_sessions_per_owner_
+      ABSL_GUARDED_BY(mu_);
 
   // Engine thread only.
   Scheduler scheduler_;
   absl::flat_hash_map<uint64_t, std::unique_ptr<Active>> active_;
   absl::flat_hash_map<uint64_t, std::unique_ptr<Session>> sessions_;
+  // Kept sessions by handle, and their handles least recently kept first.
+  absl::flat_hash_map<uint64_t, std::unique_ptr<Session>> kept_;
+  std::list<uint64_t> kept_order_;
 
   std::thread thread_;
 };

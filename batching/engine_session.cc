@@ -1,11 +1,41 @@
 // The engine's session entry points and their application on the engine
 // thread (batching/session.h holds the session logic).
+//
+// Design note. Which sessions exist is known on two sides: the engine
+// thread owns the Session objects (open in sessions_, kept in kept_), while
+// callers need answers at once (is this id open, kept, over the client's
+// limit?). session_records_ answers them under mu_: OpenSession and
+// ResumeSession change it when they accept, the engine thread when a
+// session closes, is kept or is dropped. A resume claims its record before
+// its command reaches the engine thread, and TrimKeptSessions never drops
+// a claimed session, so an accepted resume always finds its session.
+#include <algorithm>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
 #include "batching/engine.h"
 
 namespace braid::batching {
+
+absl::Status Engine::CheckSessionLimit(const std::string& owner) const {
+  const int max = options_.max_sessions_per_client;
+  if (max <= 0) return absl::OkStatus();
+  auto it = open_sessions_per_owner_.find(owner);
+  const int open = it == open_sessions_per_owner_.end() ? 0 : it->second;
+  if (open < max) return absl::OkStatus();
+  return absl::ResourceExhaustedError(absl::StrCat(
+      "this client already has ", open,
+      " open sessions (--max_sessions_per_client=", max,
+      "); close one (close with keep leaves it resumable) or retry later"));
+}
+
+void Engine::ReleaseSessionSlot(const std::string& owner) {
+  auto it = open_sessions_per_owner_.find(owner);
+  if (it != open_sessions_per_owner_.end() && --it->second <= 0) {
+    open_sessions_per_owner_.erase(it);
+  }
+}
 
 absl::StatusOr<uint64_t> Engine::OpenSession(
     SessionOptions options, std::shared_ptr<SessionSink> sink) {
@@ -23,14 +53,78 @@ absl::StatusOr<uint64_t> Engine::OpenSession(
         "the session prefix needs ", options.prefix.size(),
         " tokens of KV cache but the whole pool holds ", pool_tokens));
   }
+  if (static_cast<int64_t>(options.prefix.size()) >=
+      options_.max_context_tokens) {
+    return absl::OutOfRangeError(absl::StrCat(
+        "the session prefix holds ", options.prefix.size(),
+        " tokens, leaving no room in the served context length of ",
+        options_.max_context_tokens, " tokens (--context_length)"));
+  }
   absl::MutexLock lock(&mu_);
   if (shutdown_) return absl::UnavailableError("the engine is shutting down");
+  if (absl::Status s = CheckSessionLimit(options.owner); !s.ok()) return s;
   const uint64_t handle = next_handle_++;
+  if (options.session_id.empty()) {
+    options.session_id = absl::StrCat("session-", handle);
+  }
+  SessionRecord& record =
+      session_records_[SessionKey(options.owner, options.session_id)];
+  if (record.handle != 0) {
+    return absl::AlreadyExistsError(absl::StrCat(
+        "this client already has ", record.kept ? "a kept" : "an open",
+        " session \"", options.session_id, "\"",
+        record.kept ? "; resume it (open with resume) or choose another id"
+                    : "; choose another id"));
+  }
+  record.handle = handle;
+  record.options = std::make_shared<const SessionOptions>(options);
+  ++open_sessions_per_owner_[options.owner];
   SessionCommand c;
   c.kind = SessionCommand::Kind::kOpen;
   c.handle = handle;
   c.session = std::make_unique<Session>(std::move(options), std::move(sink),
-                                        handle, tokenizer_, options_.reasoning);
+                                        handle, tokenizer_, options_.reasoning,
+                                        options_.max_context_tokens);
+  session_commands_.push_back(std::move(c));
+  return handle;
+}
+
+absl::StatusOr<uint64_t> Engine::ResumeSession(
+    const std::string& owner, const std::string& session_id,
+    std::shared_ptr<SessionSink> sink,
+    absl::FunctionRef<void(const SessionOptions&)> prepare) {
+  SessionCommand c;
+  c.kind = SessionCommand::Kind::kResume;
+  c.sink = std::move(sink);
+  std::shared_ptr<const SessionOptions> options;
+  {
+    absl::MutexLock lock(&mu_);
+    if (shutdown_) return absl::UnavailableError("the engine is shutting down");
+    auto it = session_records_.find(SessionKey(owner, session_id));
+    if (it == session_records_.end()) {
+      return absl::NotFoundError(absl::StrCat(
+          "this client has no kept session \"", session_id,
+          "\" (never kept, or dropped: at most --max_kept_sessions=",
+          options_.max_kept_sessions, " are kept, the oldest go first)"));
+    }
+    if (!it->second.kept) {
+      return absl::FailedPreconditionError(
+          absl::StrCat("session \"", session_id,
+                       "\" is open; only a session closed with keep (or "
+                       "after its idle timeout) can be resumed"));
+    }
+    if (absl::Status s = CheckSessionLimit(owner); !s.ok()) return s;
+    c.kept_handle = it->second.handle;
+    c.handle = next_handle_++;
+    it->second.kept = false;  // claimed: TrimKeptSessions leaves it
+    it->second.handle = c.handle;
+    ++open_sessions_per_owner_[owner];
+    options = it->second.options;
+  }
+  const uint64_t handle = c.handle;
+  prepare(*options);
+  absl::MutexLock lock(&mu_);
+  if (shutdown_) return absl::UnavailableError("the engine is shutting down");
   session_commands_.push_back(std::move(c));
   return handle;
 }
@@ -56,23 +150,31 @@ void Engine::SessionInterrupt(uint64_t handle, int stream) {
   PostSession(std::move(c));
 }
 
-void Engine::CloseSession(uint64_t handle) {
+void Engine::CloseSession(uint64_t handle, bool keep) {
   SessionCommand c;
   c.kind = SessionCommand::Kind::kClose;
   c.handle = handle;
+  c.keep = keep;
   PostSession(std::move(c));
 }
 
 void Engine::ApplySessionCommand(SessionCommand& c) {
+  const absl::Time now = absl::Now();
   if (c.kind == SessionCommand::Kind::kOpen) {
     Session& s = *c.session;
     sessions_[c.handle] = std::move(c.session);
+    s.Touch(now);
     s.Open(scheduler_);
+    return;
+  }
+  if (c.kind == SessionCommand::Kind::kResume) {
+    ResumeKeptSession(c);
     return;
   }
   auto it = sessions_.find(c.handle);
   if (it == sessions_.end()) return;
   Session& s = *it->second;
+  s.Touch(now);
   switch (c.kind) {
     case SessionCommand::Kind::kAppend:
       s.Append(std::move(c.input), scheduler_);
@@ -81,9 +183,14 @@ void Engine::ApplySessionCommand(SessionCommand& c) {
       s.Interrupt(c.stream, scheduler_);
       break;
     case SessionCommand::Kind::kClose:
-      FinishSession(s, absl::OkStatus());
+      if (c.keep) {
+        KeepSession(s, absl::OkStatus());
+      } else {
+        FinishSession(s, absl::OkStatus());
+      }
       break;
     case SessionCommand::Kind::kOpen:
+    case SessionCommand::Kind::kResume:
       break;
   }
 }
@@ -94,11 +201,114 @@ void Engine::FinishSession(Session& session, absl::Status status) {
   scheduler_.Remove(session.handle());
   std::unique_ptr<Session> owned = std::move(sessions_[session.handle()]);
   sessions_.erase(session.handle());
+  {
+    absl::MutexLock lock(&mu_);
+    const SessionOptions& o = owned->options();
+    auto it = session_records_.find(SessionKey(o.owner, o.session_id));
+    if (it != session_records_.end() && it->second.handle == owned->handle()) {
+      session_records_.erase(it);
+    }
+    ReleaseSessionSlot(o.owner);
+  }
   PublishStats();
   SessionEvent e;
   e.kind = SessionEvent::Kind::kClosed;
   e.status = std::move(status);
   owned->sink().Push(std::move(e));
+}
+
+void Engine::KeepSession(Session& session, absl::Status status) {
+  if (options_.max_kept_sessions <= 0) {
+    FinishSession(session, status.ok()
+                               ? absl::FailedPreconditionError(
+                                     "the session was closed, not kept: this "
+                                     "server keeps no sessions "
+                                     "(--max_kept_sessions=0)")
+                               : status);
+    return;
+  }
+  const uint64_t handle = session.handle();
+  std::unique_ptr<Session> owned = std::move(sessions_[handle]);
+  sessions_.erase(handle);
+  std::shared_ptr<SessionSink> sink = owned->Keep(scheduler_);
+  {
+    absl::MutexLock lock(&mu_);
+    const SessionOptions& o = owned->options();
+    auto it = session_records_.find(SessionKey(o.owner, o.session_id));
+    if (it != session_records_.end() && it->second.handle == handle) {
+      it->second.kept = true;
+    }
+    ReleaseSessionSlot(o.owner);
+  }
+  kept_[handle] = std::move(owned);
+  kept_order_.push_back(handle);
+  TrimKeptSessions();
+  PublishStats();
+  SessionEvent e;
+  e.kind = SessionEvent::Kind::kClosed;
+  e.status = std::move(status);
+  sink->Push(std::move(e));
+}
+
+void Engine::TrimKeptSessions() {
+  int excess = static_cast<int>(kept_.size()) - options_.max_kept_sessions;
+  for (auto it = kept_order_.begin(); excess > 0 && it != kept_order_.end();) {
+    const uint64_t handle = *it;
+    const SessionOptions& o = kept_.at(handle)->options();
+    {
+      absl::MutexLock lock(&mu_);
+      auto r = session_records_.find(SessionKey(o.owner, o.session_id));
+      if (r != session_records_.end() && r->second.handle != handle) {
+        ++it;  // claimed by a resume on its way
+        continue;
+      }
+      if (r != session_records_.end()) session_records_.erase(r);
+    }
+    // Its blocks stay in the prefix cache until evicted.
+    kept_.erase(handle);
+    it = kept_order_.erase(it);
+    --excess;
+  }
+}
+
+void Engine::ResumeKeptSession(SessionCommand& c) {
+  auto it = kept_.find(c.kept_handle);
+  if (it == kept_.end()) {  // never: a claimed session is not dropped
+    SessionEvent e;
+    e.kind = SessionEvent::Kind::kClosed;
+    e.status = absl::InternalError("the kept session is gone");
+    c.sink->Push(std::move(e));
+    return;
+  }
+  std::unique_ptr<Session> owned = std::move(it->second);
+  kept_.erase(it);
+  kept_order_.remove(c.kept_handle);
+  Session& s = *owned;
+  sessions_[c.handle] = std::move(owned);
+  s.Touch(absl::Now());
+  s.Resume(c.handle, std::move(c.sink));
+  PublishStats();
+}
+
+void Engine::ExpireIdleSessions(absl::Time now) {
+  const absl::Duration timeout = options_.session_idle_timeout;
+  if (timeout == absl::InfiniteDuration()) return;
+  std::vector<Session*> idle;
+  for (auto& [handle, s] : sessions_) {
+    if (s->idle() && now - s->last_active() >= timeout) idle.push_back(s.get());
+  }
+  for (Session* s : idle) {
+    const bool keep = options_.max_kept_sessions > 0;
+    KeepSession(
+        *s,
+        absl::DeadlineExceededError(absl::StrCat(
+            "the session was idle for ", absl::FormatDuration(timeout),
+            " (--session_idle_timeout_s) and ",
+            keep ? absl::StrCat("is kept: resume it with open "
+                                "{session_id: \"",
+                                s->options().session_id, "\", resume: true}")
+                 : "was closed (--max_kept_sessions=0 keeps none)")));
+  }
 }
 
 }  // namespace braid::batching

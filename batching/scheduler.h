@@ -116,6 +116,20 @@ class Scheduler {
 
   // Forgets a request in any phase and frees its blocks.
   void Remove(uint64_t id);
+
+  // A session's entries as Keep hands them back, for AddSession on resume.
+  struct SessionEntries {
+    std::vector<int32_t> tokens;
+    std::vector<EntryTag> meta;
+  };
+  // Removes a session like Remove, but first leaves its computed entries in
+  // the prefix cache, free and evictable like any cached block: the full
+  // prefix blocks by their tokens, every later block (the partial last one
+  // too) under a key of its tokens, (stream, y) tags and its streams'
+  // sees(s), chained to the blocks before it. AddSession with the returned
+  // entries and the same sees takes back what is still cached when it is
+  // first scheduled, and computes the rest.
+  SessionEntries Keep(uint64_t id);
   bool Contains(uint64_t id) const { return requests_.contains(id); }
 
   // Plans the next step. Every request in the plan is scheduled once; the
@@ -159,6 +173,13 @@ class Scheduler {
   void Drop(Request& r);
   // Takes the cached blocks of the request's prefix; true when any.
   bool AttachCachedPrefix(Request& r);
+  // A kept session's blocks (Keep): its prefix blocks, then the keyed
+  // blocks after them, up to its first sample point. True when any keyed
+  // block came back; otherwise it takes nothing.
+  bool AttachKeptSession(Request& r);
+  // Keep's key of the session block holding entries [first, first + n).
+  std::vector<int32_t> SessionBlockKey(const Request& r, int first,
+                                       int n) const;
   void CommitFullBlocks(Request& r);
   void MoveTo(Request& r, QueueKind kind);
   QueueKind PhaseQueue(const Request& r) const;

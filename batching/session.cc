@@ -3,15 +3,18 @@
 #include <algorithm>
 #include <utility>
 
+#include "absl/strings/str_cat.h"
+
 namespace braid::batching {
 
 Session::Session(SessionOptions options, std::shared_ptr<SessionSink> sink,
                  uint64_t handle, const model::Tokenizer* tokenizer,
-                 const ReasoningMarkers& markers)
+                 const ReasoningMarkers& markers, int max_context_tokens)
     : options_(std::move(options)),
       sink_(std::move(sink)),
       handle_(handle),
-      tokenizer_(tokenizer) {
+      tokenizer_(tokenizer),
+      max_context_tokens_(max_context_tokens) {
   const int64_t y0 = static_cast<int64_t>(options_.prefix.size());
   streams_.resize(options_.streams.size() + 1);
   for (size_t i = 0; i < streams_.size(); ++i) {
@@ -57,11 +60,51 @@ void Session::Open(Scheduler& scheduler) {
   for (int i = 0; i < n; ++i) meta[i] = {0, i};
   scheduler.AddSession(handle_, options_.prefix, std::move(meta), Visibility(),
                        options_.priority, options_.tenant);
+  registered_ = true;
   num_entries_ = n;
   SessionEvent e;
   e.kind = SessionEvent::Kind::kOpened;
   e.prefix_length = n;
+  e.context_tokens = n;
   sink_->Push(std::move(e));
+}
+
+std::shared_ptr<SessionSink> Session::Keep(Scheduler& scheduler) {
+  EndAllTurns(FinishReason::kCancelled, scheduler);
+  // Input the client sent is kept, without the generation it asked for.
+  while (!queued_.empty()) {
+    SessionInput input = std::move(queued_.front());
+    queued_.pop_front();
+    input.generate_on.clear();
+    Append(std::move(input), scheduler);
+  }
+  FeedDueInput(scheduler, /*all=*/true);
+  if (registered_) kept_ = scheduler.Keep(handle_);
+  registered_ = false;
+  return std::move(sink_);
+}
+
+// The kept context returns to the scheduler with the first input after a
+// resume, not before: scheduled with nothing new to compute, it would take
+// its cached blocks back only to give them up again (and its partial last
+// block, taken for writing, would be lost).
+void Session::Resume(uint64_t handle, std::shared_ptr<SessionSink> sink) {
+  handle_ = handle;
+  sink_ = std::move(sink);
+  SessionEvent e;
+  e.kind = SessionEvent::Kind::kOpened;
+  e.prefix_length = static_cast<int64_t>(options_.prefix.size());
+  e.resumed = true;
+  e.context_tokens = num_entries_;
+  sink_->Push(std::move(e));
+}
+
+bool Session::idle() const {
+  if (generating() || !queued_.empty()) return false;
+  for (const Stream& st : streams_) {
+    if (!st.due.empty()) return false;
+  }
+  return true;
 }
 
 Sampler* Session::sampler(int stream) { return streams_[stream].sampler.get(); }
@@ -98,10 +141,56 @@ void Session::AppendEntry(int32_t stream, int32_t token, int64_t y,
   ++num_entries_;
 }
 
+int64_t Session::NumPlannedEntries() const {
+  int64_t n = num_entries_;
+  for (const Stream& st : streams_) n += static_cast<int64_t>(st.due.size());
+  return n;
+}
+
+absl::Status Session::CheckRoom(const SessionInput& input) const {
+  int writers = 0;
+  for (size_t s = 1; s < streams_.size(); ++s) {
+    const bool continues =
+        streams_[s].active && options_.duplex != DuplexPolicy::kInterrupt;
+    const bool starts =
+        std::find(input.generate_on.begin(), input.generate_on.end(),
+                  static_cast<int>(s)) != input.generate_on.end();
+    writers += continues || starts;
+  }
+  const int64_t n = static_cast<int64_t>(input.tokens.size());
+  const int64_t need = NumPlannedEntries() + n + writers;
+  if (need <= max_context_tokens_) return absl::OkStatus();
+  return absl::OutOfRangeError(absl::StrCat(
+      "appending ", n, " tokens would grow the session's context to ", need,
+      " tokens",
+      writers > 0 ? absl::StrCat(" (with the next token of each of ", writers,
+                                 " generating streams)")
+                  : "",
+      ", past the served context length of ", max_context_tokens_,
+      " tokens (--context_length); nothing was appended and the session "
+      "stays open"));
+}
+
 void Session::Append(SessionInput input, Scheduler& scheduler) {
   if (generating() && options_.duplex == DuplexPolicy::kQueue) {
     queued_.push_back(std::move(input));
     return;
+  }
+  if (absl::Status room = CheckRoom(input); !room.ok()) {
+    SessionEvent e;
+    e.kind = SessionEvent::Kind::kError;
+    e.stream = input.stream;
+    e.input_id = input.input_id;
+    e.status = std::move(room);
+    sink_->Push(std::move(e));
+    return;
+  }
+  if (!registered_) {
+    scheduler.AddSession(handle_, std::move(kept_.tokens),
+                         std::move(kept_.meta), Visibility(), options_.priority,
+                         options_.tenant);
+    kept_ = {};
+    registered_ = true;
   }
   if (generating() && options_.duplex == DuplexPolicy::kInterrupt) {
     EndAllTurns(FinishReason::kCancelled, scheduler);
@@ -186,6 +275,7 @@ void Session::StartTurn(int s, Scheduler& scheduler) {
   }
   st.active = true;
   st.turn_tokens = 0;
+  st.stop = std::make_unique<StopMatcher>(options_.streams[s - 1].stop);
   // A turn starts after everything written so far; its first token comes
   // from the logits of the context's last entry.
   st.next_y = std::max(st.next_y, MaxNextY());
@@ -193,7 +283,8 @@ void Session::StartTurn(int s, Scheduler& scheduler) {
   scheduler.AddSamplePoints(handle_, absl::MakeConstSpan(&p, 1));
 }
 
-void Session::EndTurn(int s, FinishReason reason, Scheduler& scheduler) {
+void Session::EndTurn(int s, FinishReason reason, Scheduler& scheduler,
+                      std::string matched_stop) {
   Stream& st = streams_[s];
   if (!st.active) return;
   st.active = false;
@@ -202,11 +293,28 @@ void Session::EndTurn(int s, FinishReason reason, Scheduler& scheduler) {
   e.kind = SessionEvent::Kind::kTurnEnd;
   e.stream = s;
   e.finish_reason = reason;
+  e.matched_stop = std::move(matched_stop);
   e.output_tokens = st.turn_tokens;
   e.reasoning_tokens = st.gate.num_reasoning();
   e.seed = options_.streams[s - 1].sampling.seed;
-  e.text = st.detokenizer->Flush();
+  // Release what was held back for stop strings and partial characters
+  // (a matched stop string dropped both already).
+  e.text =
+      (st.stop != nullptr ? st.stop->Flush() : "") + st.detokenizer->Flush();
+  st.stop.reset();
   sink_->Push(std::move(e));
+}
+
+std::vector<SamplePoint> Session::FitContext(std::vector<SamplePoint> points,
+                                             Scheduler& scheduler) {
+  while (!points.empty() &&
+         NumPlannedEntries() + static_cast<int64_t>(points.size()) >
+             max_context_tokens_) {
+    const int s = points.back().stream;
+    points.pop_back();
+    EndTurn(s, FinishReason::kLength, scheduler);
+  }
+  return points;
 }
 
 void Session::Interrupt(int s, Scheduler& scheduler) {
@@ -238,9 +346,11 @@ void Session::OnStep(const ScheduledSequence& s,
     AppendEntry(sid, d.token, y, scheduler);
     ++st.turn_tokens;
     FinishReason finish = FinishReason::kNone;
+    std::string matched;
     if (std::find(o.stop_token_ids.begin(), o.stop_token_ids.end(), d.token) !=
         o.stop_token_ids.end()) {
       finish = FinishReason::kStop;
+      matched = absl::StrCat(d.token);
     } else if (!o.ignore_eos && tokenizer_->IsEndOfGeneration(d.token)) {
       finish = FinishReason::kEos;
     } else if (st.turn_tokens >= o.max_tokens) {
@@ -256,15 +366,28 @@ void Session::OnStep(const ScheduledSequence& s,
       t.token_id = d.token;
       e.tokens.push_back(std::move(t));
       e.text = st.detokenizer->Push(d.token);
+      if (!d.reasoning) {
+        // Like Generate: the tokens that form a stop string are sent, its
+        // text (and anything after it) is not.
+        StopMatcher::Result r = st.stop->Push(e.text);
+        e.text = std::move(r.text);
+        if (r.stopped) {
+          finish = FinishReason::kStop;
+          matched = std::move(r.matched);
+          st.detokenizer->Flush();
+          st.stop.reset();
+        }
+      }
       e.first_position = y;
       sink_->Push(std::move(e));
     }
     if (finish != FinishReason::kNone) {
-      EndTurn(sid, finish, scheduler);
+      EndTurn(sid, finish, scheduler, std::move(matched));
     } else {
       points.push_back({num_entries_ - 1, static_cast<int32_t>(sid)});
     }
   }
+  points = FitContext(std::move(points), scheduler);
   scheduler.AddSamplePoints(handle_, points);
   FeedDueInput(scheduler, /*all=*/!generating());
   while (!generating() && !queued_.empty()) {

@@ -19,6 +19,13 @@
 // KV blocks are stored once. Stream 0 is the prefix; client streams are
 // 1..n in the order of SessionOptions::streams.
 //
+// A session's context holds at most `max_context_tokens` entries (every
+// stream's together; the served context length): input that would overflow
+// it is refused with OUT_OF_RANGE, and a turn that reaches it ends with
+// kLength. Keep / Resume take the session out of the scheduler and back
+// (close with keep, idle timeout, open with resume), its streams' state
+// (samplers, positions) intact.
+//
 // Owned by the engine; engine thread only; not thread-safe.
 #ifndef BRAID_BATCHING_SESSION_H_
 #define BRAID_BATCHING_SESSION_H_
@@ -30,12 +37,14 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "absl/time/time.h"
 #include "absl/types/span.h"
 #include "batching/reasoning.h"
 #include "batching/request.h"
 #include "batching/sampler.h"
 #include "batching/scheduler.h"
 #include "batching/step_plan.h"
+#include "batching/stop_matcher.h"
 #include "model/tokenizer/streaming_detokenizer.h"
 #include "model/tokenizer/tokenizer.h"
 
@@ -52,12 +61,20 @@ struct SessionStreamOptions {
   SamplingOptions sampling;
   int64_t max_tokens = 256;
   std::vector<int32_t> stop_token_ids;
+  // Stop strings, matched in the turn's output text (not in reasoning);
+  // the text sent ends before the match, as for Generate.
+  std::vector<std::string> stop;
   bool ignore_eos = false;
   ReasoningOptions reasoning;
 };
 
 struct SessionOptions {
+  // Unique per owner among open and kept sessions; the engine names the
+  // session when empty.
   std::string session_id;
+  // The client identity (server/auth.h ClientIdentity): the per-client
+  // session limit counts by it, and only it may resume the session.
+  std::string owner;
   std::vector<int32_t> prefix;  // non-empty: stream 0 at y = 0..
   std::vector<SessionStreamOptions> streams;
   bool aligned = false;  // the model is multi-stream
@@ -87,9 +104,13 @@ struct SessionEvent {
   // kAck (first_position above, end_position exclusive)
   std::string input_id;
   int64_t end_position = 0;
-  // kOpened: prefix length; kTurnEnd: the turn's finish.
+  // kOpened: prefix length, whether the session was resumed and the
+  // entries its context holds; kTurnEnd: the turn's finish.
   int64_t prefix_length = 0;
+  bool resumed = false;
+  int64_t context_tokens = 0;
   FinishReason finish_reason = FinishReason::kNone;
+  std::string matched_stop;  // kTurnEnd with kStop
   int output_tokens = 0;
   int reasoning_tokens = 0;
   uint64_t seed = 0;
@@ -110,7 +131,7 @@ class Session {
  public:
   Session(SessionOptions options, std::shared_ptr<SessionSink> sink,
           uint64_t handle, const model::Tokenizer* tokenizer,
-          const ReasoningMarkers& markers);
+          const ReasoningMarkers& markers, int max_context_tokens);
 
   uint64_t handle() const { return handle_; }
   const SessionOptions& options() const { return options_; }
@@ -118,6 +139,19 @@ class Session {
 
   // Registers the context with the scheduler and reports kOpened.
   void Open(Scheduler& scheduler);
+  // Takes the session out of the scheduler, its computed context left in
+  // the prefix cache (Scheduler::Keep): ends running turns (kCancelled),
+  // places queued input without generating, and returns the sink, which
+  // the session no longer holds.
+  std::shared_ptr<SessionSink> Keep(Scheduler& scheduler);
+  // After Keep: reports kOpened (resumed) to `sink`; the kept context
+  // returns to the scheduler, under `handle`, with the next Append.
+  void Resume(uint64_t handle, std::shared_ptr<SessionSink> sink);
+  // Nothing to do without the client: no turn running, no input waiting.
+  bool idle() const;
+  // The last client action or generated token (for the idle timeout).
+  absl::Time last_active() const { return last_active_; }
+  void Touch(absl::Time now) { last_active_ = now; }
   // Places client input (or queues it under DuplexPolicy::kQueue while a
   // turn is running), acknowledges it, starts generation.
   void Append(SessionInput input, Scheduler& scheduler);
@@ -142,6 +176,7 @@ class Session {
     int turn_tokens = 0;
     std::unique_ptr<Sampler> sampler;
     std::unique_ptr<model::StreamingDetokenizer> detokenizer;
+    std::unique_ptr<StopMatcher> stop;  // of the running turn
     ReasoningGate gate;
     // Aligned layout: placed input waiting for its step.
     std::deque<std::pair<int32_t, int64_t>> due;  // token, y
@@ -151,7 +186,17 @@ class Session {
   // Places `input` now; returns the index of its last entry.
   void Place(const SessionInput& input, Scheduler& scheduler);
   void StartTurn(int s, Scheduler& scheduler);
-  void EndTurn(int s, FinishReason reason, Scheduler& scheduler);
+  void EndTurn(int s, FinishReason reason, Scheduler& scheduler,
+               std::string matched_stop = "");
+  // OUT_OF_RANGE when placing `input` (and one more entry for each stream
+  // that would then generate) would overflow max_context_tokens_.
+  absl::Status CheckRoom(const SessionInput& input) const;
+  // Entries in the context plus placed input not appended yet.
+  int64_t NumPlannedEntries() const;
+  // Ends turns, last stream first, until the next token of every stream in
+  // `points` fits max_context_tokens_; returns the points left.
+  std::vector<SamplePoint> FitContext(std::vector<SamplePoint> points,
+                                      Scheduler& scheduler);
   // Appends input entries whose y is due (aligned layout).
   void FeedDueInput(Scheduler& scheduler, bool all);
   void AppendEntry(int32_t stream, int32_t token, int64_t y,
@@ -161,11 +206,17 @@ class Session {
 
   const SessionOptions options_;
   std::shared_ptr<SessionSink> sink_;
-  const uint64_t handle_;
+  uint64_t handle_;
   const model::Tokenizer* const tokenizer_;
+  const int max_context_tokens_;
   std::vector<Stream> streams_;      // [0] = prefix
   std::deque<SessionInput> queued_;  // DuplexPolicy::kQueue
   int num_entries_ = 0;
+  // Whether the context is in the scheduler; if not (kept, or resumed and
+  // waiting for input), kept_ holds its entries.
+  bool registered_ = false;
+  Scheduler::SessionEntries kept_;
+  absl::Time last_active_ = absl::InfinitePast();
 };
 
 }  // namespace braid::batching

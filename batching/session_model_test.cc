@@ -36,15 +36,24 @@ class SessionModelTest : public ::testing::Test {
     model_ = loaded->model.release();
   }
 
-  void SetUp() override {
-    ASSERT_NE(model_, nullptr);
+  void SetUp() override { Restart(DefaultOptions()); }
+
+  static EngineOptions DefaultOptions() {
     EngineOptions o;
     o.scheduler.num_blocks = 256;
     o.scheduler.block_size = kBlockSize;
     o.scheduler.max_batch_tokens = 256;
     o.scheduler.max_num_seqs = 16;
     o.max_context_tokens = 2048;
-    executor_ = std::make_unique<ModelExecutor>(model_, kBlockSize, 256);
+    return o;
+  }
+
+  // A fresh engine (nothing in the prefix cache) with options `o`.
+  void Restart(const EngineOptions& o) {
+    ASSERT_NE(model_, nullptr);
+    engine_.reset();
+    executor_ = std::make_unique<ModelExecutor>(model_, kBlockSize,
+                                                o.scheduler.num_blocks);
     engine_ = std::make_unique<Engine>(executor_.get(), tokenizer_, o,
                                        testing::FifoQueues());
   }
@@ -93,6 +102,58 @@ class SessionModelTest : public ::testing::Test {
     return out;
   }
 
+  // One Generate request run alone; returns its chunks.
+  std::vector<OutputChunk> GenerateChunks(const std::vector<int32_t>& prompt,
+                                          int max_tokens,
+                                          std::vector<std::string> stop) {
+    GenerationRequest r;
+    r.prompt = prompt;
+    r.max_tokens = max_tokens;
+    r.ignore_eos = true;
+    r.arrival = absl::Now();
+    r.stop = std::move(stop);
+    auto sink = std::make_shared<RecordingSink>();
+    EXPECT_TRUE(engine_->Submit(r, sink).ok());
+    EXPECT_TRUE(sink->WaitFinal().final);
+    return sink->Chunks();
+  }
+
+  // The tokens written on `stream` in its turn number `turn` (from 0).
+  static std::vector<SampledToken> TurnTokens(
+      const std::vector<SessionEvent>& events, int stream, int turn) {
+    std::vector<SampledToken> out;
+    int t = 0;
+    for (const SessionEvent& e : events) {
+      if (e.stream != stream) continue;
+      if (e.kind == Kind::kTurnEnd) ++t;
+      if (e.kind == Kind::kTokens && t == turn) {
+        out.insert(out.end(), e.tokens.begin(), e.tokens.end());
+      }
+    }
+    return out;
+  }
+
+  // Equal tokens and log-probabilities, bit for bit.
+  static void ExpectSameTokens(const std::vector<SampledToken>& got,
+                               const std::vector<SampledToken>& want) {
+    ASSERT_EQ(Ids(got), Ids(want));
+    for (size_t k = 0; k < want.size(); ++k) {
+      EXPECT_EQ(got[k].logprob, want[k].logprob) << "token " << k;
+      ASSERT_EQ(got[k].top.size(), want[k].top.size());
+      for (size_t j = 0; j < want[k].top.size(); ++j) {
+        EXPECT_EQ(got[k].top[j].logprob, want[k].top[j].logprob) << k;
+      }
+    }
+  }
+
+  static const SessionEvent* Find(const std::vector<SessionEvent>& events,
+                                  Kind kind, int nth = 0) {
+    for (const SessionEvent& e : events) {
+      if (e.kind == kind && nth-- == 0) return &e;
+    }
+    return nullptr;
+  }
+
   static std::vector<int32_t> Ids(const std::vector<SampledToken>& t) {
     std::vector<int32_t> ids;
     for (const SampledToken& s : t) ids.push_back(s.token_id);
@@ -112,6 +173,7 @@ class SessionModelTest : public ::testing::Test {
   void ExpectAllFree() {
     const EngineStats s = engine_->Stats();
     EXPECT_EQ(s.sessions, 0);
+    EXPECT_EQ(s.kept_sessions, 0);
     EXPECT_EQ(s.kv_blocks_free, s.kv_blocks_total);
   }
 
@@ -125,6 +187,9 @@ const char kSystem[] =
     "<|im_start|>system\nYou are a helpful assistant.<|im_end|>\n";
 const char kUser[] =
     "<|im_start|>user\nTell me a short story about a fox.<|im_end|>\n"
+    "<|im_start|>assistant\n";
+const char kUser2[] =
+    "<|im_end|>\n<|im_start|>user\nAnd now one about a bear.<|im_end|>\n"
     "<|im_start|>assistant\n";
 
 TEST_F(SessionModelTest, OneStreamIsIdenticalToGenerate) {
@@ -287,6 +352,277 @@ TEST_F(SessionModelTest, SecondTurnComputesOnlyItsNewTokens) {
   WaitSettled(turn1 + static_cast<int64_t>(user2.size()) + 10);
   engine_->CloseSession(*h);
   ASSERT_TRUE(sink->WaitFor(Kind::kClosed, 1));
+  ExpectAllFree();
+}
+
+// Keep / resume (docs/MULTISTREAM.md): a session kept between two turns
+// (close with keep) and resumed computes only the second turn's tokens, its
+// whole context (the partial last block too) coming back from the prefix
+// cache, and writes exactly what a session never closed writes.
+TEST_F(SessionModelTest, KeptSessionResumesAsIfNeverClosed) {
+  const std::vector<int32_t> prefix = Encode(kSystem), user = Encode(kUser),
+                             user2 = Encode(kUser2);
+  SessionOptions o;
+  o.session_id = "s1";
+  o.owner = "client";
+  o.prefix = prefix;
+  o.streams = {SessionStreamOptions{.name = "user"}, Output("out", 10)};
+  const int64_t turn1 = prefix.size() + user.size() + 10;
+  const int64_t turn2 = user2.size() + 10;
+  ASSERT_NE(turn1 % kBlockSize, 0) << "the test wants a partial last block";
+  // Never closed.
+  auto open_sink = std::make_shared<RecordingSessionSink>();
+  auto h = engine_->OpenSession(o, open_sink);
+  ASSERT_TRUE(h.ok()) << h.status();
+  engine_->SessionAppend(*h, {"t1", 1, user, {2}});
+  ASSERT_TRUE(open_sink->WaitFor(Kind::kTurnEnd, 1));
+  WaitSettled(turn1);
+  engine_->SessionAppend(*h, {"t2", 1, user2, {2}});
+  ASSERT_TRUE(open_sink->WaitFor(Kind::kTurnEnd, 2));
+  const std::vector<SampledToken> want = TurnTokens(open_sink->events(), 2, 1);
+  ASSERT_EQ(want.size(), 10u);
+
+  // Kept between the turns, on a fresh engine.
+  SetUp();
+  auto sink = std::make_shared<RecordingSessionSink>();
+  h = engine_->OpenSession(o, sink);
+  ASSERT_TRUE(h.ok()) << h.status();
+  engine_->SessionAppend(*h, {"t1", 1, user, {2}});
+  ASSERT_TRUE(sink->WaitFor(Kind::kTurnEnd, 1));
+  WaitSettled(turn1);
+  engine_->CloseSession(*h, /*keep=*/true);
+  ASSERT_TRUE(sink->WaitFor(Kind::kClosed, 1));
+  EXPECT_TRUE(sink->events().back().status.ok());
+  EngineStats st = engine_->Stats();
+  EXPECT_EQ(st.sessions, 0);
+  EXPECT_EQ(st.kept_sessions, 1);
+  // Kept blocks are free (evictable) cache.
+  EXPECT_EQ(st.kv_blocks_free, st.kv_blocks_total);
+  EXPECT_EQ(st.kv_blocks_cached, (turn1 + kBlockSize - 1) / kBlockSize);
+  // Only its client resumes it, only while kept; its id stays taken.
+  auto noop = [](const SessionOptions&) {};
+  EXPECT_TRUE(absl::IsNotFound(
+      engine_->ResumeSession("other", "s1", sink, noop).status()));
+  EXPECT_TRUE(absl::IsNotFound(
+      engine_->ResumeSession("client", "s9", sink, noop).status()));
+  EXPECT_TRUE(absl::IsAlreadyExists(engine_->OpenSession(o, sink).status()));
+  auto resumed = std::make_shared<RecordingSessionSink>();
+  int num_streams = 0;
+  h = engine_->ResumeSession("client", "s1", resumed,
+                             [&](const SessionOptions& r) {
+                               num_streams = static_cast<int>(r.streams.size());
+                             });
+  ASSERT_TRUE(h.ok()) << h.status();
+  EXPECT_EQ(num_streams, 2);
+  EXPECT_TRUE(absl::IsFailedPrecondition(
+      engine_->ResumeSession("client", "s1", resumed, noop).status()));
+  const EngineStats before = engine_->Stats();
+  engine_->SessionAppend(*h, {"t2", 1, user2, {2}});
+  ASSERT_TRUE(resumed->WaitFor(Kind::kTurnEnd, 1));
+  WaitSettled(before.computed_tokens + turn2);
+  EXPECT_EQ(engine_->Stats().prefix_hit_tokens - before.prefix_hit_tokens,
+            turn1);
+  const std::vector<SessionEvent> events = resumed->events();
+  ASSERT_EQ(events[0].kind, Kind::kOpened);
+  EXPECT_TRUE(events[0].resumed);
+  EXPECT_EQ(events[0].context_tokens, turn1);
+  const SessionEvent* ack = Find(events, Kind::kAck);
+  ASSERT_NE(ack, nullptr);
+  EXPECT_EQ(ack->first_position, turn1);
+  ExpectSameTokens(TurnTokens(events, 2, 0), want);
+  engine_->CloseSession(*h);
+  ASSERT_TRUE(resumed->WaitFor(Kind::kClosed, 1));
+  ExpectAllFree();
+}
+
+// Kept sessions never hold blocks others need: a request for the whole KV
+// pool evicts them, and the session resumes by recomputing its entries.
+TEST_F(SessionModelTest, EvictedKeptSessionIsRecomputed) {
+  EngineOptions eo = DefaultOptions();
+  eo.scheduler.num_blocks = 20;
+  Restart(eo);
+  const std::vector<int32_t> prefix = Encode(kSystem), user = Encode(kUser),
+                             user2 = Encode(kUser2);
+  SessionOptions o;
+  o.session_id = "s2";
+  o.prefix = prefix;
+  o.streams = {SessionStreamOptions{.name = "user"}, Output("out", 10)};
+  const int64_t turn1 = prefix.size() + user.size() + 10;
+  const int64_t turn2 = user2.size() + 10;
+  auto sink = std::make_shared<RecordingSessionSink>();
+  auto h = engine_->OpenSession(o, sink);
+  ASSERT_TRUE(h.ok()) << h.status();
+  engine_->SessionAppend(*h, {"t1", 1, user, {2}});
+  ASSERT_TRUE(sink->WaitFor(Kind::kTurnEnd, 1));
+  WaitSettled(turn1);
+  engine_->CloseSession(*h, /*keep=*/true);
+  ASSERT_TRUE(sink->WaitFor(Kind::kClosed, 1));
+  // Every block of the pool: prompt 318 + 2 output tokens.
+  std::vector<int32_t> prompt;
+  while (prompt.size() < 318) {
+    for (int32_t t : Encode(kUser)) prompt.push_back(t);
+  }
+  prompt.resize(318);
+  EXPECT_EQ(Generate(prompt, 2).size(), 2u);
+  auto resumed = std::make_shared<RecordingSessionSink>();
+  h = engine_->ResumeSession("", "s2", resumed, [](const SessionOptions&) {});
+  ASSERT_TRUE(h.ok()) << h.status();
+  const EngineStats before = engine_->Stats();
+  engine_->SessionAppend(*h, {"t2", 1, user2, {2}});
+  ASSERT_TRUE(resumed->WaitFor(Kind::kTurnEnd, 1));
+  WaitSettled(before.computed_tokens + turn1 + turn2);
+  EXPECT_EQ(engine_->Stats().prefix_hit_tokens, before.prefix_hit_tokens);
+  EXPECT_EQ(TurnTokens(resumed->events(), 2, 0).size(), 10u);
+  engine_->CloseSession(*h);
+  ASSERT_TRUE(resumed->WaitFor(Kind::kClosed, 1));
+  ExpectAllFree();
+}
+
+TEST_F(SessionModelTest, StopStringsEndTheTurnLikeGenerate) {
+  const std::vector<int32_t> prefix = Encode(kSystem), user = Encode(kUser);
+  std::vector<int32_t> prompt = prefix;
+  prompt.insert(prompt.end(), user.begin(), user.end());
+  std::string full;
+  for (const OutputChunk& c : GenerateChunks(prompt, 24, {})) full += c.text;
+  // A stop string from the middle of the output.
+  const std::string stop = full.substr(full.size() / 2, 3);
+  std::vector<int32_t> want_ids;
+  std::string want_text;
+  FinishReason want_reason = FinishReason::kNone;
+  std::string want_matched;
+  for (const OutputChunk& c : GenerateChunks(prompt, 24, {stop})) {
+    want_ids.insert(want_ids.end(), c.token_ids.begin(), c.token_ids.end());
+    want_text += c.text;
+    if (c.final) {
+      want_reason = c.finish_reason;
+      want_matched = c.matched_stop;
+    }
+  }
+  ASSERT_EQ(want_reason, FinishReason::kStop);
+  ASSERT_LT(want_ids.size(), 24u);
+
+  SessionOptions o;
+  o.prefix = prefix;
+  o.streams = {SessionStreamOptions{.name = "user"}, Output("out", 24)};
+  o.streams[1].stop = {stop};
+  auto sink = std::make_shared<RecordingSessionSink>();
+  auto h = engine_->OpenSession(o, sink);
+  ASSERT_TRUE(h.ok()) << h.status();
+  engine_->SessionAppend(*h, {"in1", 1, user, {2}});
+  ASSERT_TRUE(sink->WaitFor(Kind::kTurnEnd, 1));
+  std::string text;
+  for (const SessionEvent& e : sink->events()) {
+    if (e.kind == Kind::kTokens || e.kind == Kind::kTurnEnd) text += e.text;
+  }
+  const SessionEvent* end = Find(sink->events(), Kind::kTurnEnd);
+  EXPECT_EQ(sink->Tokens(2), want_ids);
+  EXPECT_EQ(text, want_text);
+  EXPECT_EQ(text.find(stop), std::string::npos);
+  EXPECT_EQ(end->finish_reason, FinishReason::kStop);
+  EXPECT_EQ(end->matched_stop, stop);
+  EXPECT_EQ(want_matched, stop);
+  engine_->CloseSession(*h);
+  ASSERT_TRUE(sink->WaitFor(Kind::kClosed, 1));
+}
+
+// The served context length bounds a session: input that would overflow it
+// is refused (the session goes on), and a turn that fills it ends LENGTH.
+TEST_F(SessionModelTest, ContextLengthBoundsTheSession) {
+  const std::vector<int32_t> prefix = Encode(kSystem), user = Encode(kUser);
+  EngineOptions eo = DefaultOptions();
+  eo.max_context_tokens = static_cast<int>(prefix.size() + user.size()) + 12;
+  Restart(eo);
+  SessionOptions o;
+  o.prefix = prefix;
+  o.streams = {SessionStreamOptions{.name = "user"}, Output("out", 100)};
+  auto sink = std::make_shared<RecordingSessionSink>();
+  auto h = engine_->OpenSession(o, sink);
+  ASSERT_TRUE(h.ok()) << h.status();
+  std::vector<int32_t> big = user;
+  big.insert(big.end(), user.begin(), user.end());
+  engine_->SessionAppend(*h, {"big", 1, big, {}});
+  engine_->SessionAppend(*h, {"t1", 1, user, {2}});
+  ASSERT_TRUE(sink->WaitFor(Kind::kTurnEnd, 1));
+  std::vector<SessionEvent> events = sink->events();
+  const SessionEvent* error = Find(events, Kind::kError);
+  ASSERT_NE(error, nullptr);
+  EXPECT_EQ(error->input_id, "big");
+  EXPECT_TRUE(absl::IsOutOfRange(error->status)) << error->status;
+  EXPECT_NE(error->status.message().find("--context_length"),
+            std::string::npos);
+  const SessionEvent* ack = Find(events, Kind::kAck);
+  ASSERT_NE(ack, nullptr);
+  EXPECT_EQ(ack->input_id, "t1");
+  EXPECT_EQ(ack->first_position, static_cast<int64_t>(prefix.size()));
+  const SessionEvent* end = Find(events, Kind::kTurnEnd);
+  EXPECT_EQ(end->finish_reason, FinishReason::kLength);
+  EXPECT_EQ(end->output_tokens, 12);
+  // Full: not one more token, and the session still answers.
+  engine_->SessionAppend(*h, {"t2", 1, {user[0]}, {2}});
+  ASSERT_TRUE(sink->WaitFor(Kind::kError, 2));
+  engine_->CloseSession(*h);
+  ASSERT_TRUE(sink->WaitFor(Kind::kClosed, 1));
+  EXPECT_TRUE(sink->events().back().status.ok());
+  ExpectAllFree();
+}
+
+TEST_F(SessionModelTest, IdleSessionsAreKeptAndClientsAreLimited) {
+  EngineOptions eo = DefaultOptions();
+  eo.session_idle_timeout = absl::Seconds(1);
+  eo.max_sessions_per_client = 1;
+  eo.max_kept_sessions = 1;
+  Restart(eo);
+  SessionOptions o;
+  o.session_id = "x";
+  o.owner = "a";
+  o.prefix = Encode(kSystem);
+  o.streams = {SessionStreamOptions{.name = "user"}, Output("out", 4)};
+  auto sink = std::make_shared<RecordingSessionSink>();
+  auto h = engine_->OpenSession(o, sink);
+  ASSERT_TRUE(h.ok()) << h.status();
+  // One open session per client; another client may use the same id.
+  SessionOptions y = o;
+  y.session_id = "y";
+  auto other = std::make_shared<RecordingSessionSink>();
+  absl::Status limited = engine_->OpenSession(y, other).status();
+  EXPECT_TRUE(absl::IsResourceExhausted(limited)) << limited;
+  EXPECT_NE(limited.message().find("--max_sessions_per_client"),
+            std::string::npos);
+  SessionOptions b = o;
+  b.owner = "b";
+  auto hb = engine_->OpenSession(b, other);
+  ASSERT_TRUE(hb.ok()) << hb.status();
+  engine_->CloseSession(*hb);
+  ASSERT_TRUE(other->WaitFor(Kind::kClosed, 1));
+  // A turn, then silence: the session is kept and told why.
+  engine_->SessionAppend(*h, {"t1", 1, Encode(kUser), {2}});
+  ASSERT_TRUE(sink->WaitFor(Kind::kTurnEnd, 1));
+  ASSERT_TRUE(sink->WaitFor(Kind::kClosed, 1, absl::Seconds(30)));
+  const absl::Status idle = sink->events().back().status;
+  EXPECT_TRUE(absl::IsDeadlineExceeded(idle)) << idle;
+  EXPECT_NE(idle.message().find("--session_idle_timeout_s"), std::string::npos);
+  EXPECT_EQ(engine_->Stats().kept_sessions, 1);
+  EXPECT_EQ(engine_->Stats().sessions, 0);
+  // Its slot is free; keeping another drops it (max_kept_sessions = 1).
+  auto sink_y = std::make_shared<RecordingSessionSink>();
+  h = engine_->OpenSession(y, sink_y);
+  ASSERT_TRUE(h.ok()) << h.status();
+  engine_->CloseSession(*h, /*keep=*/true);
+  ASSERT_TRUE(sink_y->WaitFor(Kind::kClosed, 1));
+  EXPECT_EQ(engine_->Stats().kept_sessions, 1);
+  auto noop = [](const SessionOptions&) {};
+  EXPECT_TRUE(
+      absl::IsNotFound(engine_->ResumeSession("a", "x", sink, noop).status()));
+  auto resumed = std::make_shared<RecordingSessionSink>();
+  h = engine_->ResumeSession("a", "y", resumed, noop);
+  ASSERT_TRUE(h.ok()) << h.status();
+  SessionOptions z = o;
+  z.session_id = "z";
+  EXPECT_TRUE(
+      absl::IsResourceExhausted(engine_->OpenSession(z, other).status()));
+  ASSERT_TRUE(resumed->WaitFor(Kind::kOpened, 1));
+  engine_->CloseSession(*h);
+  ASSERT_TRUE(resumed->WaitFor(Kind::kClosed, 1));
   ExpectAllFree();
 }
 

@@ -85,5 +85,121 @@ TEST(SessionSchedulerTest, ChunkNeverSplitsTheSamplePoints) {
   EXPECT_TRUE(n <= 2 || n == 5) << n;
 }
 
+// Runs every planned step (sessions only: nothing is sampled).
+void RunAll(Scheduler& s) {
+  for (StepPlan p = s.Schedule(); !p.empty(); p = s.Schedule()) {
+    StepOutput out;
+    out.tokens.resize(p.sequences.size());
+    out.stream_tokens.resize(p.sequences.size());
+    s.Update(p, out);
+  }
+}
+
+// sees(s) of a prefix (0), an input (1) and an output (2) stream.
+const std::vector<std::vector<int32_t>> kSees = {{1, 2}, {0, 2}, {0, 1}};
+
+// A session of 11 computed entries in blocks of 4: the prefix block, a
+// block of prefix and input, and a partial block of input and output.
+Scheduler::SessionEntries KeptSession(Scheduler& s,
+                                      std::vector<int32_t>* table) {
+  s.AddSession(1, {1, 2, 3, 4, 5, 6}, Tags(0, 0, 6), kSees, 0, "");
+  const int32_t toks[] = {7, 8, 9, 10, 11};
+  const EntryTag tags[] = {{1, 6}, {1, 7}, {1, 8}, {2, 9}, {2, 10}};
+  s.AppendEntries(1, toks, tags);
+  RunAll(s);
+  EXPECT_EQ(s.num_computed_tokens(1), 11);
+  *table = s.block_table(1);
+  EXPECT_EQ(table->size(), 3u);
+  Scheduler::SessionEntries kept = s.Keep(1);
+  EXPECT_FALSE(s.Contains(1));
+  EXPECT_EQ(kept.tokens.size(), 11u);
+  EXPECT_EQ(kept.meta[9].stream, 2);
+  // Free, but all three blocks still cached.
+  EXPECT_EQ(s.stats().blocks.num_free_blocks, 16);
+  EXPECT_EQ(s.stats().blocks.num_cached_blocks, 3);
+  return kept;
+}
+
+TEST(SessionSchedulerTest, KeptContextComesBackWhole) {
+  Scheduler s(Options(), testing::FifoQueues());
+  std::vector<int32_t> table;
+  Scheduler::SessionEntries kept = KeptSession(s, &table);
+  s.AddSession(2, kept.tokens, kept.meta, kSees, 0, "");
+  const int32_t toks[] = {12, 13};
+  const EntryTag tags[] = {{1, 11}, {1, 12}};
+  s.AppendEntries(2, toks, tags);
+  const SamplePoint point[] = {{12, 2, nullptr}};
+  s.AddSamplePoints(2, point);
+  StepPlan p = s.Schedule();
+  ASSERT_EQ(p.sequences.size(), 1u);
+  // Only the new entries are computed, into the same blocks.
+  EXPECT_EQ(p.sequences[0].num_cached, 11);
+  EXPECT_EQ(p.sequences[0].tokens, (std::vector<int32_t>{12, 13}));
+  EXPECT_EQ(std::vector<int32_t>(p.sequences[0].block_table.begin(),
+                                 p.sequences[0].block_table.begin() + 3),
+            table);
+  EXPECT_EQ(s.stats().num_prefix_hit_tokens, 11);
+  RunAll(s);
+  // The partial block is this session's alone now: another copy of the
+  // kept entries gets the full blocks but computes the rest.
+  s.AddSession(3, kept.tokens, kept.meta, kSees, 0, "");
+  const SamplePoint last[] = {{10, 2, nullptr}};
+  s.AddSamplePoints(3, last);
+  p = s.Schedule();
+  ASSERT_EQ(p.sequences.size(), 1u);
+  EXPECT_EQ(p.sequences[0].request_id, 3u);
+  EXPECT_EQ(p.sequences[0].num_cached, 8);
+}
+
+TEST(SessionSchedulerTest, OnlyTheSameLayoutMatchesAKeptContext) {
+  Scheduler s(Options(), testing::FifoQueues());
+  std::vector<int32_t> table;
+  Scheduler::SessionEntries kept = KeptSession(s, &table);
+  // The same tokens written by another stream (or seen by other streams)
+  // are other K/V: only the plain prefix block is reused.
+  std::vector<EntryTag> moved = kept.meta;
+  moved[6].stream = 2;
+  const std::vector<std::vector<int32_t>> branch = {{1, 2}, {0}, {0, 1}};
+  int id = 2;
+  for (const auto& [meta, sees] :
+       {std::pair{moved, kSees}, std::pair{kept.meta, branch}}) {
+    s.AddSession(id, kept.tokens, meta, sees, 0, "");
+    StepPlan p = s.Schedule();
+    ASSERT_EQ(p.sequences.size(), 1u);
+    EXPECT_EQ(p.sequences[0].num_cached, 4) << id;
+    s.Remove(id++);
+  }
+}
+
+TEST(SessionSchedulerTest, KeptBlocksAreEvictedForNewWork) {
+  Scheduler s(Options(), testing::FifoQueues());
+  std::vector<int32_t> table;
+  Scheduler::SessionEntries kept = KeptSession(s, &table);
+  // A request needing 15 of the 16 blocks gets them: the kept tail and
+  // the block before it are evicted (tail first), nothing is preempted.
+  std::vector<int32_t> prompt(60);
+  for (int i = 0; i < 60; ++i) prompt[i] = 100 + i;
+  s.Add(9, prompt, 0, "");
+  while (s.num_computed_tokens(9) < 60) {
+    StepPlan p = s.Schedule();
+    ASSERT_FALSE(p.empty());
+    StepOutput out;
+    out.tokens.resize(p.sequences.size());
+    out.stream_tokens.resize(p.sequences.size());
+    s.Update(p, out);
+  }
+  EXPECT_EQ(s.stats().num_preemptions, 0);
+  EXPECT_EQ(s.stats().blocks.num_evictions, 2);
+  s.Remove(9);
+  // Resumed: the prefix block is still cached, the rest is recomputed.
+  s.AddSession(2, kept.tokens, kept.meta, kSees, 0, "");
+  const SamplePoint last[] = {{10, 2, nullptr}};
+  s.AddSamplePoints(2, last);
+  StepPlan p = s.Schedule();
+  ASSERT_EQ(p.sequences.size(), 1u);
+  EXPECT_EQ(p.sequences[0].num_cached, 4);
+  EXPECT_EQ(p.sequences[0].tokens.size(), 7u);
+}
+
 }  // namespace
 }  // namespace braid::batching

@@ -127,6 +127,12 @@ TEST(ServerMetricsTest, RpcsByCodeSessionsStateAndInfo) {
   m.RecordRpc(Rpc::kGenerate, 3);
   m.RecordRpc(Rpc::kTokenize, 16);
   m.RecordRpc(Rpc::kTokenize, 99);  // out of range -> UNKNOWN
+  m.RecordRpc(Rpc::kSession, 4);
+  EXPECT_EQ(Value(r, "braid_rpcs_total",
+                  {{"method", "Session"}, {"code", "DEADLINE_EXCEEDED"}}),
+            1);
+  EXPECT_EQ(
+      Value(r, "braid_rpcs_total", {{"method", "Session"}, {"code", "OK"}}), 0);
   EXPECT_EQ(Value(r, "braid_rpcs_total",
                   {{"method", "Generate"}, {"code", "INVALID_ARGUMENT"}}),
             2);

@@ -10,7 +10,7 @@ namespace {
 
 const char* RpcLabel(int rpc) {
   static const char* const kNames[] = {"Generate", "Tokenize", "Detokenize",
-                                       "GetModelInfo"};
+                                       "GetModelInfo", "Session"};
   return kNames[rpc];
 }
 
@@ -57,7 +57,7 @@ ServerMetrics::ServerMetrics(prometheus::Registry& r,
                    "code (errors are code != \"OK\").")
                .Register(r);
   // Every (method, code) series exists from the start, at 0, so rates and
-  // ratios read 0 rather than nothing; 4 x 17 series.
+  // ratios read 0 rather than nothing; 5 x 17 series.
   for (int m = 0; m < kNumRpcs; ++m) {
     for (int c = 0; c < kNumStatusCodes; ++c) {
       rpc_children_[m][c] =

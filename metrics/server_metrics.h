@@ -22,8 +22,14 @@ class Family;
 
 namespace braid::metrics {
 
-enum class Rpc { kGenerate = 0, kTokenize, kDetokenize, kGetModelInfo };
-inline constexpr int kNumRpcs = 4;
+enum class Rpc {
+  kGenerate = 0,
+  kTokenize,
+  kDetokenize,
+  kGetModelInfo,
+  kSession
+};
+inline constexpr int kNumRpcs = 5;
 inline constexpr int kNumStatusCodes = 17;  // grpc::StatusCode 0..16
 // "OK", "CANCELLED", ... "UNAUTHENTICATED"; "UNKNOWN" out of range.
 const char* StatusCodeName(int code);
@@ -48,7 +54,8 @@ class ServerMetrics {
  public:
   ServerMetrics(prometheus::Registry& registry, const std::string& version);
 
-  // Every finished RPC of braid.v1.Braid; `code` is a grpc::StatusCode.
+  // Every finished RPC of braid.v1.Braid (a Session call when it ends);
+  // `code` is a grpc::StatusCode.
   void RecordRpc(Rpc rpc, int code);
   void RecordCancellation(CancelCause cause);
   void SessionOpened();

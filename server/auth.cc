@@ -7,6 +7,7 @@
 #include <utility>
 #include <vector>
 
+#include "absl/hash/hash.h"
 #include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
@@ -57,7 +58,37 @@ absl::StatusOr<std::string> ReadFile(const std::string& path) {
   return text.str();
 }
 
+constexpr absl::string_view kBearer = "bearer ";
+
+// The token of `Bearer TOKEN`, or empty when the value is not of that form.
+absl::string_view BearerToken(absl::string_view authorization) {
+  if (authorization.size() <= kBearer.size() ||
+      !absl::StartsWithIgnoreCase(authorization, kBearer)) {
+    return "";
+  }
+  return absl::StripAsciiWhitespace(authorization.substr(kBearer.size()));
+}
+
 }  // namespace
+
+std::string ClientIdentity(bool auth_on, absl::string_view authorization,
+                           absl::string_view peer) {
+  if (auth_on) {
+    const size_t h =
+        absl::Hash<absl::string_view>{}(BearerToken(authorization));
+    return absl::StrCat("token:", absl::Hex(h, absl::kZeroPad16));
+  }
+  if (absl::StartsWith(peer, "ipv4:")) {
+    const size_t colon = peer.rfind(':');
+    if (colon > 4) return std::string(peer.substr(0, colon));
+  } else if (absl::StartsWith(peer, "ipv6:")) {
+    const size_t end = peer.rfind("]:");  // "ipv6:[::1]:5000"
+    if (end != absl::string_view::npos) {
+      return std::string(peer.substr(0, end + 1));
+    }
+  }
+  return std::string(peer);
+}
 
 absl::StatusOr<TokenTable> ParseTokenFile(absl::string_view text) {
   TokenTable table;
@@ -113,19 +144,16 @@ absl::Status TokenAuthenticator::ReloadIfChanged() {
 absl::Status TokenAuthenticator::Check(absl::string_view authorization,
                                        Scope scope,
                                        absl::string_view rpc_name) const {
-  constexpr absl::string_view kBearer = "bearer ";
   if (authorization.empty()) {
     return absl::UnauthenticatedError(
         "missing credentials: send the metadata `authorization: Bearer "
         "<token>`");
   }
-  if (authorization.size() <= kBearer.size() ||
-      !absl::StartsWithIgnoreCase(authorization, kBearer)) {
+  const std::string token(BearerToken(authorization));
+  if (token.empty()) {
     return absl::UnauthenticatedError(
         "the authorization metadata must be `Bearer <token>`");
   }
-  const std::string token(
-      absl::StripAsciiWhitespace(authorization.substr(kBearer.size())));
   absl::ReaderMutexLock lock(&mu_);
   auto it = tokens_.find(token);
   if (it == tokens_.end()) {

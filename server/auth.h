@@ -46,6 +46,15 @@ using TokenTable = absl::flat_hash_map<std::string, uint32_t>;
 // Parses the token file's text; INVALID_ARGUMENT names the line at fault.
 absl::StatusOr<TokenTable> ParseTokenFile(absl::string_view text);
 
+// Who a call comes from, for per-client session limits and for resuming
+// one's own sessions: with authentication on, the bearer token's principal
+// ("token:" and a hash of the token, so the token itself is not kept or
+// shown); otherwise the peer's address without its port ("ipv4:10.0.0.7"),
+// since every connection of a client has its own port. `peer` is gRPC's
+// peer string ("ipv4:127.0.0.1:5000", "ipv6:[::1]:5000", "unix:/path").
+std::string ClientIdentity(bool auth_on, absl::string_view authorization,
+                           absl::string_view peer);
+
 class TokenAuthenticator {
  public:
   // Reads `path`; an unreadable or invalid file is an error.

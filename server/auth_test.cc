@@ -68,6 +68,23 @@ TEST_F(AuthenticatorTest, CodesForMissingWrongAndUnscopedTokens) {
   EXPECT_NE(denied.message().find("Generate"), std::string::npos);
 }
 
+TEST(ClientIdentityTest, TokenPrincipalOrPeerAddressWithoutPort) {
+  // Authentication on: the token decides, not the connection.
+  const std::string a = ClientIdentity(true, "Bearer alpha", "ipv4:1.2.3.4:5");
+  EXPECT_EQ(a, ClientIdentity(true, "bearer  alpha ", "ipv4:9.9.9.9:7"));
+  EXPECT_NE(a, ClientIdentity(true, "Bearer beta", "ipv4:1.2.3.4:5"));
+  EXPECT_EQ(a.rfind("token:", 0), 0u);
+  EXPECT_EQ(a.find("alpha"), std::string::npos);  // the token is not shown
+  // Off: the peer's address; every connection has its own port.
+  EXPECT_EQ(ClientIdentity(false, "", "ipv4:127.0.0.1:50123"),
+            "ipv4:127.0.0.1");
+  EXPECT_EQ(ClientIdentity(false, "Bearer x", "ipv4:127.0.0.1:1"),
+            "ipv4:127.0.0.1");
+  EXPECT_EQ(ClientIdentity(false, "", "ipv6:[::1]:50123"), "ipv6:[::1]");
+  EXPECT_EQ(ClientIdentity(false, "", "unix:/run/braid.sock"),
+            "unix:/run/braid.sock");
+}
+
 TEST_F(AuthenticatorTest, ReloadsWhenTheFileChangesAndKeepsTokensOnError) {
   Write("first\n");
   auto auth = TokenAuthenticator::FromFile(path_);

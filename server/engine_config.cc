@@ -71,6 +71,17 @@ absl::StatusOr<batching::EngineOptions> MakeEngineOptions(
   o.max_waiting_requests = flags.max_waiting_requests;
   o.max_waiting_tokens = flags.max_waiting_tokens;
   o.max_context_tokens = flags.context_length;
+  if (flags.session_idle_timeout_s < 0 || flags.max_sessions_per_client < 0 ||
+      flags.max_kept_sessions < 0) {
+    return absl::InvalidArgumentError(
+        "--session_idle_timeout_s, --max_sessions_per_client and "
+        "--max_kept_sessions must be >= 0");
+  }
+  o.session_idle_timeout = flags.session_idle_timeout_s > 0
+                               ? absl::Seconds(flags.session_idle_timeout_s)
+                               : absl::InfiniteDuration();
+  o.max_sessions_per_client = flags.max_sessions_per_client;
+  o.max_kept_sessions = flags.max_kept_sessions;
   return o;
 }
 
@@ -88,7 +99,8 @@ std::string StatsJson(const batching::EngineStats& s) {
       ", \"computed_tokens\": ", s.computed_tokens,
       ", \"prefix_hit_tokens\": ", s.prefix_hit_tokens,
       ", \"completed\": ", s.completed, ", \"cancelled\": ", s.cancelled,
-      ", \"failed\": ", s.failed, ", \"sessions\": ", s.sessions, "}");
+      ", \"failed\": ", s.failed, ", \"sessions\": ", s.sessions,
+      ", \"kept_sessions\": ", s.kept_sessions, "}");
 }
 
 metrics::EngineGauges ToGauges(const batching::EngineStats& s) {

@@ -29,12 +29,16 @@ struct EngineFlags {
                                         0.25};  // io, reasoning, prompt
   std::string think_start, think_end;           // marker text; empty = none
   int context_length = 4096;
+  // Sessions.
+  int session_idle_timeout_s = 300;  // 0 = never
+  int max_sessions_per_client = 16;  // 0 = no limit
+  int max_kept_sessions = 64;
 };
 
 // Validates the flags and sizes the KV pool for a model with `n_layer`
 // layers of `kv_dim` K/V width. INVALID_ARGUMENT names the flag at fault:
 // a pool smaller than one full context, bad shares, a marker that is not
-// exactly one token of `tokenizer`.
+// exactly one token of `tokenizer`, a negative session limit.
 absl::StatusOr<batching::EngineOptions> MakeEngineOptions(
     const EngineFlags& flags, int n_layer, int kv_dim,
     const model::Tokenizer* tokenizer);

@@ -33,6 +33,28 @@ TEST(EngineConfigTest, NamesTheFlagAtFault) {
   EXPECT_NE(o.status().message().find("--io_share"), std::string::npos);
 }
 
+TEST(EngineConfigTest, SessionFlags) {
+  EngineFlags f;
+  f.kv_budget_tokens = 1024;
+  f.context_length = 512;
+  f.session_idle_timeout_s = 7;
+  f.max_sessions_per_client = 3;
+  f.max_kept_sessions = 5;
+  auto o = MakeEngineOptions(f, 30, 192, nullptr);
+  ASSERT_TRUE(o.ok()) << o.status();
+  EXPECT_EQ(o->session_idle_timeout, absl::Seconds(7));
+  EXPECT_EQ(o->max_sessions_per_client, 3);
+  EXPECT_EQ(o->max_kept_sessions, 5);
+  f.session_idle_timeout_s = 0;  // never
+  o = MakeEngineOptions(f, 30, 192, nullptr);
+  ASSERT_TRUE(o.ok()) << o.status();
+  EXPECT_EQ(o->session_idle_timeout, absl::InfiniteDuration());
+  f.max_kept_sessions = -1;
+  o = MakeEngineOptions(f, 30, 192, nullptr);
+  EXPECT_NE(o.status().message().find("--max_kept_sessions"),
+            std::string::npos);
+}
+
 TEST(EngineConfigTest, ThinkingMarkersMustBeOneToken) {
   auto tokenizer = batching::testing::LoadTestTokenizer();
   ASSERT_NE(tokenizer, nullptr);
@@ -54,11 +76,13 @@ TEST(EngineConfigTest, StatsJsonHasEveryCounter) {
   s.kv_blocks_total = 7;
   s.preemptions = 3;
   s.sessions = 2;
+  s.kept_sessions = 4;
   const std::string json = StatsJson(s);
   EXPECT_NE(json.find("\"kv_blocks_total\": 7"), std::string::npos);
   EXPECT_NE(json.find("\"preemptions\": 3"), std::string::npos);
   EXPECT_NE(json.find("\"requests\": 0"), std::string::npos);
   EXPECT_NE(json.find("\"sessions\": 2"), std::string::npos);
+  EXPECT_NE(json.find("\"kept_sessions\": 4"), std::string::npos);
 }
 
 }  // namespace

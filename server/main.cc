@@ -88,6 +88,20 @@ ABSL_FLAG(std::string, think_start, "",
 ABSL_FLAG(std::string, think_end, "",
           "The model's end-of-thinking marker (one token, e.g. </think>).");
 
+// -- sessions ----------------------------------------------------------------
+ABSL_FLAG(int, session_idle_timeout_s, 300,
+          "A Session with no client action and nothing generating for this "
+          "long is kept (as by close with keep) and its call ends with "
+          "DEADLINE_EXCEEDED; the client may resume it (0 = never).");
+ABSL_FLAG(int, max_sessions_per_client, 16,
+          "Open Sessions per client (its bearer token, or its address "
+          "without authentication); beyond it RESOURCE_EXHAUSTED (0 = no "
+          "limit).");
+ABSL_FLAG(int, max_kept_sessions, 64,
+          "Sessions kept for resume (close with keep, idle timeout); the "
+          "least recently kept are dropped first. Their KV blocks are free, "
+          "evictable cache (0 = keep none).");
+
 // -- serving -----------------------------------------------------------------
 ABSL_FLAG(std::string, listen, "127.0.0.1:50051",
           "Address to serve gRPC on (host:port; port 0 picks a free port). "
@@ -246,6 +260,9 @@ server::EngineFlags EngineFlagsFromCommandLine(int context_length) {
   flags.think_start = absl::GetFlag(FLAGS_think_start);
   flags.think_end = absl::GetFlag(FLAGS_think_end);
   flags.context_length = context_length;
+  flags.session_idle_timeout_s = absl::GetFlag(FLAGS_session_idle_timeout_s);
+  flags.max_sessions_per_client = absl::GetFlag(FLAGS_max_sessions_per_client);
+  flags.max_kept_sessions = absl::GetFlag(FLAGS_max_kept_sessions);
   return flags;
 }
 

@@ -152,11 +152,14 @@ BraidService::Session(grpc::CallbackServerContext* context) {
   b.engine = (*backend)->engine;
   b.builder = &(*backend)->builder;
   b.context_length = (*backend)->info.context_length;
-  return new SessionCall(
-      b,
-      std::string(context->peer()) + "#" +
-          std::to_string(reinterpret_cast<uintptr_t>(context)),
-      hooks);
+  b.owner = ClientIdentity(options_.auth != nullptr, Authorization(*context),
+                           context->peer());
+  // Unique for the daemon's life: a session id must not repeat while an
+  // earlier session of the client may still be open or kept.
+  return new SessionCall(b,
+                         std::string(context->peer()) + "#" +
+                             std::to_string(session_number_.fetch_add(1) + 1),
+                         hooks);
 }
 
 grpc::ServerUnaryReactor* BraidService::Tokenize(

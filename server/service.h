@@ -98,6 +98,7 @@ class BraidService final : public v1::Braid::CallbackService {
   std::unique_ptr<Backend> backend_owned_;
   std::atomic<const Backend*> backend_{nullptr};
   std::atomic<bool> draining_{false};
+  std::atomic<uint64_t> session_number_{0};  // default session ids
   StreamRegistry streams_;
 };
 

@@ -63,10 +63,6 @@ absl::Status BuildSession(const v1::SessionOpen& open,
     return Invalid("open.priority", "must be in [-100, 100]");
   }
   out->priority = open.priority();
-  if (open.resume()) {
-    return absl::UnimplementedError(
-        "open.resume: resuming a kept session is not supported yet");
-  }
   switch (open.duplex_policy()) {
     case v1::DUPLEX_POLICY_UNSPECIFIED:
     case v1::DUPLEX_POLICY_INTERJECT:
@@ -165,14 +161,10 @@ absl::Status BuildSession(const v1::SessionOpen& open,
         !s.ok()) {
       return Under(field, s);
     }
-    if (!sampled.stop.empty()) {
-      return Invalid(field + ".sampling.stop",
-                     "stop strings are not supported on session streams yet; "
-                     "use stop_token_ids");
-    }
     o.sampling = sampled.sampling;
     o.max_tokens = sampled.max_tokens;
     o.stop_token_ids = std::move(sampled.stop_token_ids);
+    o.stop = std::move(sampled.stop);
     o.ignore_eos = sampled.ignore_eos;
     o.reasoning = sampled.reasoning;
     info.logprobs = sampled.sampling.logprobs;
@@ -180,6 +172,33 @@ absl::Status BuildSession(const v1::SessionOpen& open,
     streams->push_back(std::move(info));
   }
   return absl::OkStatus();
+}
+
+// open with resume names a kept session and nothing else: the session keeps
+// its prefix, streams and settings.
+absl::Status CheckResume(const v1::SessionOpen& open) {
+  if (open.session_id().empty()) {
+    return Invalid("open.session_id",
+                   "is required with resume (the id of the kept session)");
+  }
+  if (open.has_prefix() || !open.streams().empty() ||
+      open.duplex_policy() != v1::DUPLEX_POLICY_UNSPECIFIED ||
+      open.priority() != 0 || !open.tenant().empty()) {
+    return Invalid("open",
+                   "with resume only session_id may be set: a resumed "
+                   "session keeps its prefix, streams and settings");
+  }
+  return absl::OkStatus();
+}
+
+// The call's stream table of a session's options.
+std::vector<StreamInfo> StreamTable(const batching::SessionOptions& options) {
+  std::vector<StreamInfo> streams(1);
+  for (const batching::SessionStreamOptions& o : options.streams) {
+    streams.push_back(StreamInfo{
+        .id = o.name, .output = o.output, .logprobs = o.sampling.logprobs});
+  }
+  return streams;
 }
 
 v1::SessionEvent ErrorEvent(const absl::Status& status) {
@@ -217,8 +236,9 @@ void Merge(v1::SessionTokens* into, const v1::SessionTokens& next) {
 class SessionCall::Outbox : public batching::SessionSink,
                             public AbortableStream {
  public:
-  Outbox(SessionCall* call, batching::Engine* engine)
-      : call_(call), engine_(engine) {}
+  Outbox(SessionCall* call, batching::Engine* engine,
+         metrics::ServerMetrics* metrics)
+      : call_(call), engine_(engine), metrics_(metrics) {}
 
   // Before OpenSession.
   void Configure(std::string session_id, std::vector<StreamInfo> streams) {
@@ -303,6 +323,7 @@ class SessionCall::Outbox : public batching::SessionSink,
       finished_ = true;
       call = call_;
     }
+    RecordRpc(status);
     call->Finish(status);
   }
 
@@ -362,6 +383,13 @@ class SessionCall::Outbox : public batching::SessionSink,
     grpc::Status status;  // when closed
   };
 
+  void RecordRpc(const grpc::Status& status) {
+    if (metrics_ != nullptr) {
+      metrics_->RecordRpc(metrics::Rpc::kSession,
+                          static_cast<int>(status.error_code()));
+    }
+  }
+
   void Convert(batching::SessionEvent e) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     using Kind = batching::SessionEvent::Kind;
     const StreamInfo* info =
@@ -376,6 +404,8 @@ class SessionCall::Outbox : public batching::SessionSink,
         v1::SessionOpened* opened = out.mutable_opened();
         opened->set_session_id(session_id_);
         opened->set_prefix_length(e.prefix_length);
+        opened->set_resumed(e.resumed);
+        opened->set_context_tokens(e.context_tokens);
         break;
       }
       case Kind::kTokens: {
@@ -415,6 +445,7 @@ class SessionCall::Outbox : public batching::SessionSink,
         end->set_stream_id(stream_id);
         v1::FinalInfo* final = end->mutable_info();
         final->set_finish_reason(ToProto(e.finish_reason));
+        final->set_matched_stop(SanitizeUtf8(e.matched_stop));
         final->set_seed(e.seed);
         final->mutable_usage()->set_output_tokens(e.output_tokens);
         final->mutable_usage()->set_reasoning_tokens(e.reasoning_tokens);
@@ -470,6 +501,7 @@ class SessionCall::Outbox : public batching::SessionSink,
       if (finish) finished_ = true;
     }
     if (finish) {
+      RecordRpc(finish_status);
       call->Finish(finish_status);
     } else {
       call->StartWrite(&response_);
@@ -479,6 +511,7 @@ class SessionCall::Outbox : public batching::SessionSink,
   absl::Mutex mu_;
   SessionCall* call_ ABSL_GUARDED_BY(mu_);
   batching::Engine* const engine_;
+  metrics::ServerMetrics* const metrics_;
   std::string session_id_ ABSL_GUARDED_BY(mu_);
   std::vector<StreamInfo> streams_ ABSL_GUARDED_BY(mu_);
   uint64_t handle_ ABSL_GUARDED_BY(mu_) = 0;
@@ -497,7 +530,7 @@ SessionCall::SessionCall(Backend backend, std::string default_session_id,
                          CallHooks hooks)
     : backend_(backend),
       default_session_id_(std::move(default_session_id)),
-      outbox_(std::make_shared<Outbox>(this, backend.engine)),
+      outbox_(std::make_shared<Outbox>(this, backend.engine, hooks.metrics)),
       hooks_(hooks) {
   if (hooks_.metrics != nullptr) {
     hooks_.metrics->SessionOpened();
@@ -511,11 +544,13 @@ SessionCall::SessionCall(Backend backend, std::string default_session_id,
 }
 
 SessionCall::SessionCall(const grpc::Status& error, CallHooks hooks)
-    : outbox_(std::make_shared<Outbox>(this, nullptr)), hooks_(hooks) {
+    : outbox_(std::make_shared<Outbox>(this, nullptr, hooks.metrics)),
+      hooks_(hooks) {
   outbox_->FinishNow(error);
 }
 
 bool SessionCall::Open(const v1::SessionOpen& open) {
+  if (open.resume()) return Resume(open);
   batching::SessionOptions options;
   std::vector<StreamInfo> streams;
   if (absl::Status s =
@@ -525,9 +560,28 @@ bool SessionCall::Open(const v1::SessionOpen& open) {
     return false;
   }
   if (options.session_id.empty()) options.session_id = default_session_id_;
+  options.owner = backend_.owner;
   outbox_->Configure(options.session_id, std::move(streams));
   absl::StatusOr<uint64_t> handle =
       backend_.engine->OpenSession(std::move(options), outbox_);
+  if (!handle.ok()) {
+    outbox_->FinishNow(ToGrpcStatus(handle.status()));
+    return false;
+  }
+  outbox_->set_handle(*handle);
+  return true;
+}
+
+bool SessionCall::Resume(const v1::SessionOpen& open) {
+  if (absl::Status s = CheckResume(open); !s.ok()) {
+    outbox_->FinishNow(ToGrpcStatus(s));
+    return false;
+  }
+  absl::StatusOr<uint64_t> handle = backend_.engine->ResumeSession(
+      backend_.owner, open.session_id(), outbox_,
+      [&](const batching::SessionOptions& options) {
+        outbox_->Configure(options.session_id, StreamTable(options));
+      });
   if (!handle.ok()) {
     outbox_->FinishNow(ToGrpcStatus(handle.status()));
     return false;
@@ -603,13 +657,7 @@ bool SessionCall::Act(const v1::SessionRequest& request) {
       backend_.engine->Cancel(handle);
       return false;
     case v1::SessionRequest::kClose:
-      if (request.close().keep()) {
-        outbox_->PushError(absl::UnimplementedError(
-            "close.keep: keeping a session for resume is not supported yet; "
-            "the session stays open"));
-        return true;
-      }
-      backend_.engine->CloseSession(handle);
+      backend_.engine->CloseSession(handle, request.close().keep());
       return false;
     case v1::SessionRequest::ACTION_NOT_SET:
       break;

@@ -18,19 +18,24 @@ namespace braid::server {
 // Reads: the first client message must be `open` (else INVALID_ARGUMENT);
 // it is validated (stream ids unique and non-empty, kinds and roles
 // consistent, prefix and per-stream sampling through RequestBuilder like a
-// Generate request) and opens the engine session. Then one read stays in
-// flight: `append` (its prompt tokenized) -> Engine::SessionAppend,
-// `interrupt_stream_id` -> SessionInterrupt, `cancel` -> Cancel, `close` ->
-// CloseSession. A bad action after open is answered with a SessionError
-// event and the session stays open. The client half-closing its side closes
-// the session (running turns end CANCELLED), so keep the request stream open
-// while events are wanted.
+// Generate request) and opens the engine session under the client's
+// identity (Backend::owner), or, with `resume`, reattaches that client's
+// kept session (Engine::ResumeSession: NOT_FOUND, FAILED_PRECONDITION when
+// it is open). Then one read stays in flight: `append` (its prompt
+// tokenized) -> Engine::SessionAppend, `interrupt_stream_id` ->
+// SessionInterrupt, `cancel` -> Cancel, `close` -> CloseSession (with
+// `keep`, the engine keeps the session for resume). A bad action after open
+// is answered with a SessionError event and the session stays open. The
+// client half-closing its side closes the session (running turns end
+// CANCELLED), so keep the request stream open while events are wanted.
 //
 // Writes: engine events become SessionEvent messages with contiguous
 // sequence numbers, `opened` first, one write in flight; while the client is
 // slow, queued token events of one stream at contiguous positions are
 // coalesced into one message. The call ends OK after `close`, CANCELLED
-// after `cancel`, with the engine's status when the session fails.
+// after `cancel`, DEADLINE_EXCEEDED when the engine kept the session after
+// its idle timeout, with the engine's status when the session fails; each
+// end counts in braid_rpcs_total{method="Session"}.
 //
 // Client cancel, deadline, disconnect, a broken write or a drain abort
 // cancel the engine session (its KV blocks are freed within a step); OnDone
@@ -46,6 +51,7 @@ class SessionCall
     batching::Engine* engine = nullptr;
     const RequestBuilder* builder = nullptr;
     int context_length = 0;
+    std::string owner;  // the client identity (ClientIdentity, auth.h)
   };
 
   // Starts reading the `open` message. `default_session_id` is used when
@@ -63,9 +69,10 @@ class SessionCall
  private:
   class Outbox;
 
-  // Validates `open` and opens the engine session; false when the call was
-  // finished with an error.
+  // Validates `open` and opens the engine session (or resumes a kept one);
+  // false when the call was finished with an error.
   bool Open(const v1::SessionOpen& open);
+  bool Resume(const v1::SessionOpen& open);
   // Applies one message after open; false when no further read is wanted.
   bool Act(const v1::SessionRequest& request);
 

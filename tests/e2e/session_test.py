@@ -5,6 +5,11 @@ the positions where it landed, output streams, input appended while the
 model writes lands after the tokens already written, a one-stream greedy
 session equals Generate for the same text, and cancel / close / client
 cancel / half-close leave no session and no KV block behind (--stats_file).
+close {keep} then open {resume} computes only the new turn's tokens and
+writes what a session never closed writes; stop strings end a turn like
+Generate's; the context length bounds a session; an idle session is kept
+and its call ends DEADLINE_EXCEEDED; sessions per client are limited (by
+bearer token); Session calls count in braid_rpcs_total.
 """
 import json
 import os
@@ -24,12 +29,14 @@ pb, pb_grpc = harness.load_stubs()
 SYSTEM = b"<|im_start|>system\nYou are a helpful assistant.<|im_end|>\n"
 USER = (b"<|im_start|>user\nWhat is the capital of France?<|im_end|>\n"
         b"<|im_start|>assistant\n")
+USER2 = (b"<|im_end|>\n<|im_start|>user\nAnd of Italy?<|im_end|>\n"
+         b"<|im_start|>assistant\n")
 
 
 class SessionClient:
     """One Session call fed from a queue; events are read one at a time."""
 
-    def __init__(self, stub, timeout=120):
+    def __init__(self, stub, timeout=120, metadata=None):
         self.requests = queue.Queue()
 
         def gen():
@@ -39,7 +46,7 @@ class SessionClient:
                     return
                 yield m
 
-        self.call = stub.Session(gen(), timeout=timeout)
+        self.call = stub.Session(gen(), timeout=timeout, metadata=metadata)
         self.events = []
 
     def send(self, **kw):
@@ -71,6 +78,20 @@ def chat_streams(**sampling):
             pb.StreamSpec(stream_id="out", role=pb.STREAM_ROLE_OUTPUT,
                           kind=pb.STREAM_KIND_OUTPUT,
                           sampling=pb.SamplingParams(**sampling))]
+
+
+def rpc_count(daemon, method, code):
+    """braid_rpcs_total{method, code} from /metrics."""
+    want = f'braid_rpcs_total{{code="{code}",method="{method}"}}'
+    for line in daemon.metrics_text().splitlines():
+        if line.startswith(want):
+            return float(line.split()[-1])
+    raise AssertionError(f"no {want} in /metrics")
+
+
+def turn_text(events, stream_id="out"):
+    return "".join(e.tokens.text for e in events
+                   if e.HasField("tokens") and e.tokens.stream_id == stream_id)
 
 
 def output_tokens(events, stream_id="out"):
@@ -117,8 +138,27 @@ class SessionTest(unittest.TestCase):
             time.sleep(0.05)
         self.fail(f"engine not idle: {stats}")
 
-    def open(self, client, **sampling):
-        client.send(open=pb.SessionOpen(prefix=pb.Prompt(text=SYSTEM),
+    def stats(self):
+        while True:
+            try:
+                with open(self.stats_path) as f:
+                    return json.load(f)
+            except (OSError, ValueError):
+                time.sleep(0.05)
+
+    def wait_computed(self, n):
+        """Waits until the engine has computed `n` tokens since start."""
+        harness.wait_for(lambda: self.stats()["computed_tokens"] >= n, 30,
+                         f"{n} tokens computed")
+        self.assertEqual(self.stats()["computed_tokens"], n)
+
+    def ntok(self, text):
+        return len(self.stub.Tokenize(pb.TokenizeRequest(
+            prompt=pb.Prompt(text=text))).token_ids)
+
+    def open(self, client, session_id="", **sampling):
+        client.send(open=pb.SessionOpen(session_id=session_id,
+                                        prefix=pb.Prompt(text=SYSTEM),
                                         streams=chat_streams(**sampling)))
         ev = client.next()
         self.assertTrue(ev.HasField("opened"), ev)
@@ -262,6 +302,131 @@ class SessionTest(unittest.TestCase):
         c.rest()  # half-close closes the session: OK
         self.assert_engine_idle()
 
+    def two_turns(self, c, keep_between=False, session_id=""):
+        """Turn 1 (settled: every entry computed), optionally close with
+        keep and resume; then turn 2. Returns turn 2's events and the
+        client that ran it."""
+        base = self.stats()["computed_tokens"]
+        self.open(c, session_id=session_id, max_tokens=8, ignore_eos=True)
+        c.send(append=pb.SessionAppend(stream_id="user",
+                                       input=pb.Prompt(text=USER),
+                                       generate_on=["out"]))
+        c.until(lambda e: e.HasField("turn_end"))
+        turn1 = self.ntok(SYSTEM) + self.ntok(USER) + 8
+        self.wait_computed(base + turn1)
+        if keep_between:
+            c.send(close=pb.SessionClose(keep=True))
+            c.rest()  # OK
+            stats = self.assert_engine_idle()  # kept blocks are free
+            self.assertEqual(stats["kept_sessions"], 1)
+            c = SessionClient(self.stub)
+            c.send(open=pb.SessionOpen(session_id=session_id, resume=True))
+            opened = c.next().opened
+            self.assertTrue(opened.resumed)
+            self.assertEqual(opened.session_id, session_id)
+            self.assertEqual(opened.context_tokens, turn1)
+        before = self.stats()
+        n = len(c.events)
+        c.send(append=pb.SessionAppend(stream_id="user",
+                                       input=pb.Prompt(text=USER2),
+                                       generate_on=["out"]))
+        c.until(lambda e: e.HasField("turn_end"))
+        # Only the new turn is computed; the rest came from the cache.
+        self.wait_computed(before["computed_tokens"] + self.ntok(USER2) + 8)
+        if keep_between:
+            self.assertEqual(self.stats()["prefix_hit_tokens"]
+                             - before["prefix_hit_tokens"], turn1)
+        return c.events[n:], c
+
+    def test_keep_then_resume_continues_exactly(self):
+        never_closed, c = self.two_turns(SessionClient(self.stub))
+        c.send(close=pb.SessionClose())
+        c.rest()
+        resumed, c = self.two_turns(SessionClient(self.stub),
+                                    keep_between=True, session_id="k1")
+        self.assertEqual(output_tokens(resumed), output_tokens(never_closed))
+        self.assertEqual(turn_text(resumed), turn_text(never_closed))
+        # Resuming needs a kept session of this client, nothing else.
+        for open_msg, code in [
+                (pb.SessionOpen(session_id="k1", resume=True),
+                 grpc.StatusCode.FAILED_PRECONDITION),  # open right now
+                (pb.SessionOpen(session_id="nope", resume=True),
+                 grpc.StatusCode.NOT_FOUND),
+                (pb.SessionOpen(session_id="k1", resume=True,
+                                prefix=pb.Prompt(text=SYSTEM)),
+                 grpc.StatusCode.INVALID_ARGUMENT)]:
+            other = SessionClient(self.stub)
+            other.send(open=open_msg)
+            with self.assertRaises(grpc.RpcError) as cm:
+                other.rest()
+            self.assertEqual(cm.exception.code(), code,
+                             cm.exception.details())
+        c.send(close=pb.SessionClose())
+        c.rest()
+        stats = self.assert_engine_idle()
+        self.assertEqual(stats["kept_sessions"], 0)
+        self.assertGreater(rpc_count(self.daemon, "Session", "OK"), 0)
+        self.assertGreater(rpc_count(self.daemon, "Session", "NOT_FOUND"), 0)
+
+    def test_stop_string_ends_the_turn_like_generate(self):
+        def generate(stop):
+            out = list(self.stub.Generate(pb.GenerateRequest(
+                prompt=pb.Prompt(text=SYSTEM + USER),
+                sampling=pb.SamplingParams(max_tokens=24, ignore_eos=True,
+                                           stop=stop)), timeout=120))
+            return ([t for r in out for t in r.token_ids],
+                    "".join(r.text for r in out), out[-1].final)
+        _, full, _ = generate([])
+        stop = full[len(full) // 2:len(full) // 2 + 3].encode()
+        ids, text, final = generate([stop])
+        self.assertEqual(final.finish_reason, pb.FINISH_REASON_STOP)
+        c = SessionClient(self.stub)
+        self.open(c, max_tokens=24, ignore_eos=True, stop=[stop])
+        c.send(append=pb.SessionAppend(stream_id="user",
+                                       input=pb.Prompt(text=USER),
+                                       generate_on=["out"]))
+        end = c.until(lambda e: e.HasField("turn_end")).turn_end
+        self.assertEqual(end.info.finish_reason, pb.FINISH_REASON_STOP)
+        self.assertEqual(end.info.matched_stop, final.matched_stop)
+        self.assertEqual(end.info.matched_stop.encode(), stop)
+        self.assertEqual([t for _, t in output_tokens(c.events)], ids)
+        self.assertEqual(turn_text(c.events), text)
+        self.assertNotIn(stop.decode(), turn_text(c.events))
+        c.send(close=pb.SessionClose())
+        c.rest()
+        self.assert_engine_idle()
+
+    def test_context_length_bounds_the_session(self):
+        c = SessionClient(self.stub)
+        opened = self.open(c, ignore_eos=True)  # max_tokens: the default
+        chunk = b" the quick brown fox jumps over the lazy dog" * 20
+        n = self.ntok(chunk)
+        y0 = opened.prefix_length
+        self.assertLess(y0 + 2 * n + self.ntok(USER), 512)
+        self.assertGreater(y0 + 3 * n, 512)
+        for i in range(3):  # the third would overflow 512
+            c.send(append=pb.SessionAppend(input_id=f"a{i}", stream_id="user",
+                                           input=pb.Prompt(text=chunk)))
+        acks = [c.next() for _ in range(2)]
+        self.assertTrue(all(e.HasField("ack") for e in acks), acks)
+        err = c.next()
+        self.assertTrue(err.HasField("error"), err)
+        self.assertEqual(err.error.code, grpc.StatusCode.OUT_OF_RANGE.value[0])
+        self.assertIn("--context_length", err.error.message)
+        # The session goes on; a turn that fills the context ends LENGTH.
+        c.send(append=pb.SessionAppend(input_id="q", stream_id="user",
+                                       input=pb.Prompt(text=USER),
+                                       generate_on=["out"]))
+        end = c.until(lambda e: e.HasField("turn_end")).turn_end
+        ack = next(e.ack for e in c.events if e.HasField("ack")
+                   and e.ack.input_id == "q")
+        self.assertEqual(ack.first_position, y0 + 2 * n)
+        self.assertEqual(end.info.finish_reason, pb.FINISH_REASON_LENGTH)
+        self.assertEqual(ack.end_position + end.info.usage.output_tokens, 512)
+        c.send(close=pb.SessionClose())
+        c.rest()
+        self.assert_engine_idle()
+
     def test_bad_first_message_is_invalid_argument(self):
         c = SessionClient(self.stub)
         c.send(append=pb.SessionAppend(stream_id="user",
@@ -305,6 +470,95 @@ class SessionTest(unittest.TestCase):
         c.rest()
         self.assert_contiguous(c.events)
         self.assert_engine_idle()
+
+
+class SessionLimitsTest(unittest.TestCase):
+    """--session_idle_timeout_s and --max_sessions_per_client, with clients
+    told apart by their bearer tokens."""
+
+    @classmethod
+    def setUpClass(cls):
+        d = tempfile.mkdtemp()
+        tokens = os.path.join(d, "tokens")
+        with open(tokens, "w") as f:
+            f.write("alpha\nbeta\n")
+        cls.daemon = harness.Daemon("--threads=2", "--context_length=512",
+                                    "--kv_budget_tokens=1024",
+                                    f"--auth_token_file={tokens}",
+                                    "--session_idle_timeout_s=2",
+                                    "--max_sessions_per_client=2")
+        cls.channel = grpc.insecure_channel(cls.daemon.addr)
+        cls.stub = pb_grpc.BraidStub(cls.channel)
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.channel.close()
+        rc = cls.daemon.stop()
+        if rc != 0:
+            raise AssertionError(f"braidd exited {rc}:\n{cls.daemon.read_log()}")
+
+    def client(self, token):
+        return SessionClient(self.stub, metadata=[
+            ("authorization", f"Bearer {token}")])
+
+    def open(self, token, session_id="", resume=False):
+        c = self.client(token)
+        if resume:
+            c.send(open=pb.SessionOpen(session_id=session_id, resume=True))
+        else:
+            c.send(open=pb.SessionOpen(
+                session_id=session_id, prefix=pb.Prompt(text=SYSTEM),
+                streams=chat_streams(max_tokens=4, ignore_eos=True)))
+        return c
+
+    def assert_fails(self, c, code, word):
+        with self.assertRaises(grpc.RpcError) as cm:
+            c.rest()
+        self.assertEqual(cm.exception.code(), code, cm.exception.details())
+        self.assertIn(word, cm.exception.details())
+
+    def test_sessions_per_client(self):
+        a1, a2 = self.open("alpha"), self.open("alpha")
+        self.assertTrue(a1.next().HasField("opened"))
+        self.assertTrue(a2.next().HasField("opened"))
+        self.assert_fails(self.open("alpha"),
+                          grpc.StatusCode.RESOURCE_EXHAUSTED,
+                          "--max_sessions_per_client")
+        b = self.open("beta")  # another client
+        self.assertTrue(b.next().HasField("opened"))
+        for c in (a1, a2, b):
+            c.send(close=pb.SessionClose())
+            try:
+                c.rest()
+            except grpc.RpcError as e:  # a slow machine: idle already
+                self.assertEqual(e.code(), grpc.StatusCode.DEADLINE_EXCEEDED)
+        self.assertGreater(
+            rpc_count(self.daemon, "Session", "RESOURCE_EXHAUSTED"), 0)
+
+    def test_idle_session_is_kept_and_resumed(self):
+        c = self.open("alpha", session_id="idle1")
+        self.assertTrue(c.next().HasField("opened"))
+        c.send(append=pb.SessionAppend(stream_id="user",
+                                       input=pb.Prompt(text=USER),
+                                       generate_on=["out"]))
+        c.until(lambda e: e.HasField("turn_end"))
+        # Nothing more from the client: after 2 s the call ends, kept.
+        self.assert_fails(c, grpc.StatusCode.DEADLINE_EXCEEDED,
+                          "--session_idle_timeout_s")
+        # Only its own client may resume it.
+        self.assert_fails(self.open("beta", "idle1", resume=True),
+                          grpc.StatusCode.NOT_FOUND, "idle1")
+        c = self.open("alpha", "idle1", resume=True)
+        self.assertTrue(c.next().opened.resumed)
+        c.send(append=pb.SessionAppend(stream_id="user",
+                                       input=pb.Prompt(text=USER2),
+                                       generate_on=["out"]))
+        end = c.until(lambda e: e.HasField("turn_end")).turn_end
+        self.assertEqual(end.info.usage.output_tokens, 4)
+        c.send(close=pb.SessionClose())
+        c.rest()
+        self.assertGreater(
+            rpc_count(self.daemon, "Session", "DEADLINE_EXCEEDED"), 0)
 
 
 if __name__ == "__main__":
