@@ -81,7 +81,8 @@ Engine::Engine(Executor* executor, const model::Tokenizer* tokenizer,
       tokenizer_(tokenizer),
       options_(options),
       metrics_(metrics),
-      scheduler_(options.scheduler, std::move(queues)) {
+      scheduler_(options.scheduler, std::move(queues)),
+      pacer_(options.max_decode_slowdown, 1) {
   PublishStats();
   thread_ = std::thread([this] { Loop(); });
 }
@@ -226,6 +227,7 @@ void Engine::ExpireDeadlines() {
 }
 
 void Engine::RunStep() {
+  scheduler_.SetPacedPrefillCap(pacer_.Cap());
   StepPlan plan = scheduler_.Schedule();
   if (plan.empty()) {
     // Nothing fits now (Submit keeps out requests that never fit); wait for
@@ -264,7 +266,14 @@ void Engine::RunStep() {
   }
   absl::StatusOr<StepOutput> output =
       executor_->Execute(plan, absl::MakeConstSpan(samplers));
-  RecordStep(plan, absl::Now() - now);
+  const absl::Duration took = absl::Now() - now;
+  RecordStep(plan, took);
+  int decode_tokens = 0, prefill_tokens = 0;
+  for (const ScheduledSequence& s : plan.sequences) {
+    (s.queue == QueueKind::kPrompt ? prefill_tokens : decode_tokens) +=
+        static_cast<int>(s.tokens.size());
+  }
+  pacer_.Observe(decode_tokens, prefill_tokens, absl::ToDoubleSeconds(took));
   if (!output.ok()) {
     // A failed step fails its requests only; the others go on.
     const absl::Status error = absl::InternalError(

@@ -16,6 +16,7 @@
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "batching/executor.h"
+#include "batching/prefill_pacer.h"
 #include "batching/reasoning.h"
 #include "batching/request.h"
 #include "batching/scheduler.h"
@@ -43,6 +44,11 @@ struct EngineOptions {
   int max_sessions_per_client = 0;
   int max_kept_sessions = 64;
   absl::Duration session_idle_timeout = absl::InfiniteDuration();
+  // Stream isolation: while requests decode, prompt prefill is paced so a
+  // step takes at most this many times a decode-only step, as measured
+  // (PrefillPacer; at least 1 prompt token per step). <= 1 turns pacing
+  // off (the scheduler's static limit still applies).
+  double max_decode_slowdown = 0;
   // Thinking markers (the same ids as scheduler.think_*): reasoning routing
   // and budgets of Generate requests and session streams.
   ReasoningMarkers reasoning;
@@ -112,12 +118,14 @@ class Engine {
   // the options and queues the session; its sink gets kOpened, then events
   // as input lands and streams write. It fails with RESOURCE_EXHAUSTED when
   // the owner already has max_sessions_per_client open sessions, and with
-  // ALREADY_EXISTS when the owner has an open or kept session of that id.
-  // The others act at the top of the next step, in call order; unknown
-  // handles are ignored. CloseSession frees the session's blocks and
-  // reports kClosed; with `keep` (and max_kept_sessions > 0) it keeps the
-  // session instead: its computed context stays in the prefix cache as
-  // free, evictable blocks (Scheduler::Keep), its entries and stream state
+  // ALREADY_EXISTS when the owner has an open or kept session of that id,
+  // and with INVALID_ARGUMENT for a multi-stream session (model_streams > 0)
+  // that is not aligned, binds a stream outside the model's streams or two
+  // to one, or has a branch. The others act at the top of the next step, in
+  // call order; unknown handles are ignored. CloseSession frees the session's
+  // blocks and reports kClosed; with `keep` (and max_kept_sessions > 0) it
+  // keeps the session instead: its computed context stays in the prefix cache
+  // as free, evictable blocks (Scheduler::Keep), its entries and stream state
   // with the engine, until ResumeSession, or until more than
   // max_kept_sessions are kept (least recently kept dropped first). A
   // session idle for session_idle_timeout is kept the same way and gets
@@ -216,6 +224,7 @@ class Engine {
 
   // Engine thread only.
   Scheduler scheduler_;
+  PrefillPacer pacer_;
   absl::flat_hash_map<uint64_t, std::unique_ptr<Active>> active_;
   absl::flat_hash_map<uint64_t, std::unique_ptr<Session>> sessions_;
   // Kept sessions by handle, and their handles least recently kept first.

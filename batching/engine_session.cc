@@ -10,13 +10,52 @@
 // its command reaches the engine thread, and TrimKeptSessions never drops
 // a claimed session, so an accepted resume always finds its session.
 #include <algorithm>
+#include <string>
 #include <utility>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "batching/engine.h"
 
 namespace braid::batching {
+namespace {
+
+// A multi-stream session (model_streams > 0) is aligned, and binds each of
+// its streams to a model stream of its own, which it sees whole.
+absl::Status CheckModelStreams(const SessionOptions& o) {
+  if (o.model_streams <= 0) return absl::OkStatus();
+  if (!o.aligned) {
+    return absl::InvalidArgumentError(
+        "a multi-stream session (model_streams > 0) uses the aligned layout");
+  }
+  std::vector<int> bound(o.model_streams, -1);
+  for (size_t i = 0; i < o.streams.size(); ++i) {
+    const SessionStreamOptions& s = o.streams[i];
+    const std::string name =
+        absl::StrCat("stream ", i + 1, " (\"", s.name, "\")");
+    if (s.model_stream < 0 || s.model_stream >= o.model_streams) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(name, " is bound to model stream ", s.model_stream,
+                       ", outside [0, ", o.model_streams, ")"));
+    }
+    if (bound[s.model_stream] >= 0) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(name, " and stream ", bound[s.model_stream] + 1,
+                       " are both bound to model stream ", s.model_stream));
+    }
+    bound[s.model_stream] = static_cast<int>(i) + 1;
+    if (s.output && s.visibility != StreamVisibility::kAll) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          name,
+          ": the streams of a multi-stream model see each other "
+          "(visibility kAll); branches need a single-stream model"));
+    }
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
 
 absl::Status Engine::CheckSessionLimit(const std::string& owner) const {
   const int max = options_.max_sessions_per_client;
@@ -46,6 +85,7 @@ absl::StatusOr<uint64_t> Engine::OpenSession(
   if (options.streams.empty()) {
     return absl::InvalidArgumentError("a session needs at least one stream");
   }
+  if (absl::Status s = CheckModelStreams(options); !s.ok()) return s;
   const int64_t pool_tokens =
       int64_t{options_.scheduler.num_blocks} * options_.scheduler.block_size;
   if (static_cast<int64_t>(options.prefix.size()) >= pool_tokens) {

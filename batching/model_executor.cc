@@ -81,6 +81,7 @@ absl::StatusOr<StepOutput> ModelExecutor::Execute(
     seq.block_table = s.block_table;
     seq.logits = s.sample ? model::BatchSequence::Logits::kLast
                           : model::BatchSequence::Logits::kNone;
+    seq.kernel_tokens = s.kernel_tokens;
     if (s.sample) seq_rows[i] = rows++;
     batch_.sequences.push_back(std::move(seq));
     // Single-stream requests: stream 0, y = context index.

@@ -23,20 +23,17 @@ absl::Status SchedulerOptions::Validate() const {
                      "token (block_size ",
                      block_size, ", num_blocks ", num_blocks, ")"));
   }
-  if (max_batch_tokens < 2 || max_num_seqs < 1) {
-    // Two: exact_chunks never computes a single prompt token alone.
+  if (max_batch_tokens < 1 || max_num_seqs < 1) {
     return absl::InvalidArgumentError(
-        "max_batch_tokens must be at least 2 and max_num_seqs at least 1");
+        "max_batch_tokens and max_num_seqs must be at least 1");
   }
   if (prefill_tokens_per_decode_token < 0) {
     return absl::InvalidArgumentError(
         "prefill_tokens_per_decode_token must be >= 0");
   }
-  if (max_prefill_tokens_while_decoding < 0 ||
-      max_prefill_tokens_while_decoding == 1) {
-    // 1 could never carry a prompt chunk under exact_chunks.
+  if (max_prefill_tokens_while_decoding < 0) {
     return absl::InvalidArgumentError(
-        "max_prefill_tokens_while_decoding must be 0 (off) or at least 2");
+        "max_prefill_tokens_while_decoding must be >= 0 (0 = off)");
   }
   double sum = 0;
   for (double s : queue_shares) {
@@ -266,6 +263,12 @@ StepPlan Scheduler::Schedule() {
       continue;
     }
     s.sample = r.remaining() == 0;
+    // A chunk of prompt tokens gets the attention kernels of the whole
+    // prompt (model::BatchSequence::kernel_tokens), so its bits do not
+    // depend on how the prompt was chunked.
+    if (r.num_computed + r.num_planned <= r.num_prompt_tokens) {
+      s.kernel_tokens = r.num_prompt_tokens;
+    }
   }
   return plan;
 }
@@ -283,11 +286,16 @@ void Scheduler::ScheduleQueue(QueueKind kind, Budget limit, Budget* left,
   });
   for (uint64_t id : order) {
     int max_tokens = std::min(limit.tokens - used.tokens, left->tokens);
-    if (kind == QueueKind::kPrompt && step_decode_tokens_ > 0 &&
-        options_.max_prefill_tokens_while_decoding > 0) {
-      const int cap = std::max(
-          options_.max_prefill_tokens_while_decoding,
-          options_.prefill_tokens_per_decode_token * step_decode_tokens_);
+    if (kind == QueueKind::kPrompt && step_decode_tokens_ > 0) {
+      int cap = max_tokens + step_prefill_tokens_;
+      if (options_.max_prefill_tokens_while_decoding > 0) {
+        cap = std::max(
+            options_.max_prefill_tokens_while_decoding,
+            options_.prefill_tokens_per_decode_token * step_decode_tokens_);
+      }
+      if (paced_prefill_cap_ != 0) {
+        cap = std::min(cap, std::max(paced_prefill_cap_, 0));
+      }
       max_tokens = std::min(max_tokens, cap - step_prefill_tokens_);
     }
     if (max_tokens <= 0) break;
@@ -325,12 +333,10 @@ int Scheduler::NextChunk(const Request& r, int max_tokens) const {
     return r.num_planned > 0 ? 0 : 1;
   }
   // Prompt tokens: the step's chunk [num_computed, num_computed + want)
-  // stays inside the prompt, holds at least two tokens and leaves no
-  // single-token tail (unless the prompt part is a single token).
+  // stays inside the prompt (it takes the whole prompt's attention kernels,
+  // ScheduledSequence::kernel_tokens).
   const int prompt_left = r.num_prompt_tokens - r.num_computed;
-  int want = std::min(r.num_planned + n, prompt_left);
-  if (prompt_left - want == 1) --want;
-  if (want < 2 && prompt_left >= 2) want = 0;
+  const int want = std::min(r.num_planned + n, prompt_left);
   return std::max(0, want - r.num_planned);
 }
 
@@ -446,12 +452,6 @@ bool Scheduler::AttachCachedPrefix(Request& r) {
   // Leave at least one token to compute: its logits give the next token.
   int max_blocks = (static_cast<int>(r.tokens.size()) - 1) / bs;
   if (r.session) max_blocks = std::min(max_blocks, r.num_prompt_tokens / bs);
-  // With exact_chunks, a prompt part left to compute holds two tokens or
-  // more (see NextChunk).
-  while (options_.exact_chunks && max_blocks > 0 &&
-         r.num_prompt_tokens - max_blocks * bs == 1) {
-    --max_blocks;
-  }
   const int n = blocks_.AcquireCachedPrefix(r.tokens, max_blocks,
                                             &r.block_table, &r.block_hashes);
   if (n == 0) return false;

@@ -44,12 +44,14 @@ struct SchedulerOptions {
   // first, then reasoning, then prompt.
   std::array<double, kNumQueues> queue_shares = {0.5, 0.25, 0.25};
   // Compute every entry with the kernels it would get in an undisturbed
-  // run: prompt chunks never hold a single token (unless the prompt is one
-  // token), and after preemption the output tokens are recomputed one per
-  // step, as they were decoded. The CPU attention picks its summation order
-  // by chunk size (one token or more), so without this a recomputed request
-  // can differ in the last bits and, greedy, in its tokens. Costs a
-  // preempted request one step per output token to recover.
+  // run: prompt chunks stay inside the prompt and carry its size as their
+  // kernel_tokens (a chunk of any size, even one token, computes what the
+  // whole prompt in one call would), and after preemption the output tokens
+  // are recomputed one per step, as they were decoded. The CPU attention
+  // picks its summation order by batch size (one token or more), so without
+  // this a recomputed request can differ in the last bits and, greedy, in
+  // its tokens. Costs a preempted request one step per output token to
+  // recover.
   bool exact_chunks = true;
   // Stream isolation: while requests decode, a step's prefill tokens are
   // limited to max(max_prefill_tokens_while_decoding,
@@ -136,6 +138,12 @@ class Scheduler {
   // plan may preempt requests (listed in StepPlan::preempted).
   StepPlan Schedule();
 
+  // A further limit on a step's prefill tokens while requests decode, from
+  // measured step times (PrefillPacer); 0 = none, < 0 = no prefill at all
+  // while requests decode. Applies from the next Schedule() on, under the
+  // static limit of SchedulerOptions.
+  void SetPacedPrefillCap(int cap) { paced_prefill_cap_ = cap; }
+
   // Applies a step: counts the computed tokens, caches full blocks, appends
   // each sampled token and moves requests between queues by phase.
   void Update(const StepPlan& plan, const StepOutput& output);
@@ -198,6 +206,7 @@ class Scheduler {
   // Within Schedule(): decode tokens and prefill tokens granted so far.
   int step_decode_tokens_ = 0;
   int step_prefill_tokens_ = 0;
+  int paced_prefill_cap_ = 0;
   int64_t num_preemptions_ = 0;
   int64_t num_computed_tokens_ = 0;
   int64_t num_prefix_hit_tokens_ = 0;

@@ -47,6 +47,7 @@ class Harness {
     StepOutput out;
     for (const ScheduledSequence& s : plan.sequences) {
       const std::string& name = names_.at(s.request_id);
+      kernel_tokens_[name] = s.kernel_tokens;
       parts.push_back(absl::StrCat(name, ":", QueueName(s.queue), "+",
                                    s.tokens.size(), s.sample ? "*" : ""));
       SampledToken t;
@@ -65,12 +66,17 @@ class Harness {
 
   Scheduler& scheduler() { return scheduler_; }
   uint64_t id(const std::string& name) const { return ids_.at(name); }
+  // ScheduledSequence::kernel_tokens of `name` in the last step it ran.
+  int kernel_tokens(const std::string& name) const {
+    return kernel_tokens_.at(name);
+  }
 
  private:
   Scheduler scheduler_;
   uint64_t next_id_ = 1;
   std::map<std::string, uint64_t> ids_;
   std::map<uint64_t, std::string> names_;
+  std::map<std::string, int> kernel_tokens_;
 };
 
 struct Row {
@@ -145,6 +151,37 @@ TEST(SchedulerTest, PrefillAllowanceScalesWithDecodeTokens) {
                   // Three decode tokens allow six prefill tokens (C's decode
                   // comes in the second pass, after D's first grant of 4).
                   {{{"D", 20}}, "A:io+1* B:io+1* D:prompt+6 C:io+1*"},
+              });
+}
+
+// The paced cap (measured step times, PrefillPacer) lowers the static
+// allowance while others decode, works with the static limit off, and does
+// not touch prompts that run alone.
+TEST(SchedulerTest, PacedCapLimitsPrefillWhileOthersDecode) {
+  SchedulerOptions o = Small();
+  o.max_prefill_tokens_while_decoding = 6;
+  Harness h(o);
+  RunTable(h, {
+                  {{{"A", 2}}, "A:prompt+2*"},
+                  {{{"B", 30}}, "A:io+1* B:prompt+6"},
+              });
+  h.scheduler().SetPacedPrefillCap(2);
+  RunTable(h, {{{}, "A:io+1* B:prompt+2"}});
+  h.scheduler().SetPacedPrefillCap(-1);  // a probe: no prefill
+  RunTable(h, {{{}, "A:io+1*"}});
+  h.scheduler().SetPacedPrefillCap(0);
+  RunTable(h, {{{}, "A:io+1* B:prompt+6"}});
+  h.Remove("A");
+  h.scheduler().SetPacedPrefillCap(2);
+  RunTable(h, {{{}, "B:prompt+8"}});  // alone: the whole budget
+
+  SchedulerOptions off = Small();
+  off.max_prefill_tokens_while_decoding = 0;
+  Harness g(off);
+  g.scheduler().SetPacedPrefillCap(3);
+  RunTable(g, {
+                  {{{"A", 2}}, "A:prompt+2*"},
+                  {{{"B", 30}}, "A:io+1* B:prompt+3"},
               });
 }
 
@@ -254,14 +291,21 @@ TEST(SchedulerTest, ReusesCachedPrefixBlocks) {
   EXPECT_EQ(h.scheduler().stats().num_prefix_hit_tokens, 12);
 }
 
-// exact_chunks: a prompt chunk never holds one token alone (the CPU
-// attention would take its one-token path), and after preemption the output
-// tokens are recomputed one per step, as they were decoded.
+// exact_chunks: every prompt chunk, down to a single token, carries the
+// whole prompt's size for the attention kernels (so chunking never changes
+// its bits), decode steps their own; after preemption the output tokens are
+// recomputed one per step, as they were decoded.
 TEST(SchedulerTest, ExactChunksKeepTokensOnTheirKernels) {
   SchedulerOptions o = Small();
   Harness h(o);
-  // 9 tokens with a budget of 8: 8 + 1 would leave a lone token; 7 + 2.
-  RunTable(h, {{{{"A", 9}}, "A:prompt+7"}, {{}, "A:prompt+2*"}});
+  // 9 tokens with a budget of 8: 8 + 1, both chunks with the prompt's 9.
+  RunTable(h, {{{{"A", 9}}, "A:prompt+8"}});
+  EXPECT_EQ(h.kernel_tokens("A"), 9);
+  // (A lone last token waits in the I/O queue, like decode work.)
+  RunTable(h, {{{}, "A:io+1*"}});
+  EXPECT_EQ(h.kernel_tokens("A"), 9);
+  RunTable(h, {{{}, "A:io+1*"}});
+  EXPECT_EQ(h.kernel_tokens("A"), 0);
 
   o.num_blocks = 4;
   o.max_batch_tokens = 16;
@@ -277,6 +321,7 @@ TEST(SchedulerTest, ExactChunksKeepTokensOnTheirKernels) {
   // entries 4 and 5 are recomputed one per step; the last sampled token is
   // plain decode work again.
   EXPECT_EQ(p.Step(), "B:prompt+1");
+  EXPECT_EQ(p.kernel_tokens("B"), 0);  // a decoded token, recomputed
   EXPECT_EQ(p.Step(), "B:prompt+1");
   EXPECT_EQ(p.Step(), "B:io+1*");
   EXPECT_EQ(p.scheduler().tokens(p.id("B")).size(), 2u + 6);

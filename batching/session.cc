@@ -29,7 +29,22 @@ Session::Session(SessionOptions options, std::shared_ptr<SessionSink> sink,
   streams_[0].next_y = y0;
 }
 
+int32_t Session::Tag(int s) const {
+  if (options_.model_streams <= 0) return s;
+  return s == 0 ? 0 : options_.streams[s - 1].model_stream;
+}
+
 std::vector<std::vector<int32_t>> Session::Visibility() const {
+  if (options_.model_streams > 0) {
+    const int m = options_.model_streams;
+    std::vector<std::vector<int32_t>> sees(m);
+    for (int s = 0; s < m; ++s) {
+      for (int t = 0; t < m; ++t) {
+        if (t != s) sees[s].push_back(t);
+      }
+    }
+    return sees;
+  }
   const int n = static_cast<int>(streams_.size());
   std::vector<std::vector<int32_t>> sees(n);
   bool any_branch = false;
@@ -57,7 +72,7 @@ std::vector<std::vector<int32_t>> Session::Visibility() const {
 void Session::Open(Scheduler& scheduler) {
   const int n = static_cast<int>(options_.prefix.size());
   std::vector<EntryTag> meta(n);
-  for (int i = 0; i < n; ++i) meta[i] = {0, i};
+  for (int i = 0; i < n; ++i) meta[i] = {Tag(0), i};
   scheduler.AddSession(handle_, options_.prefix, std::move(meta), Visibility(),
                        options_.priority, options_.tenant);
   registered_ = true;
@@ -136,7 +151,7 @@ int64_t Session::Step() const {
 void Session::AppendEntry(int32_t stream, int32_t token, int64_t y,
                           Scheduler& scheduler) {
   const int32_t t[1] = {token};
-  const EntryTag m[1] = {{stream, static_cast<int32_t>(y)}};
+  const EntryTag m[1] = {{Tag(stream), static_cast<int32_t>(y)}};
   scheduler.AppendEntries(handle_, t, m);
   ++num_entries_;
 }
@@ -215,7 +230,7 @@ void Session::Place(const SessionInput& input, Scheduler& scheduler) {
     first = MaxNextY();
     std::vector<EntryTag> meta(n);
     for (int i = 0; i < n; ++i) {
-      meta[i] = {input.stream, static_cast<int32_t>(first + i)};
+      meta[i] = {Tag(input.stream), static_cast<int32_t>(first + i)};
     }
     scheduler.AppendEntries(handle_, input.tokens, meta);
     num_entries_ += n;

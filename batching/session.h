@@ -19,6 +19,14 @@
 // KV blocks are stored once. Stream 0 is the prefix; client streams are
 // 1..n in the order of SessionOptions::streams.
 //
+// Entry tags: for a single-stream model an entry's stream is its session
+// stream (0..n). For a multi-stream model (SessionOptions::model_streams)
+// it is the model stream the session stream is bound to
+// (SessionStreamOptions::model_stream; the prefix is model stream 0, like an
+// ordinary request), so the model adds that stream's embedding row, and
+// every model stream sees every other (the paper's semantics). Sample
+// points and events name session streams either way.
+//
 // A session's context holds at most `max_context_tokens` entries (every
 // stream's together; the served context length): input that would overflow
 // it is refused with OUT_OF_RANGE, and a turn that reaches it ends with
@@ -66,6 +74,10 @@ struct SessionStreamOptions {
   std::vector<std::string> stop;
   bool ignore_eos = false;
   ReasoningOptions reasoning;
+  // Multi-stream models: the model stream (index into braid.streams.roles)
+  // whose (stream, y) tag, and so stream embedding, this stream's entries
+  // carry; in [0, SessionOptions::model_streams), one session stream each.
+  int model_stream = 0;
 };
 
 struct SessionOptions {
@@ -78,6 +90,11 @@ struct SessionOptions {
   std::vector<int32_t> prefix;  // non-empty: stream 0 at y = 0..
   std::vector<SessionStreamOptions> streams;
   bool aligned = false;  // the model is multi-stream
+  // The model's stream count (braid.streams.count) when it is multi-stream:
+  // entries are tagged with model streams and every stream sees every other
+  // (visibility kAll; needs `aligned`). 0: a single-stream model, entries
+  // tagged with session streams.
+  int model_streams = 0;
   DuplexPolicy duplex = DuplexPolicy::kInterject;
   int priority = 0;
   std::string tenant;
@@ -166,7 +183,8 @@ class Session {
   bool generating() const;
   Sampler* sampler(int stream);
 
-  // sees(s) of every stream, besides itself; for Scheduler::AddSession.
+  // sees(s) of every tagged stream (session streams, or model streams for a
+  // multi-stream model), besides itself; for Scheduler::AddSession.
   std::vector<std::vector<int32_t>> Visibility() const;
 
  private:
@@ -183,6 +201,8 @@ class Session {
   };
 
   bool IsOutput(int s) const { return options_.streams[s - 1].output; }
+  // The stream id session stream `s`'s entries are tagged with.
+  int32_t Tag(int s) const;
   // Places `input` now; returns the index of its last entry.
   void Place(const SessionInput& input, Scheduler& scheduler);
   void StartTurn(int s, Scheduler& scheduler);

@@ -46,6 +46,9 @@ struct ScheduledSequence {
   // True when this step computes the request's last known token, so its
   // logits give the next token.
   bool sample = false;
+  // Prompt chunks: the prompt's size, which picks the attention kernels
+  // (model::BatchSequence::kernel_tokens); 0 = the chunk's own size.
+  int kernel_tokens = 0;
 
   // Sessions only (empty for ordinary requests, whose entries are stream 0
   // at y = context index and whose last token is sampled by `sample`):

@@ -322,6 +322,10 @@ absl::Status LlamaModel::ValidateBatch(const Batch& b, const KvView& kv) const {
           seq.num_tokens, "); sequences must partition the ", n,
           " tokens in order"));
     }
+    if (seq.kernel_tokens < 0) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "Forward: sequence ", i, " has kernel_tokens ", seq.kernel_tokens));
+    }
     next += seq.num_tokens;
     if (seq.num_cached < 0) {
       return absl::InvalidArgumentError(
@@ -364,7 +368,8 @@ void LlamaModel::ForwardBatch(const Batch& b, const KvView& kv,
                              int64_t{seq.num_cached} + seq.num_tokens,
                              seq.block_table.data(),
                              seq.visible_streams.data(),
-                             static_cast<int64_t>(seq.visible_streams.size())};
+                             static_cast<int64_t>(seq.visible_streams.size()),
+                             seq.kernel_tokens};
     for (int j = 0; j < seq.num_tokens; ++j) {
       const int t = seq.first_token + j;
       s.tok_seq[t] = static_cast<int32_t>(i);

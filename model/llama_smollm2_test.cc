@@ -11,8 +11,10 @@
 #include <vector>
 
 #include "gtest/gtest.h"
+#include "model/batch.h"
 #include "model/gguf.h"
 #include "model/llama.h"
+#include "model/paged_kv.h"
 #include "model/testing/model_path.h"
 #include "model/testing/sequence_runner.h"
 
@@ -153,6 +155,51 @@ TEST(LlamaSmolLm2Test, PrefillMatchesTokenByToken) {
     EXPECT_EQ(ArgMax(step.data(), n_vocab), ArgMax(row, n_vocab))
         << "position " << t;
   }
+}
+
+// A prompt computed in chunks of any size, down to one token per call, with
+// kernel_tokens = the prompt's size (what the scheduler gives prompt chunks),
+// gives the last token's logits of the prompt computed in one call, bit for
+// bit; without it one-token chunks take the one-token attention order and
+// differ. The scheduler relies on this to pace a long prompt a token at a
+// time beside decoding requests.
+TEST(LlamaSmolLm2Test, PromptChunksWithThePromptsKernelsEqualOneCall) {
+  auto model = LoadSmolLm2();
+  ASSERT_NE(model, nullptr);
+  std::vector<int32_t> prompt;
+  for (int i = 0; i < 45; ++i) prompt.push_back((i * 7919 + 13) % 40000 + 100);
+  const int n = static_cast<int>(prompt.size());
+  constexpr int kBlockSize = 16;
+  auto run = [&](const std::vector<int>& chunks, int kernel_tokens) {
+    PagedKvPool pool = model->NewPagedKvPool(kBlockSize, 4);
+    const std::vector<int32_t> table = {2, 0, 3};
+    std::vector<float> logits;
+    int at = 0;
+    for (int size : chunks) {
+      Batch b;
+      BatchSequence seq;
+      seq.num_tokens = size;
+      seq.num_cached = at;
+      seq.block_table = table;
+      seq.kernel_tokens = kernel_tokens;
+      seq.logits = at + size == n ? BatchSequence::Logits::kLast
+                                  : BatchSequence::Logits::kNone;
+      for (int i = 0; i < size; ++i) {
+        b.tokens.push_back(prompt[at + i]);
+        b.meta.push_back(EntryMeta{0, at + i});
+      }
+      b.sequences.push_back(std::move(seq));
+      const absl::Status status = model->Forward(b, pool, &logits);
+      EXPECT_TRUE(status.ok()) << status;
+      at += size;
+    }
+    return logits;
+  };
+  const std::vector<float> want = run({n}, 0);
+  EXPECT_EQ(run(std::vector<int>(n, 1), n), want);
+  EXPECT_EQ(run({5, 1, 16, 1, 1, 21}, n), want);
+  EXPECT_EQ(run({30, 15}, 0), want);
+  EXPECT_NE(run(std::vector<int>(n, 1), 0), want);
 }
 
 }  // namespace

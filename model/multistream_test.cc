@@ -2,7 +2,8 @@
 // layout, braid's incremental paged decoding (a prefix chunk, then one entry
 // per stream per step, in lockstep) gives the logits of one full forward pass
 // over all entries with the explicit visibility mask, computed by a naive
-// float reference (plain loops in double over dequantized weights). Also the
+// float reference (model/testing/masked_reference: plain loops in double over
+// dequantized weights). Also the
 // multi-stream metadata (braid.streams.*, stream_embd.weight) end to end.
 //
 // Tolerance: braid keeps K/V in fp16 and, like llama.cpp, rounds q and the
@@ -26,19 +27,20 @@
 #include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "kernels/cpu/quant.h"
 #include "model/batch.h"
 #include "model/gguf.h"
 #include "model/llama.h"
 #include "model/model_config.h"
 #include "model/paged_kv.h"
+#include "model/testing/masked_reference.h"
 #include "model/testing/random_llama.h"
 
 namespace braid::model {
 namespace {
 
-namespace k = ::braid::kernels::cpu;
 using ::testing::HasSubstr;
+using testing::MaxRelErr;
+using testing::RelErr;
 
 constexpr double kRelTol = 1e-3;
 constexpr int kNumStreams = 4;  // system, user, reasoning, output.
@@ -73,11 +75,7 @@ std::unique_ptr<LlamaModel> Load(const testing::RandomLlamaSpec& spec) {
 constexpr int32_t kSampled = -1;  // The token is the argmax of the stream's
                                   // previous entry's logits (greedy decoding).
 
-struct Entry {
-  int32_t token;  // Or kSampled.
-  int32_t stream;
-  int32_t y;
-};
+using Entry = testing::MaskedEntry;  // token may be kSampled.
 
 struct Layout {
   std::string name;
@@ -85,17 +83,6 @@ struct Layout {
   std::vector<int> chunks;     // Entries are fed in consecutive chunks.
   std::vector<std::vector<int32_t>> sees;  // sees[s], s included.
 };
-
-bool Sees(const Layout& l, int32_t s, int32_t other) {
-  return std::find(l.sees[s].begin(), l.sees[s].end(), other) !=
-         l.sees[s].end();
-}
-
-// MULTISTREAM.md's rule: entry b visible to query a.
-bool Visible(const Layout& l, const Entry& a, const Entry& b) {
-  return Sees(l, a.stream, b.stream) &&
-         (b.y < a.y || (b.stream == a.stream && b.y <= a.y));
-}
 
 int32_t Tok(int i) { return static_cast<int32_t>((i * 37 + 11) % 96); }
 
@@ -285,174 +272,11 @@ absl::StatusOr<std::vector<std::vector<float>>> RunBraid(LlamaModel& model,
   return out;
 }
 
-// ---------------------------------------------------------------------------
-// The naive reference: one forward pass over all entries at once, in double,
-// with the explicit mask.
-
-using Mat = std::vector<double>;  // Row-major.
-
-struct RefWeights {
-  int rows = 0, cols = 0;
-  Mat w;
-};
-
-RefWeights Dequant(const GgufFile& f, const std::string& name) {
-  const GgufTensor* t = f.FindTensor(name);
-  RefWeights r;
-  if (t == nullptr) return r;
-  r.cols = static_cast<int>(t->dims[0]);
-  r.rows = t->dims.size() > 1 ? static_cast<int>(t->dims[1]) : 1;
-  const k::DType type = static_cast<k::DType>(static_cast<uint32_t>(t->type));
-  const size_t row_bytes = k::DTypeRowBytes(type, r.cols);
-  std::vector<float> row(r.cols);
-  for (int i = 0; i < r.rows; ++i) {
-    k::DequantizeRow(type, t->data + i * row_bytes, row.data(), r.cols);
-    r.w.insert(r.w.end(), row.begin(), row.end());
-  }
-  return r;
-}
-
-// y[t] = W x[t] for n rows of x.
-Mat Apply(const RefWeights& w, const Mat& x, int n) {
-  Mat y(static_cast<size_t>(n) * w.rows, 0.0);
-  for (int t = 0; t < n; ++t) {
-    for (int r = 0; r < w.rows; ++r) {
-      double acc = 0;
-      for (int c = 0; c < w.cols; ++c) {
-        acc += w.w[static_cast<size_t>(r) * w.cols + c] *
-               x[static_cast<size_t>(t) * w.cols + c];
-      }
-      y[static_cast<size_t>(t) * w.rows + r] = acc;
-    }
-  }
-  return y;
-}
-
-Mat RmsNorm(const Mat& x, const RefWeights& w, int n, int d, double eps) {
-  Mat y(x.size());
-  for (int t = 0; t < n; ++t) {
-    double ss = 0;
-    for (int i = 0; i < d; ++i) ss += x[t * d + i] * x[t * d + i];
-    const double scale = 1.0 / std::sqrt(ss / d + eps);
-    for (int i = 0; i < d; ++i) y[t * d + i] = x[t * d + i] * scale * w.w[i];
-  }
-  return y;
-}
-
-// GGUF "normal" RoPE on every head of row t: pairs (2i, 2i + 1), 2i < n_rot,
-// rotate by y * base^(-2i / n_rot).
-void Rope(Mat& x, int n, int n_heads, int hd, int n_rot, double base,
-          const std::vector<Entry>& e) {
-  for (int t = 0; t < n; ++t) {
-    for (int h = 0; h < n_heads; ++h) {
-      double* v = x.data() + (static_cast<size_t>(t) * n_heads + h) * hd;
-      for (int i = 0; i < n_rot; i += 2) {
-        const double theta = e[t].y * std::pow(base, -double(i) / n_rot);
-        const double c = std::cos(theta), s = std::sin(theta);
-        const double a = v[i], b = v[i + 1];
-        v[i] = a * c - b * s;
-        v[i + 1] = a * s + b * c;
-      }
-    }
-  }
-}
-
+// The naive reference (model/testing/masked_reference): one forward pass over
+// all entries at once, in double, with the explicit mask.
 std::vector<std::vector<float>> RunReference(const LlamaModel& model,
                                              const Layout& l) {
-  const LlamaConfig& c = model.config();
-  const GgufFile& f = model.file();
-  const int n = static_cast<int>(l.entries.size());
-  const int d = c.n_embd, hd = c.head_dim, kvd = c.kv_dim();
-  const RefWeights tok = Dequant(f, "token_embd.weight");
-  const RefWeights se = Dequant(f, "stream_embd.weight");
-  Mat x(static_cast<size_t>(n) * d);
-  for (int t = 0; t < n; ++t) {
-    for (int i = 0; i < d; ++i) {
-      x[t * d + i] = tok.w[static_cast<size_t>(l.entries[t].token) * d + i] +
-                     (se.w.empty() ? 0.0 : se.w[l.entries[t].stream * d + i]);
-    }
-  }
-  for (int il = 0; il < c.n_layer; ++il) {
-    const std::string p = absl::StrCat("blk.", il, ".");
-    Mat h = RmsNorm(x, Dequant(f, p + "attn_norm.weight"), n, d, c.rms_eps);
-    Mat q = Apply(Dequant(f, p + "attn_q.weight"), h, n);
-    Mat kk = Apply(Dequant(f, p + "attn_k.weight"), h, n);
-    Mat v = Apply(Dequant(f, p + "attn_v.weight"), h, n);
-    Rope(q, n, c.n_head, hd, c.n_rot, c.rope_base, l.entries);
-    Rope(kk, n, c.n_head_kv, hd, c.n_rot, c.rope_base, l.entries);
-    Mat attn(static_cast<size_t>(n) * c.n_head * hd, 0.0);
-    const int group = c.n_head / c.n_head_kv;
-    for (int t = 0; t < n; ++t) {
-      for (int hh = 0; hh < c.n_head; ++hh) {
-        const int kh = hh / group;
-        std::vector<double> score(n, 0.0);
-        double mx = -1e300;
-        for (int j = 0; j < n; ++j) {
-          if (!Visible(l, l.entries[t], l.entries[j])) continue;
-          double dot = 0;
-          for (int i = 0; i < hd; ++i) {
-            dot += q[(t * c.n_head + hh) * hd + i] * kk[j * kvd + kh * hd + i];
-          }
-          score[j] = dot / std::sqrt(double(hd));
-          mx = std::max(mx, score[j]);
-        }
-        double sum = 0;
-        for (int j = 0; j < n; ++j) {
-          if (!Visible(l, l.entries[t], l.entries[j])) {
-            score[j] = 0;
-            continue;
-          }
-          score[j] = std::exp(score[j] - mx);
-          sum += score[j];
-        }
-        for (int j = 0; j < n; ++j) {
-          for (int i = 0; i < hd; ++i) {
-            attn[(t * c.n_head + hh) * hd + i] +=
-                score[j] / sum * v[j * kvd + kh * hd + i];
-          }
-        }
-      }
-    }
-    Mat o = Apply(Dequant(f, p + "attn_output.weight"), attn, n);
-    for (size_t i = 0; i < x.size(); ++i) x[i] += o[i];
-    h = RmsNorm(x, Dequant(f, p + "ffn_norm.weight"), n, d, c.rms_eps);
-    Mat g = Apply(Dequant(f, p + "ffn_gate.weight"), h, n);
-    Mat u = Apply(Dequant(f, p + "ffn_up.weight"), h, n);
-    for (size_t i = 0; i < g.size(); ++i)
-      g[i] = g[i] / (1 + std::exp(-g[i])) * u[i];
-    Mat down = Apply(Dequant(f, p + "ffn_down.weight"), g, n);
-    for (size_t i = 0; i < x.size(); ++i) x[i] += down[i];
-  }
-  Mat h = RmsNorm(x, Dequant(f, "output_norm.weight"), n, d, c.rms_eps);
-  const RefWeights out_w = f.FindTensor("output.weight") != nullptr
-                               ? Dequant(f, "output.weight")
-                               : tok;
-  Mat logits = Apply(out_w, h, n);
-  std::vector<std::vector<float>> rows(n);
-  for (int t = 0; t < n; ++t) {
-    rows[t].assign(logits.begin() + int64_t{t} * c.n_vocab,
-                   logits.begin() + int64_t{t + 1} * c.n_vocab);
-  }
-  return rows;
-}
-
-// max |a - b| / max |b| over a row.
-double RelErr(const std::vector<float>& a, const std::vector<float>& b) {
-  double diff = 0, scale = 1e-30;
-  for (size_t i = 0; i < b.size(); ++i) {
-    diff = std::max(diff, std::fabs(double(a[i]) - b[i]));
-    scale = std::max(scale, std::fabs(double(b[i])));
-  }
-  return diff / scale;
-}
-
-// Worst RelErr over all entries.
-double MaxRelErr(const std::vector<std::vector<float>>& a,
-                 const std::vector<std::vector<float>>& b) {
-  double worst = 0;
-  for (size_t t = 0; t < b.size(); ++t)
-    worst = std::max(worst, RelErr(a[t], b[t]));
-  return worst;
+  return testing::MaskedFullForward(model, l.entries, l.sees);
 }
 
 class MultiStreamTest : public ::testing::TestWithParam<GgmlType> {};

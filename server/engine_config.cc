@@ -49,6 +49,11 @@ absl::StatusOr<batching::EngineOptions> MakeEngineOptions(
   s.max_batch_tokens = flags.max_batch_tokens;
   s.max_prefill_tokens_while_decoding = flags.max_prefill_tokens_while_decoding;
   s.prefill_tokens_per_decode_token = flags.prefill_tokens_per_decode_token;
+  if (!(flags.max_decode_slowdown >= 0 && flags.max_decode_slowdown <= 100)) {
+    return absl::InvalidArgumentError(
+        "--max_decode_slowdown must be in [0, 100] (<= 1 = off)");
+  }
+  o.max_decode_slowdown = flags.max_decode_slowdown;
   s.max_num_seqs = flags.max_num_seqs;
   s.queue_shares = flags.queue_shares;
   auto start = MarkerToken("think_start", flags.think_start, tokenizer);

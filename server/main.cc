@@ -65,6 +65,11 @@ ABSL_FLAG(int, max_prefill_tokens_while_decoding, 8,
           "bounded factor (0 = off: prompts take up to --max_batch_tokens).");
 ABSL_FLAG(int, prefill_tokens_per_decode_token, 2,
           "See --max_prefill_tokens_while_decoding.");
+ABSL_FLAG(double, max_decode_slowdown, 1.5,
+          "Stream isolation: while requests decode, prompt tokens per step "
+          "are further limited so a step takes at most this many times a "
+          "decode-only step, by measured step times (at least 1 prompt "
+          "token per step; <= 1 = off).");
 ABSL_FLAG(int, max_num_seqs, 64,
           "Sequences per engine step, and requests holding KV blocks at once.");
 ABSL_FLAG(int, max_running, 0, "Deprecated alias of --max_num_seqs.");
@@ -249,6 +254,7 @@ server::EngineFlags EngineFlagsFromCommandLine(int context_length) {
       absl::GetFlag(FLAGS_max_prefill_tokens_while_decoding);
   flags.prefill_tokens_per_decode_token =
       absl::GetFlag(FLAGS_prefill_tokens_per_decode_token);
+  flags.max_decode_slowdown = absl::GetFlag(FLAGS_max_decode_slowdown);
   flags.max_num_seqs = absl::GetFlag(FLAGS_max_running) > 0
                            ? absl::GetFlag(FLAGS_max_running)
                            : absl::GetFlag(FLAGS_max_num_seqs);

@@ -55,12 +55,14 @@ struct BraidService::Backend {
         engine(engine),
         builder(tokenizer, chat_template,
                 RequestBuilder::Limits{.context_length = info.context_length}),
+        streams(ModelStreamsOf(model->config())),
         info(std::move(info)) {}
 
   const model::LlamaModel* model;
   const model::Tokenizer* tokenizer;
   batching::Engine* engine;
   RequestBuilder builder;
+  ModelStreams streams;
   ServiceInfo info;
 };
 
@@ -152,6 +154,7 @@ BraidService::Session(grpc::CallbackServerContext* context) {
   b.engine = (*backend)->engine;
   b.builder = &(*backend)->builder;
   b.context_length = (*backend)->info.context_length;
+  b.model_streams = (*backend)->streams;
   b.owner = ClientIdentity(options_.auth != nullptr, Authorization(*context),
                            context->peer());
   // Unique for the daemon's life: a session id must not repeat while an
@@ -225,7 +228,11 @@ grpc::ServerUnaryReactor* BraidService::GetModelInfo(
   response->set_chat_template(b.info.chat_template_name);
   response->set_backend("cpu");
   response->set_num_threads(b.info.num_threads);
-  response->set_num_streams(1);
+  response->set_num_streams(b.streams.count);
+  for (const std::string& role : b.streams.roles) {
+    response->add_stream_roles(role);
+  }
+  response->set_stream_layout(b.streams.layout);
   response->set_braid_version(BRAID_VERSION);
   return Done(context, kRpc, absl::OkStatus());
 }

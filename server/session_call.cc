@@ -49,6 +49,7 @@ constexpr int kMaxStreams = 64;
 // open -> engine options and the stream table.
 absl::Status BuildSession(const v1::SessionOpen& open,
                           const RequestBuilder& builder,
+                          const ModelStreams& model,
                           batching::SessionOptions* out,
                           std::vector<StreamInfo>* streams) {
   if (open.session_id().size() > 128) {
@@ -87,9 +88,6 @@ absl::Status BuildSession(const v1::SessionOpen& open,
       builder.PromptTokens(open.prefix());
   if (!prefix.ok()) return Under("open.prefix", prefix.status());
   out->prefix = *std::move(prefix);
-  // braid serves single-stream models for now (GetModelInfo.num_streams is
-  // 1): the linear layout.
-  out->aligned = false;
 
   if (open.streams().empty()) {
     return Invalid("open.streams", "must name at least one stream");
@@ -144,7 +142,10 @@ absl::Status BuildSession(const v1::SessionOpen& open,
       continue;
     }
     switch (spec.visibility()) {
-      case v1::VISIBILITY_UNSPECIFIED:  // single-stream model: BRANCH
+      case v1::VISIBILITY_UNSPECIFIED:  // ALL for multi-stream models
+        o.visibility = model.multi() ? batching::StreamVisibility::kAll
+                                     : batching::StreamVisibility::kBranch;
+        break;
       case v1::VISIBILITY_BRANCH:
         o.visibility = batching::StreamVisibility::kBranch;
         break;
@@ -171,7 +172,9 @@ absl::Status BuildSession(const v1::SessionOpen& open,
     out->streams.push_back(std::move(o));
     streams->push_back(std::move(info));
   }
-  return absl::OkStatus();
+  // Multi-stream models: the aligned layout, streams bound to model streams
+  // (single-stream models keep the linear layout).
+  return BindModelStreams(open, model, out);
 }
 
 // open with resume names a kept session and nothing else: the session keeps
@@ -553,8 +556,8 @@ bool SessionCall::Open(const v1::SessionOpen& open) {
   if (open.resume()) return Resume(open);
   batching::SessionOptions options;
   std::vector<StreamInfo> streams;
-  if (absl::Status s =
-          BuildSession(open, *backend_.builder, &options, &streams);
+  if (absl::Status s = BuildSession(open, *backend_.builder,
+                                    backend_.model_streams, &options, &streams);
       !s.ok()) {
     outbox_->FinishNow(ToGrpcStatus(s));
     return false;

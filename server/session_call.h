@@ -9,6 +9,7 @@
 #include "proto/braid/v1/braid.grpc.pb.h"
 #include "server/generate_call.h"
 #include "server/request_builder.h"
+#include "server/session_streams.h"
 
 namespace braid::server {
 
@@ -18,7 +19,9 @@ namespace braid::server {
 // Reads: the first client message must be `open` (else INVALID_ARGUMENT);
 // it is validated (stream ids unique and non-empty, kinds and roles
 // consistent, prefix and per-stream sampling through RequestBuilder like a
-// Generate request) and opens the engine session under the client's
+// Generate request; for a multi-stream model, the aligned layout and each
+// stream bound to a model stream by BindModelStreams, session_streams.h)
+// and opens the engine session under the client's
 // identity (Backend::owner), or, with `resume`, reattaches that client's
 // kept session (Engine::ResumeSession: NOT_FOUND, FAILED_PRECONDITION when
 // it is open). Then one read stays in flight: `append` (its prompt
@@ -51,7 +54,8 @@ class SessionCall
     batching::Engine* engine = nullptr;
     const RequestBuilder* builder = nullptr;
     int context_length = 0;
-    std::string owner;  // the client identity (ClientIdentity, auth.h)
+    std::string owner;           // the client identity (ClientIdentity, auth.h)
+    ModelStreams model_streams;  // the loaded model's braid.streams.*
   };
 
   // Starts reading the `open` message. `default_session_id` is used when

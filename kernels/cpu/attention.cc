@@ -185,7 +185,7 @@ struct TokenRun {
 // How one call is split into tasks: (run of query tokens of one sequence, KV
 // head, group of that KV head's query heads), each with at most kMaxRows
 // query rows. Rows are grouped to share K/V rows, but no task takes more
-// than about a quarter of a thread's share of the work (a long prompt chunk
+// than about half a thread's share of the work (a long prompt chunk
 // beside short decodes would leave the other threads idle), and the pool
 // hands out the largest tasks first.
 class TaskSplit {
@@ -211,7 +211,10 @@ class TaskSplit {
     heads_ = std::min<int64_t>(group_, kMaxRows);
     const int64_t max_tokens = std::max<int64_t>(1, kMaxRows / heads_);
     const int64_t threads = pool != nullptr ? pool->num_threads() : 1;
-    const int64_t target = std::max<int64_t>(1, total / (4 * threads));
+    // A task's tokens x context at most: its query rows (tokens x heads_)
+    // x context then stay within half a thread's share of the call's.
+    const int64_t target =
+        std::max<int64_t>(1, total * shape.n_head / (2 * threads * heads_));
     thread_local std::vector<TokenRun> runs;
     runs.clear();
     for (const TokenRun& r : seq_runs) {
@@ -347,7 +350,9 @@ void PagedAttention(const AttentionShape& shape, const PagedKvLayer& kv,
     int32_t* keys = Scratch(key_buf, seq.num_ctx);
     const uint16_t* kh = kv.k + kvh * shape.head_dim;
     const uint16_t* vh = kv.v + kvh * shape.head_dim;
-    const KernelChoice kernels = ChooseKernels(seq.num_tokens, shape.head_dim);
+    const KernelChoice kernels = ChooseKernels(
+        seq.kernel_tokens > 0 ? seq.kernel_tokens : seq.num_tokens,
+        shape.head_dim);
     // The entries token t sees, in context order; returns their count.
     auto gather = [&](int64_t t) {
       int64_t n = 0;

@@ -71,6 +71,8 @@ struct PagedAttentionSeq {
   // sees(s) besides the query's own stream.
   const int32_t* visible_streams = nullptr;
   int64_t num_visible_streams = 0;
+  // The batch size that selects the kernels (below); 0 = num_tokens.
+  int64_t kernel_tokens = 0;
 };
 
 // Attention of many sequences in one call over a paged cache.
@@ -80,10 +82,12 @@ struct PagedAttentionSeq {
 // Query (s, y) attends to context entry (s', y') iff s' in sees(s) and
 // (y' < y or (s' == s and y' <= y)); every query must see at least itself.
 // Arithmetic as Attention() above with the score row over the context in
-// entry order (invisible entries weigh exactly 0), and the kernel choice made
-// from the query's own sequence (num_tokens == 1 or not), never from the rest
-// of the batch: a sequence's result is bit-identical alone or in any batch,
-// and with one stream and context = positions 0.. it equals Attention().
+// the order of the entries it sees (their rank, not their place in the
+// context: a branch's queries get the bits of an independent sequence), and
+// the kernel choice made from the query's own sequence (kernel_tokens, or
+// num_tokens, == 1 or not), never from the rest of the batch: a sequence's
+// result is bit-identical alone or in any batch, and with one stream and
+// context = positions 0.. it equals Attention().
 void PagedAttention(const AttentionShape& shape, const PagedKvLayer& kv,
                     const float* q, const KvEntryMeta* q_meta,
                     const PagedAttentionSeq* seqs, const int32_t* token_seq,

@@ -9,6 +9,39 @@
 #include "model/testing/gguf_writer.h"
 
 namespace braid::model::testing {
+namespace {
+
+// The keys model/tokenizer/gguf_loader reads (and the chat template).
+void CopyTokenizer(const GgufFile& from, GgufWriter& w) {
+  for (const char* key : {"tokenizer.ggml.model", "tokenizer.ggml.pre",
+                          "tokenizer.chat_template"}) {
+    if (auto v = from.GetString(key); v.ok()) w.AddString(key, *v);
+  }
+  for (const char* key : {"tokenizer.ggml.tokens", "tokenizer.ggml.merges"}) {
+    if (auto v = from.GetStringArray(key); v.ok()) w.AddStringArray(key, *v);
+  }
+  if (auto v = from.GetIntArray("tokenizer.ggml.token_type"); v.ok()) {
+    w.AddInt32Array("tokenizer.ggml.token_type",
+                    std::vector<int32_t>(v->begin(), v->end()));
+  }
+  for (const char* name : {"bos", "eos", "unknown", "padding", "eot"}) {
+    const std::string key = absl::StrCat("tokenizer.ggml.", name, "_token_id");
+    if (auto v = from.GetInt(key); v.ok()) {
+      w.AddUint32(key, static_cast<uint32_t>(*v));
+    }
+  }
+  for (const char* key :
+       {"tokenizer.ggml.add_bos_token", "tokenizer.ggml.add_eos_token"}) {
+    if (auto v = from.GetBool(key); v.ok()) w.AddBool(key, *v);
+  }
+}
+
+}  // namespace
+
+int TokenizerVocabSize(const GgufFile& file) {
+  auto tokens = file.GetStringArray("tokenizer.ggml.tokens");
+  return tokens.ok() ? static_cast<int>(tokens->size()) : 0;
+}
 
 std::string MakeRandomLlamaGguf(const RandomLlamaSpec& s) {
   std::mt19937 rng(s.seed);
@@ -38,6 +71,7 @@ std::string MakeRandomLlamaGguf(const RandomLlamaSpec& s) {
   if (s.silence_token_id >= 0) {
     w.AddInt32("braid.streams.silence_token_id", s.silence_token_id);
   }
+  if (s.tokenizer_from != nullptr) CopyTokenizer(*s.tokenizer_from, w);
   const int64_t e = s.n_embd;
   const int64_t kv = static_cast<int64_t>(s.n_head_kv) * (e / s.n_head);
   const float scale = 1.0f / std::sqrt(static_cast<float>(e));

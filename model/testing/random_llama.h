@@ -38,7 +38,14 @@ struct RandomLlamaSpec {
   bool stream_embedding = false;
   int stream_embd_rows = 0;
   GgmlType stream_embd_type = GgmlType::kF32;
+  // When set, the tokenizer.* keys of this file (a real model's) are copied,
+  // so that braidd can serve the random model; n_vocab should then be its
+  // token count (TokenizerVocabSize).
+  const GgufFile* tokenizer_from = nullptr;
 };
+
+// The number of tokenizer.ggml.tokens of `file`, or 0 without them.
+int TokenizerVocabSize(const GgufFile& file);
 
 // The serialized GGUF (v3) image.
 std::string MakeRandomLlamaGguf(const RandomLlamaSpec& spec);

@@ -61,16 +61,37 @@ def wait_for(condition, timeout, what, interval=0.02):
         time.sleep(interval)
 
 
+def wait_engine_idle(stats_path, timeout=10):
+    """Waits for --stats_file (at `stats_path`) to show no session, no
+    request and every KV block free; returns the stats, or raises
+    AssertionError with the last ones after `timeout` seconds."""
+    import json
+    deadline = time.time() + timeout
+    stats = None
+    while time.time() < deadline:
+        try:
+            with open(stats_path) as f:
+                stats = json.load(f)
+        except (OSError, ValueError):
+            stats = None
+        if (stats and stats["requests"] == 0 and stats["sessions"] == 0
+                and stats["kv_blocks_free"] == stats["kv_blocks_total"]):
+            return stats
+        time.sleep(0.05)
+    raise AssertionError(f"engine not idle: {stats}")
+
+
 class Daemon:
     """A braidd process on 127.0.0.1:<free port>, stopped with SIGTERM.
 
     Metrics are served on a free loopback port (`metrics_port`) and the
     drain grace period is 5 s unless `flags` say otherwise. With
     `wait_serving` (the default) the constructor returns once the health
-    service reports SERVING over a plaintext channel."""
+    service reports SERVING over a plaintext channel. `model` is the GGUF to
+    serve, $BRAID_MODEL by default."""
 
-    def __init__(self, *flags, wait_serving=True):
-        model = require_env(
+    def __init__(self, *flags, wait_serving=True, model=None):
+        model = model or require_env(
             "BRAID_MODEL",
             "path of SmolLM2-135M-Instruct.Q4_1.gguf (`make test` sets it)")
         self.dir = tempfile.mkdtemp(prefix="braidd_")

@@ -124,19 +124,7 @@ class SessionTest(unittest.TestCase):
     def assert_engine_idle(self):
         """Waits (10 s at most) for no session, no request and every KV
         block free, as --stats_file reports."""
-        deadline = time.time() + 10
-        stats = None
-        while time.time() < deadline:
-            try:
-                with open(self.stats_path) as f:
-                    stats = json.load(f)
-            except (OSError, ValueError):
-                stats = None
-            if (stats and stats["requests"] == 0 and stats["sessions"] == 0
-                    and stats["kv_blocks_free"] == stats["kv_blocks_total"]):
-                return stats
-            time.sleep(0.05)
-        self.fail(f"engine not idle: {stats}")
+        return harness.wait_engine_idle(self.stats_path)
 
     def stats(self):
         while True:

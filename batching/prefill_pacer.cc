@@ -1,0 +1,58 @@
+#include "batching/prefill_pacer.h"
+
+#include <algorithm>
+#include <cmath>
+
+namespace braid::batching {
+namespace {
+
+// Weights of a new observation: the decode-only step changes only when
+// requests come and go; a prompt's per-token cost climbs with its context.
+constexpr double kDecodeWeight = 0.2;
+constexpr double kPrefillWeight = 0.3;
+constexpr double kProbeWeight = 0.7;
+// After this many steps with prefill in a row, one step without (a probe)
+// re-measures the decode-only step, which grows as the decoding requests'
+// contexts do; otherwise that growth would be charged to the prompt.
+constexpr int kProbeEvery = 15;
+// Caps stay below this (a step's token budget bounds them anyway).
+constexpr int kMaxCap = 1 << 20;
+
+double Blend(double old_value, double sample, double weight) {
+  return old_value == 0 ? sample : old_value + weight * (sample - old_value);
+}
+
+}  // namespace
+
+PrefillPacer::PrefillPacer(double max_slowdown, int min_tokens)
+    : max_slowdown_(max_slowdown), min_tokens_(std::max(1, min_tokens)) {}
+
+void PrefillPacer::Observe(int decode_tokens, int prefill_tokens,
+                           double seconds) {
+  if (max_slowdown_ <= 1 || decode_tokens <= 0 || seconds <= 0) return;
+  if (prefill_tokens == 0) {
+    // A probe (after paced steps) mostly replaces the old estimate, which
+    // may be many steps old.
+    decode_s_ = Blend(decode_s_, seconds,
+                      mixed_steps_ > 0 ? kProbeWeight : kDecodeWeight);
+    mixed_steps_ = 0;
+    return;
+  }
+  if (decode_s_ == 0) return;
+  ++mixed_steps_;
+  // What the prefill tokens added; a step faster than the estimate (noise)
+  // still counts, as a small positive cost.
+  const double added = std::max(seconds - decode_s_, 0.05 * decode_s_);
+  per_token_s_ = Blend(per_token_s_, added / prefill_tokens, kPrefillWeight);
+}
+
+int PrefillPacer::Cap() const {
+  if (max_slowdown_ <= 1 || decode_s_ == 0 || per_token_s_ == 0) return 0;
+  if (mixed_steps_ >= kProbeEvery) return kProbe;
+  const double tokens =
+      std::floor((max_slowdown_ - 1) * decode_s_ / per_token_s_);
+  return static_cast<int>(
+      std::clamp<double>(tokens, min_tokens_, static_cast<double>(kMaxCap)));
+}
+
+}  // namespace braid::batching

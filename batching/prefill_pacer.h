@@ -1,0 +1,43 @@
+// Paces prompt prefill beside decoding (stream isolation,
+// docs/ARCHITECTURE.md): from the measured durations of the engine's steps it
+// estimates what a step of only decode tokens takes and what each prefill token
+// adds to it, and allows as many prefill tokens per step as keep a step within
+// `max_slowdown` times the decode-only step. The estimates follow the work
+// as it changes (a prompt's tokens cost more as its context grows): both are
+// exponential moving averages. Pure bookkeeping; not thread-safe (the engine
+// thread owns it).
+#ifndef BRAID_BATCHING_PREFILL_PACER_H_
+#define BRAID_BATCHING_PREFILL_PACER_H_
+
+namespace braid::batching {
+
+class PrefillPacer {
+ public:
+  // max_slowdown <= 1 turns pacing off (Cap() is always 0). Caps are at
+  // least min_tokens (prompt chunks keep making progress).
+  PrefillPacer(double max_slowdown, int min_tokens);
+
+  // One step: its decode and prefill token counts and how long it took.
+  void Observe(int decode_tokens, int prefill_tokens, double seconds);
+
+  // Prefill tokens the next step may take while requests decode; 0 while
+  // there is no estimate yet (or pacing is off); kProbe (no prefill at all)
+  // for one step after every 15 paced steps in a row, to re-measure the
+  // decode-only step as the decoding requests' contexts grow.
+  int Cap() const;
+  static constexpr int kProbe = -1;
+
+  double decode_step_seconds() const { return decode_s_; }
+  double seconds_per_prefill_token() const { return per_token_s_; }
+
+ private:
+  const double max_slowdown_;
+  const int min_tokens_;
+  double decode_s_ = 0;     // decode-only step (0 = not seen yet)
+  double per_token_s_ = 0;  // added per prefill token (0 = not seen yet)
+  int mixed_steps_ = 0;     // steps with prefill since a decode-only one
+};
+
+}  // namespace braid::batching
+
+#endif  // BRAID_BATCHING_PREFILL_PACER_H_

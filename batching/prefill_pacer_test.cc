@@ -1,0 +1,99 @@
+#include "batching/prefill_pacer.h"
+
+#include "gtest/gtest.h"
+
+namespace braid::batching {
+namespace {
+
+// A step model: 10 ms for the decodes, `per_token` for each prefill token.
+double StepSeconds(int prefill_tokens, double per_token) {
+  return 0.010 + prefill_tokens * per_token;
+}
+
+// n steps as the engine runs them: `prefill` tokens beside 4 decode tokens,
+// or none when the pacer asks for a probe.
+void RunSteps(PrefillPacer& p, int n, int prefill, double per_token) {
+  for (int i = 0; i < n; ++i) {
+    const int tokens = p.Cap() == PrefillPacer::kProbe ? 0 : prefill;
+    p.Observe(4, tokens, StepSeconds(tokens, per_token));
+  }
+}
+
+TEST(PrefillPacerTest, NoCapUntilBothCostsAreSeen) {
+  PrefillPacer p(1.5, 2);
+  EXPECT_EQ(p.Cap(), 0);
+  p.Observe(4, 8, StepSeconds(8, 0.001));  // no decode-only step seen yet
+  EXPECT_EQ(p.Cap(), 0);
+  p.Observe(4, 0, StepSeconds(0, 0.001));
+  EXPECT_EQ(p.Cap(), 0);
+  p.Observe(4, 8, StepSeconds(8, 0.001));
+  EXPECT_GT(p.Cap(), 0);
+  // Steps with no decoding say nothing about isolation.
+  PrefillPacer q(1.5, 2);
+  q.Observe(0, 512, 0.5);
+  EXPECT_EQ(q.Cap(), 0);
+}
+
+TEST(PrefillPacerTest, CapKeepsTheStepWithinTheSlowdown) {
+  // 0.9 ms per prefill token, 10 ms decode step, slowdown 1.5: 5 tokens
+  // (5.6 would exceed it).
+  PrefillPacer p(1.5, 2);
+  p.Observe(4, 0, StepSeconds(0, 0));
+  RunSteps(p, 20, 8, 0.0009);
+  EXPECT_EQ(p.Cap(), 5);
+  EXPECT_NEAR(p.decode_step_seconds(), 0.010, 1e-12);
+  EXPECT_NEAR(p.seconds_per_prefill_token(), 0.0009, 1e-9);
+  // Slowdown 2: 11 tokens.
+  PrefillPacer q(2.0, 2);
+  q.Observe(4, 0, StepSeconds(0, 0));
+  q.Observe(4, 3, StepSeconds(3, 0.0009));
+  EXPECT_EQ(q.Cap(), 11);
+}
+
+// A prompt's tokens get dearer as its context grows: the cap follows within
+// a few steps, and never drops below the minimum chunk.
+TEST(PrefillPacerTest, FollowsRisingCostDownToTheMinimum) {
+  PrefillPacer p(1.5, 2);
+  p.Observe(4, 0, StepSeconds(0, 0));
+  RunSteps(p, 10, 4, 0.00048);
+  EXPECT_EQ(p.Cap(), 10);
+  RunSteps(p, 14, 4, 0.002);
+  EXPECT_LE(p.Cap(), 3);
+  EXPECT_GE(p.Cap(), 2);
+  RunSteps(p, 15, 2, 0.05);
+  EXPECT_EQ(p.Cap(), 2);
+}
+
+// The decode-only step grows while a prompt prefills (the decoders' contexts
+// grow): every 15 paced steps one step goes without prefill to re-measure it,
+// so that growth is not charged to the prompt.
+TEST(PrefillPacerTest, ProbesTheDecodeStepEveryFifteenSteps) {
+  PrefillPacer p(1.5, 1);
+  p.Observe(4, 0, 0.010);
+  int probes = 0;
+  double decode = 0.010;
+  for (int step = 0; step < 64; ++step) {
+    decode += 0.00005;  // the decoders slow down: +3.2 ms over the run
+    if (p.Cap() == PrefillPacer::kProbe) {
+      ++probes;
+      p.Observe(4, 0, decode);
+    } else {
+      p.Observe(4, 2, decode + 2 * 0.001);
+    }
+  }
+  EXPECT_EQ(probes, 4);
+  // The per-token estimate stays near the true 1 ms (charging the drift to
+  // the prompt would make it 2.6 ms), the decode step near 13.2 ms.
+  EXPECT_LT(p.seconds_per_prefill_token(), 0.0015);
+  EXPECT_GT(p.decode_step_seconds(), 0.0125);
+}
+
+TEST(PrefillPacerTest, OffBelowOrAtOne) {
+  PrefillPacer p(1.0, 2);
+  p.Observe(4, 0, 0.01);
+  p.Observe(4, 8, 0.02);
+  EXPECT_EQ(p.Cap(), 0);
+}
+
+}  // namespace
+}  // namespace braid::batching

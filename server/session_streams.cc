@@ -1,0 +1,117 @@
+#include "server/session_streams.h"
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+
+namespace braid::server {
+namespace {
+
+// The model role a StreamRole names (braid.streams.roles spelling).
+const char* RoleName(v1::StreamRole role) {
+  switch (role) {
+    case v1::STREAM_ROLE_SYSTEM:
+      return "system";
+    case v1::STREAM_ROLE_USER:
+      return "user";
+    case v1::STREAM_ROLE_TOOL:
+      return "tool";
+    case v1::STREAM_ROLE_REASONING:
+      return "reasoning";
+    case v1::STREAM_ROLE_OUTPUT:
+      return "output";
+    default:
+      return "";
+  }
+}
+
+// "model stream 1 (\"user\")", or without the role when the model names none.
+std::string Describe(const ModelStreams& model, int m) {
+  if (m >= static_cast<int>(model.roles.size())) {
+    return absl::StrCat("model stream ", m);
+  }
+  return absl::StrCat("model stream ", m, " (\"", model.roles[m], "\")");
+}
+
+std::string RolesList(const ModelStreams& model) {
+  return model.roles.empty()
+             ? std::string("no roles")
+             : absl::StrCat("roles ", absl::StrJoin(model.roles, ", "));
+}
+
+}  // namespace
+
+ModelStreams ModelStreamsOf(const model::LlamaConfig& config) {
+  ModelStreams m;
+  m.count = config.n_streams;
+  m.roles = config.stream_roles;
+  if (m.multi()) {
+    m.layout = config.stream_layout == model::LlamaConfig::StreamLayout::kRows
+                   ? "rows"
+                   : "aligned";
+  }
+  m.silence_token_id = config.silence_token_id;
+  return m;
+}
+
+// Design note. Entries carry the model stream they belong to, since that is
+// what selects the stream embedding, so each model stream holds at most one
+// session stream, and the prefix, which ordinary requests share through the
+// prefix cache, keeps their stream 0. Branches would need several session
+// streams on one model stream that do not see each other: not served.
+absl::Status BindModelStreams(const v1::SessionOpen& open,
+                              const ModelStreams& model,
+                              batching::SessionOptions* out) {
+  if (!model.multi()) return absl::OkStatus();
+  if (model.layout == "rows") {
+    return absl::UnimplementedError(absl::StrCat(
+        "this model's braid.streams.layout is \"rows\" (every stream at every "
+        "position, gaps filled with silence token ",
+        model.silence_token_id,
+        "); braid serves sessions on multi-stream models in the \"aligned\" "
+        "layout only (Generate works)"));
+  }
+  if (open.streams_size() > model.count) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "open.streams: ", open.streams_size(), " streams, but the model has ",
+        model.count, " (braid.streams.count; ", RolesList(model), ")"));
+  }
+  out->aligned = true;
+  out->model_streams = model.count;
+  std::vector<int> bound(model.count, -1);  // open.streams index
+  for (int i = 0; i < open.streams_size(); ++i) {
+    const v1::StreamSpec& spec = open.streams(i);
+    const std::string field = absl::StrCat("open.streams[", i, "]");
+    int m = i;
+    if (spec.role() != v1::STREAM_ROLE_UNSPECIFIED) {
+      const char* role = RoleName(spec.role());
+      m = -1;
+      for (int k = 0; k < static_cast<int>(model.roles.size()); ++k) {
+        if (absl::EqualsIgnoreCase(model.roles[k], role)) m = k;
+      }
+      if (m < 0) {
+        return absl::InvalidArgumentError(
+            absl::StrCat(field, ".role: the model has no \"", role,
+                         "\" stream (", RolesList(model),
+                         "); leave the role unset to bind streams by order"));
+      }
+    }
+    if (bound[m] >= 0) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(field, ": ", Describe(model, m),
+                       " is already bound to open.streams[", bound[m], "]"));
+    }
+    bound[m] = i;
+    batching::SessionStreamOptions& o = out->streams[i];
+    o.model_stream = m;
+    if (o.output && o.visibility == batching::StreamVisibility::kBranch) {
+      return absl::UnimplementedError(absl::StrCat(
+          field,
+          ".visibility: BRANCH is not served on a multi-stream model (its "
+          "streams see each other); use ALL or leave it unset"));
+    }
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace braid::server
