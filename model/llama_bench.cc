@@ -46,7 +46,7 @@ ABSL_FLAG(int, kv_tokens, 4096, "KV pool capacity in tokens");
 ABSL_FLAG(int, block_size, 16, "KV block size");
 ABSL_FLAG(int, spin_us, 200, "thread pool spin before sleeping");
 ABSL_FLAG(int, reps, 3, "repetitions per phase (best is reported)");
-ABSL_FLAG(int, mixed_chunk, 8,
+ABSL_FLAG(int, mixed_chunk, 0,
           "mixed phase: prompt tokens added to each --seqs decode step "
           "(0 skips the phase)");
 ABSL_FLAG(int, mixed_ctx, 1000,

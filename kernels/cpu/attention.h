@@ -2,19 +2,28 @@
 // aware), computed the way llama.cpp's CPU backend computes it without flash
 // attention.
 //
-// Design: one (token, head) pair per task. llama.cpp builds attention from
-// separate ops: kq = K·q with q rounded to fp16, softmax(kq * scale + mask)
-// with ggml's exp and a double sum, the weights rounded to fp16, then
-// V^T·weights. Each matmul runs in ggml_vec_dot_f16 for a one-token batch and
-// in llamafile's tinyBLAS for larger batches, and the two sum in different
-// orders. Small models amplify those last-bit differences over many layers
-// (SmolLM2-135M: logits cosine 0.98 against llama.cpp with an online softmax),
-// so this kernel mirrors each op's summation order (dot.h, vec_math.h): the
-// score row is materialised (ggml's padding to 16 lanes is implicit, masked
-// entries weigh exactly 0), and the weighted V sum keeps one partial row per
-// accumulator lane of the matching ggml kernel before reducing them in its
-// order. Thread-safety: stateless apart from per-thread scratch; callers own
-// all buffers.
+// Design. llama.cpp builds attention from separate ops: kq = K·q with q
+// rounded to fp16, softmax(kq * scale + mask) with ggml's exp and a double
+// sum, the weights rounded to fp16, then V^T·weights. Each matmul runs in
+// ggml_vec_dot_f16 for a one-token batch and in llamafile's tinyBLAS for
+// larger batches, and the two sum in different orders. Small models amplify
+// those last-bit differences over many layers (SmolLM2-135M: logits cosine
+// 0.98 against llama.cpp with an online softmax), so this kernel mirrors each
+// op's summation order (dot.h, vec_math.h): the score row is materialised
+// (ggml's padding to 16 lanes is implicit, masked entries weigh exactly 0),
+// and the weighted V sum keeps one partial row per accumulator lane of the
+// matching ggml kernel before reducing them in its order.
+//
+// The order is fixed per query by the entries it sees, in rank order (the
+// j-th visible entry takes score lane j and accumulator slot j % slots), not
+// by where they sit in the context, so a branch sharing a context with others
+// computes exactly what an independent sequence would. A task is (a run of
+// query tokens of one sequence that see prefixes of one entry list, a KV
+// head, that head's query heads): up to 24 query rows share each K and V row,
+// converted from fp16 once (attention_avx512.cc on AVX-512; portable kernels
+// otherwise, same bits). Tasks are sized to about half a thread's share of
+// the call and handed out largest first. Thread-safety: stateless apart from
+// per-thread scratch; callers own all buffers.
 #ifndef BRAID_KERNELS_CPU_ATTENTION_H_
 #define BRAID_KERNELS_CPU_ATTENTION_H_
 

@@ -266,7 +266,9 @@ def main():
     pb, pb_grpc = harness.load_stubs()
     os.environ["BRAID_MODEL"] = args.model
     flags = [f"--threads={args.threads}", f"--max_num_seqs={max(16, max(ks))}",
-             "--context_length=512"]
+             # A session holds all its streams' entries in one context:
+             # 32 prompt tokens + 8 x 64 outputs.
+             "--context_length=1024"]
     if args.braidd:
         harness.runfile = lambda p, _b=args.braidd: (
             _b if p == "server/braidd" else os.path.abspath(p))
