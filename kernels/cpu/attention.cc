@@ -110,8 +110,8 @@ void AttendRows(const QueryRows& rows, const uint16_t* const* k_rows,
   const int64_t ld = (n + kLanes - 1) / kLanes * kLanes;
   float* scores = Scratch(score_buf, g * ld);
   if (!(UseAvx512() &&
-        internal::ScoresF16Avx512(k_rows, n, q16p, g, head_dim, kernels.kq_gemm,
-                                  scores, ld))) {
+        internal::ScoresF16Avx512(k_rows, v_rows, n, q16p, g, head_dim,
+                                  kernels.kq_gemm, scores, ld))) {
     for (int i = 0; i < g; ++i) {
       for (int64_t j = 0; j < rows.n[i]; j += kLanes) {
         const int64_t count = std::min(kLanes, rows.n[i] - j);
@@ -141,29 +141,27 @@ void AttendRows(const QueryRows& rows, const uint16_t* const* k_rows,
     RoundToFp16Row(row, row, ni);
     std::fill(row + ni, row + ld, 0.0f);
   }
-  // Weighted V sums, one partial row per accumulator lane (slot).
+  // Weighted V sums, one partial row per accumulator lane (slot), reduced
+  // in ggml's order.
   const int64_t slots = kernels.kqv_gemm ? kLanes : 4 * kLanes;
+  if (UseAvx512() && internal::WeightedSumF16Avx512(
+                         v_rows, n, scores, ld, g, head_dim, slots, rows.out)) {
+    return;
+  }
   const int64_t used = std::min(n, slots);
   const int64_t ld_acc = slots * head_dim;
-  float* acc = Scratch(acc_buf, g * ld_acc);
-  if (!(UseAvx512() &&
-        internal::SlotSumsF16Avx512(v_rows, n, scores, ld, g, head_dim, slots,
-                                    acc, ld_acc))) {
-    for (int i = 0; i < g; ++i) {
-      float* acc_i = acc + i * ld_acc;
-      std::memset(acc_i, 0, used * head_dim * sizeof(float));
-      float* dst[kLanes];
-      for (int64_t j = 0; j < n; j += kLanes) {
-        const int64_t count = std::min(kLanes, n - j);
-        for (int64_t r = 0; r < count; ++r) {
-          dst[r] = acc_i + ((j + r) % slots) * head_dim;
-        }
-        AxpyF16Rows(scores + i * ld + j, v_rows + j, dst, count, head_dim);
-      }
-    }
-  }
+  float* acc = Scratch(acc_buf, ld_acc);
   for (int i = 0; i < g; ++i) {
-    ReduceSlots(acc + i * ld_acc, slots, used, head_dim, rows.out[i]);
+    std::memset(acc, 0, used * head_dim * sizeof(float));
+    float* dst[kLanes];
+    for (int64_t j = 0; j < n; j += kLanes) {
+      const int64_t count = std::min(kLanes, n - j);
+      for (int64_t r = 0; r < count; ++r) {
+        dst[r] = acc + ((j + r) % slots) * head_dim;
+      }
+      AxpyF16Rows(scores + i * ld + j, v_rows + j, dst, count, head_dim);
+    }
+    ReduceSlots(acc, slots, used, head_dim, rows.out[i]);
   }
 }
 

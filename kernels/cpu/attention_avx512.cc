@@ -69,8 +69,12 @@ BRAID_AVX512 inline __m512 ReduceAdd16x16(const __m512* v) {
   return _mm512_permutexvar_ps(order, h);
 }
 
+// Keys ahead whose rows are prefetched.
+constexpr int64_t kAhead = 16;
+
 template <int G, int C>
-BRAID_AVX512 void ScoresT(const uint16_t* const* k_rows, int64_t n,
+BRAID_AVX512 void ScoresT(const uint16_t* const* k_rows,
+                          const uint16_t* const* v_rows, int64_t n,
                           const float* const* q, bool gemm, float* scores,
                           int64_t ld) {
   __m512 qv[G][C];
@@ -87,6 +91,19 @@ BRAID_AVX512 void ScoresT(const uint16_t* const* k_rows, int64_t n,
 #pragma GCC unroll 16
         for (int h = 0; h < G; ++h) part[h][jj] = _mm512_setzero_ps();
         continue;
+      }
+      // The rows sit in scattered KV blocks: fetch a few keys ahead (and
+      // their V rows, for the weighted sum that follows, into L2).
+      if (v_rows != nullptr && j0 + jj + kAhead < n) {
+        const char* kp =
+            reinterpret_cast<const char*>(k_rows[j0 + jj + kAhead]);
+        const char* vp =
+            reinterpret_cast<const char*>(v_rows[j0 + jj + kAhead]);
+#pragma GCC unroll 8
+        for (int c = 0; c < C; c += 2) {
+          _mm_prefetch(kp + 32 * c, _MM_HINT_T0);
+          _mm_prefetch(vp + 32 * c, _MM_HINT_T1);
+        }
       }
       __m512 kv[C];
 #pragma GCC unroll 16
@@ -126,41 +143,75 @@ BRAID_AVX512 void ScoresT(const uint16_t* const* k_rows, int64_t n,
   }
 }
 
-template <int G, int C>
-BRAID_AVX512 void SlotSumsT(const uint16_t* const* v_rows, int64_t n,
-                            const float* w, int64_t ldw, int64_t slots,
-                            float* acc, int64_t ld_acc) {
-  const int64_t used = n < slots ? n : slots;
-  for (int64_t s = 0; s < used; ++s) {
-    __m512 a[G][C];
-#pragma GCC unroll 16
-    for (int h = 0; h < G; ++h) {
-#pragma GCC unroll 16
-      for (int c = 0; c < C; ++c) a[h][c] = _mm512_setzero_ps();
-    }
-    for (int64_t j = s; j < n; j += slots) {
-      __m512 vv[C];
-#pragma GCC unroll 16
-      for (int c = 0; c < C; ++c) vv[c] = LoadF16x16(v_rows[j] + 16 * c);
-#pragma GCC unroll 16
+// Residue r of the slots (slot = r + 8i, i < A = slots / 8), 16 dims at
+// dim0: for every head, the slot sums over keys j = slot (mod slots) in j
+// order, then combined as ReduceSlots' first levels combine them (slot
+// s + 32 into s, s + 16 into s, s + 8 into s): ((a0 + a4) + (a2 + a6)) +
+// ((a1 + a5) + (a3 + a7)) for 64 slots, a0 + a1 for 16. Unused slots stay
+// +0, which adds nothing (no slot sum is -0: they start at +0).
+template <int G, int A>
+BRAID_AVX512 void ResidueT(const uint16_t* const* v_rows, int64_t n,
+                           const float* w, int64_t ldw, int r, int dim0,
+                           __m512* out) {
+  __m512 a[A][G];
+#pragma GCC unroll 8
+  for (int i = 0; i < A; ++i) {
+#pragma GCC unroll 4
+    for (int h = 0; h < G; ++h) a[i][h] = _mm512_setzero_ps();
+  }
+  for (int64_t j0 = r; j0 < n; j0 += 8 * A) {
+#pragma GCC unroll 8
+    for (int i = 0; i < A; ++i) {
+      const int64_t j = j0 + 8 * i;
+      if (j >= n) break;
+      const __m512 vv = LoadF16x16(v_rows[j] + dim0);
+#pragma GCC unroll 4
       for (int h = 0; h < G; ++h) {
-        const __m512 p = _mm512_set1_ps(w[h * ldw + j]);
-#pragma GCC unroll 16
-        for (int c = 0; c < C; ++c)
-          a[h][c] = _mm512_fmadd_ps(p, vv[c], a[h][c]);
+        a[i][h] = _mm512_fmadd_ps(_mm512_set1_ps(w[h * ldw + j]), vv, a[i][h]);
       }
     }
-#pragma GCC unroll 16
+  }
+#pragma GCC unroll 4
+  for (int h = 0; h < G; ++h) {
+    if constexpr (A == 8) {
+      out[h] = _mm512_add_ps(_mm512_add_ps(_mm512_add_ps(a[0][h], a[4][h]),
+                                           _mm512_add_ps(a[2][h], a[6][h])),
+                             _mm512_add_ps(_mm512_add_ps(a[1][h], a[5][h]),
+                                           _mm512_add_ps(a[3][h], a[7][h])));
+    } else {
+      out[h] = _mm512_add_ps(a[0][h], a[1][h]);
+    }
+  }
+}
+
+// The weighted V sums of G heads, reduced in ReduceSlots' order, into
+// out[h][0..16 * C).
+template <int G, int A>
+BRAID_AVX512 void WeightedSumT(const uint16_t* const* v_rows, int64_t n,
+                               const float* w, int64_t ldw, int chunks,
+                               float* const* out) {
+  for (int c = 0; c < chunks; ++c) {
+    __m512 res[8][G];  // per residue r: the combined slot sums of each head
+    for (int r = 0; r < 8; ++r) {
+      ResidueT<G, A>(v_rows, n, w, ldw, r, 16 * c, res[r]);
+    }
+    // Then ggml's lane tree over the residues: r += r + 4, 0 += 2, 1 += 3,
+    // 0 += 1.
+#pragma GCC unroll 4
     for (int h = 0; h < G; ++h) {
-      float* row = acc + h * ld_acc + s * (16 * C);
-#pragma GCC unroll 16
-      for (int c = 0; c < C; ++c) _mm512_storeu_ps(row + 16 * c, a[h][c]);
+      const __m512 d0 = _mm512_add_ps(res[0][h], res[4][h]);
+      const __m512 d1 = _mm512_add_ps(res[1][h], res[5][h]);
+      const __m512 d2 = _mm512_add_ps(res[2][h], res[6][h]);
+      const __m512 d3 = _mm512_add_ps(res[3][h], res[7][h]);
+      _mm512_storeu_ps(out[h] + 16 * c, _mm512_add_ps(_mm512_add_ps(d0, d2),
+                                                      _mm512_add_ps(d1, d3)));
     }
   }
 }
 
 struct ScoresBody {
   const uint16_t* const* k_rows;
+  const uint16_t* const* v_rows;
   int64_t n;
   const float* const* q;
   bool gemm;
@@ -168,20 +219,20 @@ struct ScoresBody {
   int64_t ld;
   template <int G, int C>
   void operator()() {
-    ScoresT<G, C>(k_rows, n, q, gemm, scores, ld);
+    ScoresT<G, C>(k_rows, v_rows, n, q, gemm, scores, ld);
   }
 };
 
-struct SlotSumsBody {
+struct WeightedSumBody {
   const uint16_t* const* v_rows;
   int64_t n;
   const float* w;
-  int64_t ldw, slots;
-  float* acc;
-  int64_t ld_acc;
-  template <int G, int C>
+  int64_t ldw;
+  int chunks;
+  float* const* out;
+  template <int G, int A>
   void operator()() {
-    SlotSumsT<G, C>(v_rows, n, w, ldw, slots, acc, ld_acc);
+    WeightedSumT<G, A>(v_rows, n, w, ldw, chunks, out);
   }
 };
 
@@ -206,7 +257,8 @@ void WithGroup(int g, Fn&& fn) {
 
 }  // namespace
 
-bool ScoresF16Avx512(const uint16_t* const* k_rows, int64_t n,
+bool ScoresF16Avx512(const uint16_t* const* k_rows,
+                     const uint16_t* const* v_rows, int64_t n,
                      const float* const* q, int g, int64_t head_dim, bool gemm,
                      float* scores, int64_t ld) {
   if (head_dim != 64 && head_dim != 128) return false;
@@ -214,7 +266,9 @@ bool ScoresF16Avx512(const uint16_t* const* k_rows, int64_t n,
   const int per_pass = head_dim == 64 ? 4 : 2;
   for (int h0 = 0; h0 < g; h0 += per_pass) {
     const int gs = g - h0 < per_pass ? g - h0 : per_pass;
-    ScoresBody body{k_rows, n, q + h0, gemm, scores + h0 * ld, ld};
+    // Only the first pass reads the rows from memory.
+    ScoresBody body{k_rows, h0 == 0 ? v_rows : nullptr, n, q + h0,
+                    gemm,   scores + h0 * ld,           ld};
     if (head_dim == 64) {
       WithGroup<4>(gs, body);
     } else {
@@ -224,20 +278,22 @@ bool ScoresF16Avx512(const uint16_t* const* k_rows, int64_t n,
   return true;
 }
 
-bool SlotSumsF16Avx512(const uint16_t* const* v_rows, int64_t n, const float* w,
-                       int64_t ldw, int g, int64_t head_dim, int64_t slots,
-                       float* acc, int64_t ld_acc) {
-  if (head_dim != 64 && head_dim != 128) return false;
-  // Slot rows of at most 16 registers per pass.
-  const int per_pass = head_dim == 64 ? 4 : 2;
+bool WeightedSumF16Avx512(const uint16_t* const* v_rows, int64_t n,
+                          const float* w, int64_t ldw, int g, int64_t head_dim,
+                          int64_t slots, float* const* out) {
+  if (head_dim % 16 != 0 || head_dim > 256 || (slots != 16 && slots != 64)) {
+    return false;
+  }
+  const int chunks = static_cast<int>(head_dim / 16);
+  // Heads per pass: 8 (or 2) slot accumulators each stay in registers.
+  const int per_pass = slots == 64 ? 3 : 4;
   for (int h0 = 0; h0 < g; h0 += per_pass) {
     const int gs = g - h0 < per_pass ? g - h0 : per_pass;
-    SlotSumsBody body{v_rows, n, w + h0 * ldw, ldw, slots, acc + h0 * ld_acc,
-                      ld_acc};
-    if (head_dim == 64) {
-      WithGroup<4>(gs, body);
-    } else {
+    WeightedSumBody body{v_rows, n, w + h0 * ldw, ldw, chunks, out + h0};
+    if (slots == 64) {
       WithGroup<8>(gs, body);
+    } else {
+      WithGroup<2>(gs, body);
     }
   }
   return true;

@@ -1,0 +1,87 @@
+// Microbenchmark of PagedAttention for decode-sized calls: --seqs sequences,
+// one query token each (or --tokens per sequence), over --ctx cached entries
+// in 16-entry blocks scattered over a pool, SmolLM2-135M's shape (9 heads, 3
+// KV heads, head size 64). Prints microseconds per call and nanoseconds per
+// (query head, visible entry) pair, best of --reps runs of --calls calls.
+//   bazel run //kernels/cpu:attention_bench -- --ctx=1500 --threads=2
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <numeric>
+#include <random>
+#include <vector>
+
+#include "absl/flags/flag.h"
+#include "absl/flags/parse.h"
+#include "kernels/cpu/attention.h"
+#include "kernels/cpu/fp16.h"
+#include "kernels/cpu/thread_pool.h"
+
+ABSL_FLAG(int, ctx, 1500, "cached entries per sequence");
+ABSL_FLAG(int, seqs, 1, "sequences");
+ABSL_FLAG(int, tokens, 1, "query tokens per sequence");
+ABSL_FLAG(int, threads, 2, "threads");
+ABSL_FLAG(int, calls, 30, "calls per run (one per layer)");
+ABSL_FLAG(int, reps, 5, "runs (best is reported)");
+
+namespace k = braid::kernels::cpu;
+
+int main(int argc, char** argv) {
+  absl::ParseCommandLine(argc, argv);
+  const int ctx = absl::GetFlag(FLAGS_ctx), n_seqs = absl::GetFlag(FLAGS_seqs);
+  const int n_q = absl::GetFlag(FLAGS_tokens);
+  const k::AttentionShape shape{9, 3, 64};
+  const int64_t kv_stride = shape.n_kv_head * shape.head_dim;
+  constexpr int kBs = 16;
+  const int per_seq = (ctx + n_q + kBs - 1) / kBs;
+  const int n_blocks = per_seq * n_seqs;
+  // Each layer has its own pool (as the model's), blocks shuffled.
+  const int calls = absl::GetFlag(FLAGS_calls);
+  std::mt19937 rng(1);
+  std::normal_distribution<float> dist(0.0f, 1.0f);
+  std::vector<std::vector<uint16_t>> k(calls), v(calls);
+  for (int l = 0; l < calls; ++l) {
+    k[l].resize(static_cast<size_t>(n_blocks) * kBs * kv_stride);
+    v[l].resize(k[l].size());
+    for (auto& e : k[l]) e = k::Fp32ToFp16(dist(rng));
+    for (auto& e : v[l]) e = k::Fp32ToFp16(dist(rng));
+  }
+  std::vector<int32_t> blocks(n_blocks);
+  std::iota(blocks.begin(), blocks.end(), 0);
+  std::shuffle(blocks.begin(), blocks.end(), rng);
+  std::vector<k::PagedAttentionSeq> seqs(n_seqs);
+  std::vector<k::KvEntryMeta> q_meta;
+  std::vector<int32_t> token_seq;
+  for (int s = 0; s < n_seqs; ++s) {
+    seqs[s] = {s * n_q, n_q, ctx + n_q, blocks.data() + s * per_seq,
+               nullptr, 0};
+    for (int t = 0; t < n_q; ++t) {
+      q_meta.push_back({0, ctx + t});
+      token_seq.push_back(s);
+    }
+  }
+  const int64_t n_tok = int64_t{n_seqs} * n_q;
+  std::vector<float> q(n_tok * shape.n_head * shape.head_dim), out(q.size());
+  for (float& e : q) e = dist(rng);
+  k::ThreadPool pool(absl::GetFlag(FLAGS_threads));
+  double best = 1e9;
+  for (int rep = 0; rep < absl::GetFlag(FLAGS_reps); ++rep) {
+    const auto t0 = std::chrono::steady_clock::now();
+    for (int l = 0; l < calls; ++l) {
+      const k::PagedKvLayer layer{k[l].data(), v[l].data(), nullptr, kBs};
+      k::PagedAttention(shape, layer, q.data(), q_meta.data(), seqs.data(),
+                        token_seq.data(), n_tok, out.data(), &pool);
+    }
+    best = std::min(best, std::chrono::duration<double>(
+                              std::chrono::steady_clock::now() - t0)
+                              .count());
+  }
+  const double pairs = static_cast<double>(n_tok) * shape.n_head *
+                       (ctx + (n_q + 1) / 2.0) * calls;
+  std::printf(
+      "ctx %d seqs %d tokens %d threads %d: %.1f us per call, %.2f ns "
+      "per (head, entry)\n",
+      ctx, n_seqs, n_q, pool.num_threads(), best / calls * 1e6,
+      best / pairs * 1e9);
+  return 0;
+}
