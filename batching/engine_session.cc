@@ -21,13 +21,22 @@
 namespace braid::batching {
 namespace {
 
-// A multi-stream session (model_streams > 0) is aligned, and binds each of
-// its streams to a model stream of its own, which it sees whole.
+// A multi-stream session (model_streams > 0) is aligned (or rows, with a
+// silence token), and binds each of its streams to a model stream of its
+// own.
 absl::Status CheckModelStreams(const SessionOptions& o) {
+  if (o.rows && o.model_streams <= 0) {
+    return absl::InvalidArgumentError(
+        "the rows layout needs a multi-stream model (model_streams > 0)");
+  }
   if (o.model_streams <= 0) return absl::OkStatus();
   if (!o.aligned) {
     return absl::InvalidArgumentError(
         "a multi-stream session (model_streams > 0) uses the aligned layout");
+  }
+  if (o.rows && o.silence_token_id < 0) {
+    return absl::InvalidArgumentError(
+        "the rows layout needs the model's silence token (silence_token_id)");
   }
   std::vector<int> bound(o.model_streams, -1);
   for (size_t i = 0; i < o.streams.size(); ++i) {
@@ -45,12 +54,6 @@ absl::Status CheckModelStreams(const SessionOptions& o) {
                        " are both bound to model stream ", s.model_stream));
     }
     bound[s.model_stream] = static_cast<int>(i) + 1;
-    if (s.output && s.visibility != StreamVisibility::kAll) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          name,
-          ": the streams of a multi-stream model see each other "
-          "(visibility kAll); branches need a single-stream model"));
-    }
   }
   return absl::OkStatus();
 }

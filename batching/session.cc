@@ -27,6 +27,16 @@ Session::Session(SessionOptions options, std::shared_ptr<SessionSink> sink,
     st.gate = ReasoningGate(markers, o.reasoning, options_.prefix);
   }
   streams_[0].next_y = y0;
+  if (options_.model_streams > 0) {
+    const int m = options_.model_streams;
+    model_next_y_.assign(m, y0);
+    model_last_index_.assign(m, -1);
+    model_last_index_[0] = static_cast<int>(y0) - 1;
+    bound_.assign(m, 0);
+    for (size_t i = 0; i < options_.streams.size(); ++i) {
+      bound_[options_.streams[i].model_stream] = static_cast<int>(i) + 1;
+    }
+  }
 }
 
 int32_t Session::Tag(int s) const {
@@ -34,33 +44,34 @@ int32_t Session::Tag(int s) const {
   return s == 0 ? 0 : options_.streams[s - 1].model_stream;
 }
 
+// One rule for both kinds of tags: over session streams (single-stream
+// models) or over model streams (multi-stream models, where a model stream
+// bound to no session stream counts as input). Without branches every
+// stream sees every other.
 std::vector<std::vector<int32_t>> Session::Visibility() const {
-  if (options_.model_streams > 0) {
-    const int m = options_.model_streams;
-    std::vector<std::vector<int32_t>> sees(m);
-    for (int s = 0; s < m; ++s) {
-      for (int t = 0; t < m; ++t) {
-        if (t != s) sees[s].push_back(t);
-      }
-    }
-    return sees;
-  }
-  const int n = static_cast<int>(streams_.size());
-  std::vector<std::vector<int32_t>> sees(n);
+  const bool multi = options_.model_streams > 0;
+  const int n =
+      multi ? options_.model_streams : static_cast<int>(streams_.size());
+  // The session stream each tag belongs to (0: the prefix or none).
+  std::vector<int> session_stream(n, 0);
+  for (int t = 0; t < n; ++t) session_stream[t] = multi ? bound_[t] : t;
+  const auto is_output = [&](int t) {
+    return session_stream[t] > 0 && IsOutput(session_stream[t]);
+  };
+  const auto is_branch = [&](int t) {
+    return is_output(t) && options_.streams[session_stream[t] - 1].visibility ==
+                               StreamVisibility::kBranch;
+  };
   bool any_branch = false;
-  for (const SessionStreamOptions& o : options_.streams) {
-    any_branch |= o.output && o.visibility == StreamVisibility::kBranch;
-  }
+  for (int t = 0; t < n; ++t) any_branch |= is_branch(t);
+  std::vector<std::vector<int32_t>> sees(n);
   for (int s = 0; s < n; ++s) {
-    const bool branch =
-        s > 0 && IsOutput(s) &&
-        options_.streams[s - 1].visibility == StreamVisibility::kBranch;
     for (int t = 0; t < n; ++t) {
       if (t == s) continue;
-      const bool t_output = t > 0 && IsOutput(t);
       // A branch sees the prefix and the input streams; input streams do
       // not see branches (they are shared by all of them).
-      if (t_output && (branch || (s > 0 && !IsOutput(s) && any_branch))) {
+      if (is_output(t) &&
+          (is_branch(s) || ((multi || s > 0) && !is_output(s) && any_branch))) {
         continue;
       }
       sees[s].push_back(t);
@@ -137,6 +148,7 @@ int64_t Session::MaxNextY() const {
     y = std::max(y, st.next_y);
     if (!st.due.empty()) y = std::max(y, st.due.back().second + 1);
   }
+  for (int64_t m : model_next_y_) y = std::max(y, m);
   return y;
 }
 
@@ -150,13 +162,36 @@ int64_t Session::Step() const {
 
 void Session::AppendEntry(int32_t stream, int32_t token, int64_t y,
                           Scheduler& scheduler) {
+  AppendTagged(Tag(stream), token, y, scheduler);
+}
+
+void Session::AppendTagged(int32_t tag, int32_t token, int64_t y,
+                           Scheduler& scheduler) {
   const int32_t t[1] = {token};
-  const EntryTag m[1] = {{Tag(stream), static_cast<int32_t>(y)}};
+  const EntryTag m[1] = {{tag, static_cast<int32_t>(y)}};
   scheduler.AppendEntries(handle_, t, m);
+  if (tag >= 0 && tag < static_cast<int32_t>(model_next_y_.size()) &&
+      options_.model_streams > 0) {
+    model_next_y_[tag] = std::max(model_next_y_[tag], y + 1);
+    model_last_index_[tag] = num_entries_;
+  }
   ++num_entries_;
 }
 
+int64_t Session::RowsEntries(int64_t end) const {
+  const int64_t y0 = static_cast<int64_t>(options_.prefix.size());
+  return y0 + int64_t{options_.model_streams} * std::max<int64_t>(0, end - y0);
+}
+
+int64_t Session::FirstInputPosition(const Stream& in, int64_t step) const {
+  int64_t first = std::max(in.next_y, step >= 0 ? step : MaxNextY());
+  if (!in.due.empty()) first = std::max(first, in.due.back().second + 1);
+  return first;
+}
+
 int64_t Session::NumPlannedEntries() const {
+  // Every row below the last planned position will be complete.
+  if (options_.rows) return RowsEntries(MaxNextY());
   int64_t n = num_entries_;
   for (const Stream& st : streams_) n += static_cast<int64_t>(st.due.size());
   return n;
@@ -173,7 +208,20 @@ absl::Status Session::CheckRoom(const SessionInput& input) const {
     writers += continues || starts;
   }
   const int64_t n = static_cast<int64_t>(input.tokens.size());
-  const int64_t need = NumPlannedEntries() + n + writers;
+  int64_t need = NumPlannedEntries() + n + writers;
+  if (options_.rows) {
+    // Whole rows: up to the input's end, and one more row for the next
+    // token when a stream writes (at the step when streams go on writing).
+    const bool keeps_step =
+        generating() && options_.duplex != DuplexPolicy::kInterrupt;
+    const int64_t step = keeps_step ? Step() : -1;
+    int64_t end = MaxNextY();
+    if (n > 0) {
+      end = std::max(end, FirstInputPosition(streams_[input.stream], step) + n);
+    }
+    if (writers > 0) end = keeps_step ? std::max(end, step + 1) : end + 1;
+    need = RowsEntries(end);
+  }
   if (need <= max_context_tokens_) return absl::OkStatus();
   return absl::OutOfRangeError(absl::StrCat(
       "appending ", n, " tokens would grow the session's context to ", need,
@@ -244,9 +292,7 @@ void Session::Place(const SessionInput& input, Scheduler& scheduler) {
     }
     scheduler.AddSamplePoints(handle_, points);
   } else {
-    const int64_t step = Step();
-    first = std::max(in.next_y, step >= 0 ? step : MaxNextY());
-    if (!in.due.empty()) first = std::max(first, in.due.back().second + 1);
+    first = FirstInputPosition(in, Step());
     for (int i = 0; i < n; ++i) in.due.push_back({input.tokens[i], first + i});
     FeedDueInput(scheduler, /*all=*/!generating());
   }
@@ -262,6 +308,15 @@ void Session::Place(const SessionInput& input, Scheduler& scheduler) {
 
 void Session::FeedDueInput(Scheduler& scheduler, bool all) {
   const int64_t step = Step();
+  if (options_.rows) {
+    if (all || step < 0) {
+      FillRows(MaxNextY(), scheduler);
+      return;
+    }
+    // Rows below the step are final; input due at the step itself goes in
+    // ahead of the outputs that write there next.
+    FillRows(step, scheduler);
+  }
   for (size_t s = 1; s < streams_.size(); ++s) {
     Stream& st = streams_[s];
     while (!st.due.empty() && (all || st.due.front().second <= step)) {
@@ -273,28 +328,70 @@ void Session::FeedDueInput(Scheduler& scheduler, bool all) {
   }
 }
 
+// Design note. The rows layout is the aligned one with the gaps filled, so
+// it needs no placement rule of its own: input lands where the aligned
+// layout puts it, outputs write where it writes them, and a row is filled
+// with silence once it is final, i.e. once it lies below the step the
+// outputs write next (or, with no stream writing, at once). Filling only
+// final rows keeps entries in non-decreasing y (the outputs' entries at the
+// step come before the silence beside them) and means an idle session adds
+// nothing. The entries a full pass would see at every position exist before
+// any query at a later position is computed, so chunked rows are exact.
+void Session::FillRows(int64_t end, Scheduler& scheduler) {
+  const int m_count = options_.model_streams;
+  int64_t y = end;
+  for (int64_t m : model_next_y_) y = std::min(y, m);
+  for (; y < end; ++y) {
+    for (int m = 0; m < m_count; ++m) {
+      if (model_next_y_[m] > y) continue;
+      Stream& st = streams_[bound_[m]];
+      if (bound_[m] > 0 && !st.due.empty() && st.due.front().second == y) {
+        AppendEntry(bound_[m], st.due.front().first, y, scheduler);
+        st.next_y = y + 1;
+        st.due.pop_front();
+      } else {
+        AppendTagged(m, options_.silence_token_id, y, scheduler);
+      }
+    }
+  }
+}
+
 void Session::StartTurn(int s, Scheduler& scheduler) {
   Stream& st = streams_[s];
   if (st.active) return;
+  if (options_.rows) {
+    StartRowsTurn(s, scheduler);
+    return;
+  }
   FeedDueInput(scheduler, /*all=*/true);
   if (scheduler.num_computed_tokens(handle_) >= num_entries_) {
     // The last entry's logits are gone; a turn starts from new input.
-    SessionEvent e;
-    e.kind = SessionEvent::Kind::kError;
-    e.stream = s;
-    e.status = absl::FailedPreconditionError(
-        "generation starts after input: append at least one token with "
-        "generate_on");
-    sink_->Push(std::move(e));
+    NoInputToStartFrom(s);
     return;
   }
+  // A turn starts after everything written so far; its first token comes
+  // from the logits of the context's last entry.
+  BeginTurn(s, std::max(st.next_y, MaxNextY()), num_entries_ - 1, scheduler);
+}
+
+void Session::NoInputToStartFrom(int s) {
+  SessionEvent e;
+  e.kind = SessionEvent::Kind::kError;
+  e.stream = s;
+  e.status = absl::FailedPreconditionError(
+      "generation starts after input: append at least one token with "
+      "generate_on");
+  sink_->Push(std::move(e));
+}
+
+void Session::BeginTurn(int s, int64_t next_y, int sample_index,
+                        Scheduler& scheduler) {
+  Stream& st = streams_[s];
   st.active = true;
   st.turn_tokens = 0;
   st.stop = std::make_unique<StopMatcher>(options_.streams[s - 1].stop);
-  // A turn starts after everything written so far; its first token comes
-  // from the logits of the context's last entry.
-  st.next_y = std::max(st.next_y, MaxNextY());
-  const SamplePoint p{num_entries_ - 1, static_cast<int32_t>(s)};
+  st.next_y = next_y;
+  const SamplePoint p{sample_index, static_cast<int32_t>(s)};
   scheduler.AddSamplePoints(handle_, absl::MakeConstSpan(&p, 1));
 }
 
@@ -320,8 +417,33 @@ void Session::EndTurn(int s, FinishReason reason, Scheduler& scheduler,
   sink_->Push(std::move(e));
 }
 
+// Rows layout: a stream joins the running step, or starts after the last
+// row; its first token comes from its own entry in the row before.
+void Session::StartRowsTurn(int s, Scheduler& scheduler) {
+  const int64_t step = Step();
+  if (step < 0) FeedDueInput(scheduler, /*all=*/true);
+  const int index = model_last_index_[Tag(s)];
+  if (index < 0 || index < scheduler.num_computed_tokens(handle_)) {
+    NoInputToStartFrom(s);
+    return;
+  }
+  BeginTurn(s, step >= 0 ? step : MaxNextY(), index, scheduler);
+}
+
 std::vector<SamplePoint> Session::FitContext(std::vector<SamplePoint> points,
                                              Scheduler& scheduler) {
+  if (options_.rows) {
+    // The next tokens need one more row, which ending some of the turns
+    // would not shrink: all of them end.
+    if (points.empty() ||
+        RowsEntries(std::max(MaxNextY(), Step() + 1)) <= max_context_tokens_) {
+      return points;
+    }
+    for (auto it = points.rbegin(); it != points.rend(); ++it) {
+      EndTurn(it->stream, FinishReason::kLength, scheduler);
+    }
+    return {};
+  }
   while (!points.empty() &&
          NumPlannedEntries() + static_cast<int64_t>(points.size()) >
              max_context_tokens_) {

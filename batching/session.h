@@ -13,19 +13,32 @@
 //   own y. Input that arrives while output streams are writing lands at
 //   y >= the current step and is fed one token per step at its position, so
 //   output tokens at y see exactly the input entries below y.
+// - rows (multi-stream models whose braid.streams.layout is "rows"): the
+//   aligned layout with every model stream present at every position from
+//   y0 on. A row y is completed once nothing more can land in it: each model
+//   stream without an entry there (no session stream bound to it, an input
+//   stream with no input due at y, an output stream not writing) gets the
+//   model's silence token. Rows are added only while some output stream
+//   writes or input is placed, never while the session is idle. An output
+//   stream's token at y is sampled from its own entry at y - 1 (a turn's
+//   first token too: from its entry, often silence, in the last row).
 //
 // Output streams with VISIBILITY_BRANCH see the shared prefix (stream 0), the
 // input streams and themselves: independent branches over one prompt whose
-// KV blocks are stored once. Stream 0 is the prefix; client streams are
-// 1..n in the order of SessionOptions::streams.
+// KV blocks are stored once; input streams do not see branches. On a
+// multi-stream model the same rule holds over model streams (a model stream
+// bound to no session stream counts as input), one branch per model stream.
+// Stream 0 is the prefix; client streams are 1..n in the order of
+// SessionOptions::streams.
 //
 // Entry tags: for a single-stream model an entry's stream is its session
 // stream (0..n). For a multi-stream model (SessionOptions::model_streams)
 // it is the model stream the session stream is bound to
 // (SessionStreamOptions::model_stream; the prefix is model stream 0, like an
 // ordinary request), so the model adds that stream's embedding row, and
-// every model stream sees every other (the paper's semantics). Sample
-// points and events name session streams either way.
+// every model stream sees every other (the paper's semantics) unless a
+// branch is involved. Sample points and events name session streams either
+// way.
 //
 // A session's context holds at most `max_context_tokens` entries (every
 // stream's together; the served context length): input that would overflow
@@ -95,6 +108,10 @@ struct SessionOptions {
   // (visibility kAll; needs `aligned`). 0: a single-stream model, entries
   // tagged with session streams.
   int model_streams = 0;
+  // The rows layout (needs model_streams): every model stream has an entry
+  // at every position from y0 on, `silence_token_id` where it has nothing.
+  bool rows = false;
+  int32_t silence_token_id = -1;
   DuplexPolicy duplex = DuplexPolicy::kInterject;
   int priority = 0;
   std::string tenant;
@@ -206,6 +223,12 @@ class Session {
   // Places `input` now; returns the index of its last entry.
   void Place(const SessionInput& input, Scheduler& scheduler);
   void StartTurn(int s, Scheduler& scheduler);
+  // Makes output stream s active from position next_y, its first token
+  // sampled from the logits of entry sample_index.
+  void BeginTurn(int s, int64_t next_y, int sample_index, Scheduler& scheduler);
+  // Reports that stream s cannot start: no input to sample after.
+  void NoInputToStartFrom(int s);
+  void StartRowsTurn(int s, Scheduler& scheduler);
   void EndTurn(int s, FinishReason reason, Scheduler& scheduler,
                std::string matched_stop = "");
   // OUT_OF_RANGE when placing `input` (and one more entry for each stream
@@ -217,10 +240,22 @@ class Session {
   // `points` fits max_context_tokens_; returns the points left.
   std::vector<SamplePoint> FitContext(std::vector<SamplePoint> points,
                                       Scheduler& scheduler);
-  // Appends input entries whose y is due (aligned layout).
+  // Appends input entries whose y is due (aligned layout); in the rows
+  // layout also completes the rows below the step (every row when `all`).
   void FeedDueInput(Scheduler& scheduler, bool all);
+  // Rows layout: completes every row below `end`, model stream by model
+  // stream: the input due there, else silence.
+  void FillRows(int64_t end, Scheduler& scheduler);
+  // Entries of a rows-layout context whose rows end at `end`.
+  int64_t RowsEntries(int64_t end) const;
+  // Where input for `in` lands when output streams write at `step` (-1:
+  // none writes).
+  int64_t FirstInputPosition(const Stream& in, int64_t step) const;
   void AppendEntry(int32_t stream, int32_t token, int64_t y,
                    Scheduler& scheduler);
+  // Appends an entry tagged `tag` (a model stream in the rows layout).
+  void AppendTagged(int32_t tag, int32_t token, int64_t y,
+                    Scheduler& scheduler);
   int64_t MaxNextY() const;
   int64_t Step() const;  // next y of the active output streams
 
@@ -232,6 +267,12 @@ class Session {
   std::vector<Stream> streams_;      // [0] = prefix
   std::deque<SessionInput> queued_;  // DuplexPolicy::kQueue
   int num_entries_ = 0;
+  // Rows layout, per model stream: the next y without an entry, the index
+  // of its last entry (-1: none) and the session stream bound to it (0:
+  // none; the prefix is no bound stream).
+  std::vector<int64_t> model_next_y_;
+  std::vector<int> model_last_index_;
+  std::vector<int> bound_;
   // Whether the context is in the scheduler; if not (kept, or resumed and
   // waiting for input), kept_ holds its entries.
   bool registered_ = false;

@@ -57,20 +57,14 @@ ModelStreams ModelStreamsOf(const model::LlamaConfig& config) {
 // Design note. Entries carry the model stream they belong to, since that is
 // what selects the stream embedding, so each model stream holds at most one
 // session stream, and the prefix, which ordinary requests share through the
-// prefix cache, keeps their stream 0. Branches would need several session
-// streams on one model stream that do not see each other: not served.
+// prefix cache, keeps their stream 0. Visibility is a property of the tag,
+// so a BRANCH output stream makes its model stream a branch (it sees the
+// prefix, the input streams and itself; input streams do not see it): one
+// branch per model stream, never two branches of one role.
 absl::Status BindModelStreams(const v1::SessionOpen& open,
                               const ModelStreams& model,
                               batching::SessionOptions* out) {
   if (!model.multi()) return absl::OkStatus();
-  if (model.layout == "rows") {
-    return absl::UnimplementedError(absl::StrCat(
-        "this model's braid.streams.layout is \"rows\" (every stream at every "
-        "position, gaps filled with silence token ",
-        model.silence_token_id,
-        "); braid serves sessions on multi-stream models in the \"aligned\" "
-        "layout only (Generate works)"));
-  }
   if (open.streams_size() > model.count) {
     return absl::InvalidArgumentError(absl::StrCat(
         "open.streams: ", open.streams_size(), " streams, but the model has ",
@@ -78,6 +72,10 @@ absl::Status BindModelStreams(const v1::SessionOpen& open,
   }
   out->aligned = true;
   out->model_streams = model.count;
+  if (model.layout == "rows") {
+    out->rows = true;
+    out->silence_token_id = model.silence_token_id;
+  }
   std::vector<int> bound(model.count, -1);  // open.streams index
   for (int i = 0; i < open.streams_size(); ++i) {
     const v1::StreamSpec& spec = open.streams(i);
@@ -102,14 +100,7 @@ absl::Status BindModelStreams(const v1::SessionOpen& open,
                        " is already bound to open.streams[", bound[m], "]"));
     }
     bound[m] = i;
-    batching::SessionStreamOptions& o = out->streams[i];
-    o.model_stream = m;
-    if (o.output && o.visibility == batching::StreamVisibility::kBranch) {
-      return absl::UnimplementedError(absl::StrCat(
-          field,
-          ".visibility: BRANCH is not served on a multi-stream model (its "
-          "streams see each other); use ALL or leave it unset"));
-    }
+    out->streams[i].model_stream = m;
   }
   return absl::OkStatus();
 }

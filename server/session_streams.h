@@ -28,18 +28,17 @@ ModelStreams ModelStreamsOf(const model::LlamaConfig& config);
 
 // Binds the streams of `open` (already in out->streams, in order) to the
 // model's streams, for a multi-stream model (a no-op otherwise): the session
-// takes the aligned layout, `out->model_streams` and each stream's
+// takes the aligned layout (with `rows` and the silence token for a model of
+// the "rows" layout), `out->model_streams` and each stream's
 // `model_stream`. A stream with a role binds to the model stream of that
 // role (STREAM_ROLE_USER <-> "user", case-insensitive); a stream without
 // one binds by order (open.streams[i] <-> model stream i). The prefix is
 // model stream 0, as an ordinary request is.
 //
-// Errors name the field: INVALID_ARGUMENT for more streams than the model
-// has (open.streams), a role the model does not have (open.streams[i].role)
-// and two streams bound to one model stream; UNIMPLEMENTED for a model of
-// the "rows" layout (braid.streams.layout) and for BRANCH visibility
-// (open.streams[i].visibility: a multi-stream model's streams see each
-// other).
+// A BRANCH output stream makes its model stream a branch (see
+// batching/session.h). Errors name the field: INVALID_ARGUMENT for more
+// streams than the model has (open.streams), a role the model does not have
+// (open.streams[i].role) and two streams bound to one model stream.
 absl::Status BindModelStreams(const v1::SessionOpen& open,
                               const ModelStreams& model,
                               batching::SessionOptions* out);

@@ -88,6 +88,28 @@ TEST(BindModelStreamsTest, ByRoleCaseInsensitiveAndByOrder) {
   EXPECT_EQ(o.streams[0].model_stream, 3);
   EXPECT_EQ(o.streams[1].model_stream, 1);
   EXPECT_EQ(o.streams[2].model_stream, 2);
+  EXPECT_FALSE(o.rows);
+}
+
+TEST(BindModelStreamsTest, RowsLayoutAndBranchesAreServed) {
+  v1::SessionOpen open;
+  *open.add_streams() =
+      Spec("user", v1::STREAM_ROLE_USER, v1::STREAM_KIND_INPUT);
+  v1::StreamSpec branch =
+      Spec("out", v1::STREAM_ROLE_OUTPUT, v1::STREAM_KIND_OUTPUT);
+  branch.set_visibility(v1::VISIBILITY_BRANCH);
+  *open.add_streams() = branch;
+  ModelStreams rows = FourStreams();
+  rows.layout = "rows";
+  rows.silence_token_id = 3;
+  batching::SessionOptions o = Options(open);
+  ASSERT_TRUE(BindModelStreams(open, rows, &o).ok());
+  EXPECT_TRUE(o.aligned);
+  EXPECT_TRUE(o.rows);
+  EXPECT_EQ(o.silence_token_id, 3);
+  EXPECT_EQ(o.model_streams, 4);
+  EXPECT_EQ(o.streams[1].model_stream, 3);
+  EXPECT_EQ(o.streams[1].visibility, batching::StreamVisibility::kBranch);
 }
 
 TEST(BindModelStreamsTest, ErrorsNameTheField) {
@@ -98,14 +120,8 @@ TEST(BindModelStreamsTest, ErrorsNameTheField) {
     absl::StatusCode code;
     const char* error;
   };
-  ModelStreams rows = FourStreams();
-  rows.layout = "rows";
-  rows.silence_token_id = 3;
   ModelStreams unnamed = FourStreams();
   unnamed.roles.clear();
-  v1::StreamSpec branch =
-      Spec("out", v1::STREAM_ROLE_OUTPUT, v1::STREAM_KIND_OUTPUT);
-  branch.set_visibility(v1::VISIBILITY_BRANCH);
   const v1::StreamSpec in =
       Spec("in", v1::STREAM_ROLE_UNSPECIFIED, v1::STREAM_KIND_INPUT);
   const Case cases[] = {
@@ -131,16 +147,6 @@ TEST(BindModelStreamsTest, ErrorsNameTheField) {
        absl::StatusCode::kInvalidArgument,
        "open.streams[1]: model stream 0 (\"system\") is already bound to "
        "open.streams[0]"},
-      {"branch",
-       {branch},
-       FourStreams(),
-       absl::StatusCode::kUnimplemented,
-       "open.streams[0].visibility: BRANCH"},
-      {"rows layout",
-       {in},
-       rows,
-       absl::StatusCode::kUnimplemented,
-       "braid.streams.layout is \"rows\""},
   };
   for (const Case& c : cases) {
     v1::SessionOpen open;

@@ -1,15 +1,17 @@
 """A multi-stream model served by the real daemon (docs/MULTISTREAM.md).
 
 model/testing:write_random_llama writes a tiny random-weight Llama with
-braid.streams.* keys (4 streams: system, user, reasoning, output; aligned
-layout; a stream embedding table) and SmolLM2's tokenizer; braidd serves it.
+braid.streams.* keys (4 streams: system, user, reasoning, output; a stream
+embedding table) and SmolLM2's tokenizer; braidd serves it. Every test runs
+twice: on an "aligned" model and on a "rows" model (silence token 3).
 GetModelInfo reports its streams; a session binds its streams to the model's
-by role, VISIBILITY_UNSPECIFIED means ALL, input sent while the output
-stream writes is acknowledged at the step the output was about to write
-(the aligned layout: the output's positions go on without a gap, beside the
-input), and cancel / close free every KV block (--stats_file). Bad bindings
-are INVALID_ARGUMENT naming the field, BRANCH visibility and a "rows" model
-UNIMPLEMENTED.
+by role, VISIBILITY_UNSPECIFIED means ALL and a lone BRANCH output writes
+what ALL writes, input sent while the output stream writes is acknowledged
+at the step the output was about to write (the output's positions go on
+without a gap, beside the input), an idle session adds no positions (the
+next input lands right after the last output token), and cancel / close
+free every KV block (--stats_file). Bad bindings are INVALID_ARGUMENT naming
+the field. The rows model also serves Generate.
 """
 import os
 import subprocess
@@ -62,14 +64,21 @@ def chat_streams(visibility=pb.VISIBILITY_ALL, max_tokens=MAX_TOKENS):
 
 
 class MultiStreamTest(unittest.TestCase):
+    LAYOUT = "aligned"
+    MODEL_FLAGS = ()
+    # Rows models place 4 entries per position: more context for the same
+    # number of output tokens.
+    DAEMON_FLAGS = ("--context_length=512", "--kv_budget_tokens=2048")
+
     @classmethod
     def setUpClass(cls):
-        cls.dir = tempfile.mkdtemp(prefix="multistream_")
+        cls.dir = tempfile.mkdtemp(prefix=f"multistream_{cls.LAYOUT}_")
         cls.stats_path = os.path.join(cls.dir, "stats")
         cls.daemon = harness.Daemon(
-            "--threads=2", "--context_length=512", "--kv_budget_tokens=2048",
+            "--threads=2", *cls.DAEMON_FLAGS,
             f"--stats_file={cls.stats_path}",
-            model=write_model(cls.dir, "aligned.gguf"))
+            model=write_model(cls.dir, f"{cls.LAYOUT}.gguf",
+                              f"--layout={cls.LAYOUT}", *cls.MODEL_FLAGS))
         cls.channel = grpc.insecure_channel(cls.daemon.addr)
         cls.stub = pb_grpc.BraidStub(cls.channel)
 
@@ -114,7 +123,7 @@ class MultiStreamTest(unittest.TestCase):
         info = self.stub.GetModelInfo(pb.GetModelInfoRequest(), timeout=10)
         self.assertEqual(info.num_streams, 4)
         self.assertEqual(list(info.stream_roles), ROLES)
-        self.assertEqual(info.stream_layout, "aligned")
+        self.assertEqual(info.stream_layout, self.LAYOUT)
         self.assertEqual(info.vocab_size, 49152)
 
     def test_input_while_writing_lands_at_the_current_step(self):
@@ -160,8 +169,11 @@ class MultiStreamTest(unittest.TestCase):
         harness.wait_engine_idle(self.stats_path)
 
     def test_unspecified_visibility_is_all(self):
+        # A lone BRANCH output sees everything there is (the prefix and the
+        # input; nothing else writes), so it writes what ALL writes.
         outputs = []
-        for visibility in (pb.VISIBILITY_UNSPECIFIED, pb.VISIBILITY_ALL):
+        for visibility in (pb.VISIBILITY_UNSPECIFIED, pb.VISIBILITY_ALL,
+                           pb.VISIBILITY_BRANCH):
             c = SessionClient(self.stub)
             self.open(c, chat_streams(visibility, max_tokens=12))
             c.send(append=pb.SessionAppend(stream_id="user",
@@ -173,9 +185,25 @@ class MultiStreamTest(unittest.TestCase):
             outputs.append(output_tokens(c.events))
         self.assertEqual(len(outputs[0]), 12)
         self.assertEqual(outputs[0], outputs[1])
-        code, details = self.open_error(chat_streams(pb.VISIBILITY_BRANCH))
-        self.assertEqual(code, grpc.StatusCode.UNIMPLEMENTED)
-        self.assertIn("open.streams[1].visibility", details)
+        self.assertEqual(outputs[0], outputs[2])
+        harness.wait_engine_idle(self.stats_path)
+
+    def test_idle_session_adds_no_positions(self):
+        c = SessionClient(self.stub)
+        self.open(c, chat_streams(max_tokens=6))
+        c.send(append=pb.SessionAppend(input_id="q1", stream_id="user",
+                                       input=pb.Prompt(text=USER),
+                                       generate_on=["out"]))
+        c.until(lambda e: e.HasField("turn_end"))
+        last = output_tokens(c.events)[-1][0]
+        c.send(append=pb.SessionAppend(input_id="q2", stream_id="user",
+                                       input=pb.Prompt(text=LATE)))
+        c.until(lambda e: e.HasField("ack") and e.ack.input_id == "q2")
+        q2 = c.events[-1].ack
+        self.assertEqual(q2.first_position, last + 1)
+        self.assertEqual(q2.end_position, last + 1 + self.ntok(LATE))
+        c.send(close=pb.SessionClose())
+        c.rest()  # OK
         harness.wait_engine_idle(self.stats_path)
 
     def test_bad_bindings_name_the_field(self):
@@ -213,41 +241,21 @@ class MultiStreamTest(unittest.TestCase):
         harness.wait_engine_idle(self.stats_path)
 
 
-class RowsModelTest(unittest.TestCase):
-    """A "rows" model is served for Generate; sessions are UNIMPLEMENTED."""
+class RowsModelTest(MultiStreamTest):
+    """The same on a "rows" model: every stream at every position."""
+    LAYOUT = "rows"
+    MODEL_FLAGS = ("--silence_token_id=3",)
+    DAEMON_FLAGS = ("--context_length=2048", "--kv_budget_tokens=8192")
 
-    def test_rows_sessions_are_unimplemented(self):
-        directory = tempfile.mkdtemp(prefix="multistream_rows_")
-        daemon = harness.Daemon(
-            "--threads=2", "--context_length=512",
-            model=write_model(directory, "rows.gguf", "--layout=rows",
-                              "--silence_token_id=3"))
-        try:
-            with grpc.insecure_channel(daemon.addr) as channel:
-                stub = pb_grpc.BraidStub(channel)
-                info = stub.GetModelInfo(pb.GetModelInfoRequest(), timeout=10)
-                self.assertEqual(info.num_streams, 4)
-                self.assertEqual(info.stream_layout, "rows")
-                c = SessionClient(stub)
-                c.send(open=pb.SessionOpen(prefix=pb.Prompt(text=SYSTEM),
-                                           streams=chat_streams()))
-                with self.assertRaises(grpc.RpcError) as cm:
-                    c.rest()
-                self.assertEqual(cm.exception.code(),
-                                 grpc.StatusCode.UNIMPLEMENTED)
-                self.assertIn('braid.streams.layout is "rows"',
-                              cm.exception.details())
-                ids = []
-                for r in stub.Generate(pb.GenerateRequest(
-                        prompt=pb.Prompt(text=SYSTEM),
-                        sampling=pb.SamplingParams(max_tokens=4,
-                                                   ignore_eos=True)),
-                        timeout=60):
-                    ids += r.token_ids
-                self.assertEqual(len(ids), 4)
-        finally:
-            rc = daemon.stop()
-        self.assertEqual(rc, 0, daemon.read_log())
+    def test_generate_works(self):
+        ids = []
+        for r in self.stub.Generate(pb.GenerateRequest(
+                prompt=pb.Prompt(text=SYSTEM),
+                sampling=pb.SamplingParams(max_tokens=4, ignore_eos=True)),
+                timeout=60):
+            ids += r.token_ids
+        self.assertEqual(len(ids), 4)
+        harness.wait_engine_idle(self.stats_path)
 
 
 if __name__ == "__main__":
