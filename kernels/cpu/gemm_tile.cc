@@ -5,13 +5,25 @@
 
 namespace braid::kernels::cpu {
 
+size_t GemmTileActivationsBytes(DType type, int64_t n, int64_t n_tok) {
+  return UseAvx512() ? internal::GemmTileActivationsBytesAvx512(type, n, n_tok)
+                     : 0;
+}
+
+bool PrepareGemmTileActivations(DType type, const uint8_t* x,
+                                size_t x_row_bytes, int64_t n, int64_t n_tok,
+                                uint8_t* buf, GemmTileActivations* out) {
+  return UseAvx512() && internal::PrepareGemmTileActivationsAvx512(
+                            type, x, x_row_bytes, n, n_tok, buf, out);
+}
+
 void GemmTile(DType type, const uint8_t* w, size_t w_row_bytes,
               const uint8_t* x, size_t x_row_bytes, int64_t n, int64_t r0,
               int64_t r1, int64_t n_tok, float* y, int64_t ld_y,
-              bool accumulate) {
+              bool accumulate, const GemmTileActivations* prepared) {
   if (UseAvx512() &&
       internal::GemmTileAvx512(type, w, w_row_bytes, x, x_row_bytes, n, r0, r1,
-                               n_tok, y, ld_y, accumulate)) {
+                               n_tok, y, ld_y, accumulate, prepared)) {
     return;
   }
   if (UseAvx2() &&

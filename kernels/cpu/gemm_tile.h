@@ -19,15 +19,39 @@
 
 namespace braid::kernels::cpu {
 
+// Activation tables of the AVX-512 tiles for one GemmTile input, laid out
+// once and shared by every row range of it (otherwise each call lays them
+// out itself, ~0.5 us, a quarter of a 60-row range's work at 8 tokens).
+// Built by PrepareGemmTileActivations; views into the caller's buffer.
+struct GemmTileActivations {
+  const float* xd = nullptr;       // f32 scales [block][token]
+  const float* xs = nullptr;       // Q4_1: f32 sums [block][token]
+  const uint8_t* xp = nullptr;     // token pairs (batches of 3+)
+  const uint8_t* xinit = nullptr;  // Q8_0: dpbusd start values
+  int64_t n_tok = 0;
+};
+
+// Bytes PrepareGemmTileActivations needs for weights of `type` with n
+// columns and n_tok tokens; 0 when the tiles would not use prepared tables
+// (no AVX-512, another type, or a batch processed in several chunks).
+size_t GemmTileActivationsBytes(DType type, int64_t n, int64_t n_tok);
+
+// Lays out the tables of activations x (as for GemmTile) into buf (at least
+// GemmTileActivationsBytes bytes); false (nothing done) when that is 0.
+bool PrepareGemmTileActivations(DType type, const uint8_t* x,
+                                size_t x_row_bytes, int64_t n, int64_t n_tok,
+                                uint8_t* buf, GemmTileActivations* out);
+
 // y[t * ld_y + r] (= or += when accumulate) for rows r in [r0, r1) of the
 // weight matrix w (rows of w_row_bytes bytes) and tokens t in [0, n_tok) of
 // the activations x (rows of x_row_bytes, already in ActivationDType(type)),
 // n = columns. Any type; tiled kernels for Q4_1 and Q8_0 on AVX-512 (with
 // VNNI), for Q4_0, Q4_1 and Q8_0 on AVX2, DotRow otherwise.
+// `prepared`, when given, holds x's tables (PrepareGemmTileActivations).
 void GemmTile(DType type, const uint8_t* w, size_t w_row_bytes,
               const uint8_t* x, size_t x_row_bytes, int64_t n, int64_t r0,
               int64_t r1, int64_t n_tok, float* y, int64_t ld_y,
-              bool accumulate);
+              bool accumulate, const GemmTileActivations* prepared = nullptr);
 
 namespace internal {
 // The AVX2 tiled path; false if it does not serve `type`.
@@ -39,7 +63,12 @@ bool GemmTileAvx2(DType type, const uint8_t* w, size_t w_row_bytes,
 bool GemmTileAvx512(DType type, const uint8_t* w, size_t w_row_bytes,
                     const uint8_t* x, size_t x_row_bytes, int64_t n, int64_t r0,
                     int64_t r1, int64_t n_tok, float* y, int64_t ld_y,
-                    bool accumulate);
+                    bool accumulate, const GemmTileActivations* prepared);
+size_t GemmTileActivationsBytesAvx512(DType type, int64_t n, int64_t n_tok);
+bool PrepareGemmTileActivationsAvx512(DType type, const uint8_t* x,
+                                      size_t x_row_bytes, int64_t n,
+                                      int64_t n_tok, uint8_t* buf,
+                                      GemmTileActivations* out);
 // The AVX-512 path's token-pair tiles (batches of 3+ tokens) off (true: the
 // paired-row tiles serve every batch) or on. Testing and benchmarking only
 // (not synchronized with running kernels).

@@ -439,18 +439,43 @@ BRAID_AVX512 void RunRows(const uint8_t* w, size_t w_row_bytes,
 // whose f32 scale tables fit on the stack; the rows of a task (a few KB to a
 // few hundred KB) are reread from cache for each chunk. Rows left over (fewer
 // than 4) go to the AVX2 tiles, which give the same bits.
+// Tokens per chunk whose scale tables fit kScaleFloats (see Run).
+int64_t ChunkTokens(int64_t nb) {
+  int64_t chunk =
+      std::min<int64_t>(64, kScaleFloats / std::max<int64_t>(nb, 1));
+  return std::max<int64_t>(chunk / 8 * 8, 1);
+}
+
+// The per-chunk activation tables of nc tokens (row stride x_row_bytes):
+// f32 scales [block][token] (xd; Q4_1's sums in xs) and, for the token-pair
+// tiles, the pair layout (xp; signed weights' start values in xinit).
+template <typename F>
+BRAID_AVX512 void PrepareChunk(const uint8_t* xc, size_t x_row_bytes,
+                               int64_t nc, int64_t nb, bool pairs, float* xd,
+                               float* xs, uint8_t* xp, uint8_t* xinit) {
+  constexpr int64_t kXB = sizeof(typename F::X);
+  for (int64_t t = 0; t < nc; ++t) {
+    const uint8_t* xt = xc + t * x_row_bytes;
+    for (int64_t i = 0; i < nb; ++i) {
+      uint16_t h[2];
+      std::memcpy(h, xt + i * kXB, 4);
+      xd[i * nc + t] = _cvtsh_ss(h[0]);
+      if constexpr (F::kMin) xs[i * nc + t] = _cvtsh_ss(h[1]);
+    }
+  }
+  if (pairs) LayOutPairs<F>(xc, x_row_bytes, nc, nb, xp, xinit);
+}
+
 template <typename F>
 BRAID_AVX512 void Run(const uint8_t* w, size_t w_row_bytes, const uint8_t* x,
                       size_t x_row_bytes, int64_t n, int64_t r0, int64_t r1,
                       int64_t n_tok, float* y, int64_t ld_y, bool accumulate,
-                      DType type) {
+                      DType type, const GemmTileActivations* prepared) {
   const int64_t nb = n / kQK;
-  constexpr int64_t kXB = sizeof(typename F::X);
+
   alignas(64) float xd[kScaleFloats];
   alignas(64) float xs[F::kMin ? kScaleFloats : 1];
-  int64_t chunk =
-      std::min<int64_t>(64, kScaleFloats / std::max<int64_t>(nb, 1));
-  chunk = std::max<int64_t>(chunk / 8 * 8, 1);
+  const int64_t chunk = ChunkTokens(nb);
   if (nb * chunk > kScaleFloats) {  // Rows too long for the tables.
     GemmTileAvx2(type, w, w_row_bytes, x, x_row_bytes, n, r0, r1, n_tok, y,
                  ld_y, accumulate);
@@ -461,8 +486,13 @@ BRAID_AVX512 void Run(const uint8_t* w, size_t w_row_bytes, const uint8_t* x,
   const bool pairs = n_tok >= 3 && !g_disable_pair_tiles;
   const int R = pairs ? 4 : n_tok < 4 ? 8 : 4;
   const int64_t r_end = r0 + (r1 - r0) / R * R;
+  // Tables laid out once for the whole call (one chunk of tokens), or
+  // here, per chunk.
+  const bool use_prepared = prepared != nullptr && prepared->n_tok == n_tok &&
+                            n_tok <= chunk &&
+                            (!pairs || prepared->xp != nullptr);
   thread_local std::vector<uint8_t> xp_buf, xinit_buf;
-  if (pairs) {
+  if (pairs && !use_prepared) {
     const size_t need = static_cast<size_t>((chunk + 1) / 2) * nb * 64 + 64;
     if (xp_buf.size() < need) xp_buf.resize(need);
     if (F::kSigned && xinit_buf.size() < need) xinit_buf.resize(need);
@@ -477,16 +507,18 @@ BRAID_AVX512 void Run(const uint8_t* w, size_t w_row_bytes, const uint8_t* x,
   for (int64_t t0 = 0; t0 < n_tok; t0 += chunk) {
     const int64_t nc = std::min(chunk, n_tok - t0);
     const uint8_t* xc = x + t0 * x_row_bytes;
-    for (int64_t t = 0; t < nc; ++t) {
-      const uint8_t* xt = xc + t * x_row_bytes;
-      for (int64_t i = 0; i < nb; ++i) {
-        uint16_t h[2];
-        std::memcpy(h, xt + i * kXB, 4);
-        xd[i * nc + t] = _cvtsh_ss(h[0]);
-        if constexpr (F::kMin) xs[i * nc + t] = _cvtsh_ss(h[1]);
-      }
+    const float* cxd = xd;
+    const float* cxs = xs;
+    const uint8_t* cxp = xp;
+    const uint8_t* cxinit = xinit;
+    if (use_prepared) {
+      cxd = prepared->xd;
+      cxs = prepared->xs;
+      cxp = prepared->xp;
+      cxinit = prepared->xinit;
+    } else {
+      PrepareChunk<F>(xc, x_row_bytes, nc, nb, pairs, xd, xs, xp, xinit);
     }
-    if (pairs) LayOutPairs<F>(xc, x_row_bytes, nc, nb, xp, xinit);
     float* yc = y + t0 * ld_y;
     for (int64_t r = r0; r < r_end; r += R) {
       // The rows stream from memory once: on the first chunk, fetch the
@@ -509,13 +541,13 @@ BRAID_AVX512 void Run(const uint8_t* w, size_t w_row_bytes, const uint8_t* x,
         }
       }
       if (pairs) {
-        RunPairRows<F>(w, w_row_bytes, xp, xinit, xd, xs, nc, nb, r, nc, yc,
+        RunPairRows<F>(w, w_row_bytes, cxp, cxinit, cxd, cxs, nc, nb, r, nc, yc,
                        ld_y, accumulate);
       } else if (R == 8) {
-        RunRows<F, 8>(w, w_row_bytes, xc, x_row_bytes, xd, xs, nc, nb, r, nc,
+        RunRows<F, 8>(w, w_row_bytes, xc, x_row_bytes, cxd, cxs, nc, nb, r, nc,
                       yc, ld_y, accumulate);
       } else {
-        RunRows<F, 4>(w, w_row_bytes, xc, x_row_bytes, xd, xs, nc, nb, r, nc,
+        RunRows<F, 4>(w, w_row_bytes, xc, x_row_bytes, cxd, cxs, nc, nb, r, nc,
                       yc, ld_y, accumulate);
       }
     }
@@ -535,19 +567,72 @@ void SetDisablePairTilesForTesting(bool disable) {
 bool GemmTileAvx512(DType type, const uint8_t* w, size_t w_row_bytes,
                     const uint8_t* x, size_t x_row_bytes, int64_t n, int64_t r0,
                     int64_t r1, int64_t n_tok, float* y, int64_t ld_y,
-                    bool accumulate) {
+                    bool accumulate, const GemmTileActivations* prepared) {
   switch (type) {
     case DType::kQ4_1:
       Run<Q41>(w, w_row_bytes, x, x_row_bytes, n, r0, r1, n_tok, y, ld_y,
-               accumulate, type);
+               accumulate, type, prepared);
       return true;
     case DType::kQ8_0:
       Run<Q80>(w, w_row_bytes, x, x_row_bytes, n, r0, r1, n_tok, y, ld_y,
-               accumulate, type);
+               accumulate, type, prepared);
       return true;
     default:
       return false;
   }
+}
+
+namespace {
+
+// Bytes of each prepared table (64-byte multiples), or false when the
+// AVX-512 tiles would not take prepared tables for this call.
+struct TableSizes {
+  size_t scales = 0, pairs = 0;
+};
+bool PreparedSizes(DType type, int64_t n, int64_t n_tok, TableSizes* out) {
+  if (type != DType::kQ4_1 && type != DType::kQ8_0) return false;
+  const int64_t nb = n / kQK;
+  if (n_tok < 1 || n_tok > ChunkTokens(nb) ||
+      nb * ChunkTokens(nb) > kScaleFloats) {
+    return false;
+  }
+  auto round64 = [](size_t b) { return (b + 63) / 64 * 64; };
+  out->scales = round64(static_cast<size_t>(nb * n_tok) * sizeof(float));
+  out->pairs = n_tok >= 3 ? static_cast<size_t>((n_tok + 1) / 2) * nb * 64 : 0;
+  return true;
+}
+
+}  // namespace
+
+size_t GemmTileActivationsBytesAvx512(DType type, int64_t n, int64_t n_tok) {
+  TableSizes t;
+  if (!PreparedSizes(type, n, n_tok, &t)) return 0;
+  return 2 * t.scales + 2 * t.pairs + 64;  // + alignment
+}
+
+BRAID_AVX512 bool PrepareGemmTileActivationsAvx512(DType type, const uint8_t* x,
+                                                   size_t x_row_bytes,
+                                                   int64_t n, int64_t n_tok,
+                                                   uint8_t* buf,
+                                                   GemmTileActivations* out) {
+  TableSizes t;
+  if (!PreparedSizes(type, n, n_tok, &t)) return false;
+  uint8_t* p = reinterpret_cast<uint8_t*>(
+      (reinterpret_cast<uintptr_t>(buf) + 63) & ~uintptr_t{63});
+  float* xd = reinterpret_cast<float*>(p);
+  float* xs = reinterpret_cast<float*>(p + t.scales);
+  uint8_t* xp = p + 2 * t.scales;
+  uint8_t* xinit = xp + t.pairs;
+  const int64_t nb = n / kQK;
+  const bool pairs = n_tok >= 3;
+  if (type == DType::kQ4_1) {
+    PrepareChunk<Q41>(x, x_row_bytes, n_tok, nb, pairs, xd, xs, xp, xinit);
+  } else {
+    PrepareChunk<Q80>(x, x_row_bytes, n_tok, nb, pairs, xd, xs, xp, xinit);
+  }
+  *out = GemmTileActivations{xd, xs, pairs ? xp : nullptr,
+                             pairs ? xinit : nullptr, n_tok};
+  return true;
 }
 
 }  // namespace braid::kernels::cpu::internal

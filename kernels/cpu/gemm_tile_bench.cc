@@ -4,6 +4,7 @@
 // for the SmolLM2-135M matrix shapes:
 //   bazel run -c opt //kernels/cpu:gemm_tile_bench -- [n_tok]
 #include <chrono>
+#include <cstring>
 #include <cstdio>
 #include <cstdlib>
 #include <random>
@@ -63,6 +64,44 @@ int main(int argc, char** argv) {
         "element and block), token-pair tiles %.1f us (%.3f)\n",
         k::DTypeName(s.type), s.rows, s.cols, n_tok, best[0],
         best[0] * 1e3 / eb, best[1], best[1] * 1e3 / eb);
+  }
+  // Out of cache: a 64 MiB Q4_1 matrix of 576 columns (weights stream from
+  // memory, as in a decode step), token-pair tiles, one thread.
+  {
+    const k::DType type = k::DType::kQ4_1;
+    const int64_t cols = 576, rows = (int64_t{64} << 20) / 360;
+    const size_t wb = k::DTypeRowBytes(type, cols);
+    const k::DType act = k::ActivationDType(type);
+    const size_t xb = k::DTypeRowBytes(act, cols);
+    std::vector<float> f(cols);
+    for (float& v : f) v = dist(rng);
+    std::vector<uint8_t> row(wb), w(rows * wb), x(n_tok * xb);
+    k::QuantizeRow(type, f.data(), row.data(), cols);
+    for (int64_t r = 0; r < rows; ++r) {
+      std::memcpy(&w[r * wb], row.data(), wb);
+    }
+    for (int64_t t = 0; t < n_tok; ++t) {
+      k::QuantizeRow(act, f.data(), &x[t * xb], cols);
+    }
+    std::vector<float> y(n_tok * rows);
+    k::internal::SetDisablePairTilesForTesting(false);
+    double best = 1e9;
+    for (int round = 0; round < 5; ++round) {
+      const auto t0 = std::chrono::steady_clock::now();
+      const int64_t per = getenv("PER") ? atoi(getenv("PER")) : rows;
+      for (int64_t r = 0; r < rows; r += per) {
+        k::GemmTile(type, w.data(), wb, x.data(), xb, cols, r,
+                    std::min(rows, r + per), n_tok, y.data(), rows, false);
+      }
+      best = std::min(best, std::chrono::duration<double, std::micro>(
+                                std::chrono::steady_clock::now() - t0)
+                                .count());
+    }
+    const double eb = double(rows) * cols / 32 * n_tok;
+    std::printf(
+        "Q4_1 %ldx%ld from memory n_tok %ld: %.0f us (%.3f ns per element "
+        "and block, %.1f GB/s)\n",
+        rows, cols, n_tok, best, best * 1e3 / eb, rows * wb / best / 1e3);
   }
   return 0;
 }

@@ -27,6 +27,7 @@ void SetMode(int mode) {
 // Row counts and starts cover full tiles of 4 and 8 rows and leftovers;
 // token counts every tile width (8, 4, 2, 1) and chunks of 64 tokens.
 TEST(GemmTileTest, BitIdenticalToDotRowForEveryTileShape) {
+  int prepared_calls = 0;
   std::mt19937 rng(9);
   std::normal_distribution<float> dist(0.0f, 1.0f);
   for (DType type : {DType::kQ4_0, DType::kQ4_1, DType::kQ8_0, DType::kF16}) {
@@ -74,10 +75,35 @@ TEST(GemmTileTest, BitIdenticalToDotRowForEveryTileShape) {
           ASSERT_EQ(y[(tok - 1) * rows + rows - 1],
                     want[(tok - 1) * rows + rows - 1] +
                         want[(tok - 1) * rows + rows - 1]);
+          // With the activation tables laid out once (for batches that
+          // take them), in two row ranges: the same bits.
+          std::vector<uint8_t> buf(GemmTileActivationsBytes(type, cols, tok));
+          GemmTileActivations tables;
+          if (PrepareGemmTileActivations(type, x.data(), x_bytes, cols, tok,
+                                         buf.data(), &tables)) {
+            ++prepared_calls;
+            std::vector<float> z(n_tok * rows, 7.0f);
+            const int64_t mid = r0 + (rows - r0) / 2;
+            GemmTile(type, w.data(), w_bytes, x.data(), x_bytes, cols, r0, mid,
+                     tok, z.data(), rows, false, &tables);
+            GemmTile(type, w.data(), w_bytes, x.data(), x_bytes, cols, mid,
+                     rows, tok, z.data(), rows, false, &tables);
+            for (int64_t t = 0; t < tok; ++t) {
+              for (int64_t r = r0; r < rows; ++r) {
+                ASSERT_EQ(z[t * rows + r], want[t * rows + r])
+                    << DTypeName(type) << " prepared, mode " << mode << " r0 "
+                    << r0 << " tok " << tok << " at " << t << "," << r;
+              }
+            }
+          }
         }
       }
       SetMode(0);
     }
+  }
+  // Prepared tables were exercised where the CPU has AVX-512.
+  if (UseAvx512()) {
+    EXPECT_GT(prepared_calls, 0);
   }
 }
 

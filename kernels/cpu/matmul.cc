@@ -9,7 +9,8 @@ namespace braid::kernels::cpu {
 size_t MatMulScratchBytes(const WeightMatrix& w, int64_t n_tok) {
   const DType act = ActivationDType(w.type);
   if (act == DType::kF32) return 0;
-  return DTypeRowBytes(act, w.cols) * n_tok;
+  return DTypeRowBytes(act, w.cols) * n_tok +
+         GemmTileActivationsBytes(w.type, w.cols, n_tok);
 }
 
 QuantizedActivations QuantizeActivations(DType weight_type, const float* x,
@@ -21,7 +22,9 @@ QuantizedActivations QuantizeActivations(DType weight_type, const float* x,
                          cols * sizeof(float), n_tok, cols};
   if (act == DType::kF32) return q;
   q.row_bytes = DTypeRowBytes(act, cols);
-  const size_t need = q.row_bytes * n_tok;
+  const size_t rows_bytes = q.row_bytes * n_tok;
+  const size_t need =
+      rows_bytes + GemmTileActivationsBytes(weight_type, cols, n_tok);
   if (scratch->size() < need) scratch->resize(need);
   uint8_t* out = scratch->data();
   auto rows = [&](int64_t t0, int64_t t1) {
@@ -39,6 +42,8 @@ QuantizedActivations QuantizeActivations(DType weight_type, const float* x,
         });
   }
   q.data = out;
+  q.has_tiles = PrepareGemmTileActivations(weight_type, out, q.row_bytes, cols,
+                                           n_tok, out + rows_bytes, &q.tiles);
   return q;
 }
 
@@ -47,7 +52,7 @@ void MatMulRows(const WeightMatrix& w, const QuantizedActivations& xq,
                 bool accumulate) {
   GemmTile(w.type, static_cast<const uint8_t*>(w.data),
            DTypeRowBytes(w.type, w.cols), xq.data, xq.row_bytes, w.cols, r0, r1,
-           xq.n_tok, y, ld_y, accumulate);
+           xq.n_tok, y, ld_y, accumulate, xq.has_tiles ? &xq.tiles : nullptr);
 }
 
 int64_t RowsPerTask(int64_t rows, int num_threads, int64_t align) {

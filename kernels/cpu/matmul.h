@@ -21,6 +21,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "kernels/cpu/gemm_tile.h"
 #include "kernels/cpu/quant.h"
 #include "kernels/cpu/thread_pool.h"
 
@@ -45,6 +46,10 @@ struct QuantizedActivations {
   size_t row_bytes = 0;
   int64_t n_tok = 0;
   int64_t cols = 0;
+  // The GEMM tiles' tables of these activations, laid out once for every
+  // MatMulRows call on them (when has_tiles).
+  GemmTileActivations tiles;
+  bool has_tiles = false;
 };
 
 // Bytes of scratch MatMul needs for n_tok rows against `w`.
