@@ -4,6 +4,8 @@
 #include <cmath>
 #include <limits>
 
+#include "kernels/cpu/ops.h"
+
 namespace braid::batching {
 
 Sampler::Sampler(const SamplingOptions& options,
@@ -102,8 +104,8 @@ SampledToken Sampler::Sample(absl::Span<float> logits) {
   if (options_.logprobs) raw.assign(logits.begin(), logits.end());
   ApplyPenalties(logits);
   if (options_.temperature <= 0.0f) {
-    out.token_id = static_cast<int32_t>(
-        std::max_element(logits.begin(), logits.end()) - logits.begin());
+    out.token_id = static_cast<int32_t>(kernels::cpu::ArgMax(
+        logits.data(), static_cast<int64_t>(logits.size())));
   } else {
     out.token_id = Draw(logits);
   }

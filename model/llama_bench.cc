@@ -28,6 +28,7 @@
 
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
+#include "kernels/cpu/ops.h"
 #include "kernels/cpu/thread_pool.h"
 #include "model/batch.h"
 #include "model/gguf.h"
@@ -82,7 +83,7 @@ void Check(const absl::Status& s) {
 }
 
 int32_t Argmax(const float* v, int n) {
-  return static_cast<int32_t>(std::max_element(v, v + n) - v);
+  return static_cast<int32_t>(braid::kernels::cpu::ArgMax(v, n));
 }
 
 // Sequence i owns blocks [i * per_seq, (i + 1) * per_seq).
@@ -147,8 +148,8 @@ struct Runner {
   // Median step seconds of n_seqs decoding sequences, alone (first) and with
   // a chunk of `chunk` prompt tokens of sequence n_seqs at context `ctx`
   // (its entries 0..ctx-1 are prefilled first). Steps alternate.
-  std::pair<double, double> Mixed(int n_seqs, int n_cached, int chunk,
-                                  int ctx, int n_steps) {
+  std::pair<double, double> Mixed(int n_seqs, int n_cached, int chunk, int ctx,
+                                  int n_steps) {
     std::vector<int32_t> prompt(ctx);
     for (int i = 0; i < ctx; ++i) prompt[i] = (i * 31 + 5) % 1000 + 100;
     Batch pre;
@@ -253,8 +254,9 @@ int main(int argc, char** argv) {
   const int mixed_chunk = absl::GetFlag(FLAGS_mixed_chunk);
   const int mixed_ctx = absl::GetFlag(FLAGS_mixed_ctx);
   const int per_seq = pool.num_blocks() / (n_seqs + (mixed_chunk > 0 ? 1 : 0));
-  if (per_seq * bs < std::max({n_prefill, n_prompt + n_decode,
-                               mixed_chunk > 0 ? mixed_ctx + mixed_chunk : 0})) {
+  if (per_seq * bs <
+      std::max({n_prefill, n_prompt + n_decode,
+                mixed_chunk > 0 ? mixed_ctx + mixed_chunk : 0})) {
     std::fprintf(stderr, "--kv_tokens too small for --seqs\n");
     return 1;
   }

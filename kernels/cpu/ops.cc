@@ -1,11 +1,60 @@
 #include "kernels/cpu/ops.h"
 
+#include <immintrin.h>
+
 #include <algorithm>
 #include <cmath>
 
+#include "kernels/cpu/cpu_features.h"
 #include "kernels/cpu/vec_math.h"
 
 namespace braid::kernels::cpu {
+namespace {
+
+// Per lane the first largest element (strict >), then the smallest index
+// among the lanes holding the maximum, then the tail: the first largest
+// overall.
+__attribute__((target("avx2"))) int64_t ArgMaxAvx2(const float* x, int64_t n) {
+  __m256 best = _mm256_loadu_ps(x);
+  __m256i best_i = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+  __m256i idx = best_i;
+  const __m256i eight = _mm256_set1_epi32(8);
+  int64_t i = 8;
+  for (; i + 8 <= n; i += 8) {
+    idx = _mm256_add_epi32(idx, eight);
+    const __m256 v = _mm256_loadu_ps(x + i);
+    const __m256 gt = _mm256_cmp_ps(v, best, _CMP_GT_OQ);
+    best = _mm256_blendv_ps(best, v, gt);
+    best_i = _mm256_castps_si256(_mm256_blendv_ps(
+        _mm256_castsi256_ps(best_i), _mm256_castsi256_ps(idx), gt));
+  }
+  alignas(32) float vals[8];
+  alignas(32) int32_t inds[8];
+  _mm256_store_ps(vals, best);
+  _mm256_store_si256(reinterpret_cast<__m256i*>(inds), best_i);
+  int64_t arg = inds[0];
+  float max = vals[0];
+  for (int l = 1; l < 8; ++l) {
+    if (vals[l] > max || (vals[l] == max && inds[l] < arg)) {
+      max = vals[l];
+      arg = inds[l];
+    }
+  }
+  for (; i < n; ++i) {
+    if (x[i] > max) {
+      max = x[i];
+      arg = i;
+    }
+  }
+  return arg;
+}
+
+}  // namespace
+
+int64_t ArgMax(const float* x, int64_t n) {
+  if (n >= 8 && n <= (int64_t{1} << 30) && UseAvx2()) return ArgMaxAvx2(x, n);
+  return std::max_element(x, x + n) - x;
+}
 
 void RmsNorm(const float* x, const float* weight, int64_t n_rows, int64_t n,
              float eps, float* y) {

@@ -39,6 +39,10 @@ void RopeApply(float* x, int64_t n_tok, int64_t row_stride, int64_t h0,
 // rows match ggml's per-row grouping when their length is a multiple of 16).
 void SiluMul(float* gate, const float* up, int64_t n);
 
+// The index of the first largest element of x[0..n) (n >= 1), as
+// std::max_element gives it; 8 lanes at a time where the CPU has AVX2.
+int64_t ArgMax(const float* x, int64_t n);
+
 // In-place softmax over x[0..n).
 void Softmax(float* x, int64_t n);
 

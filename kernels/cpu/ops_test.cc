@@ -1,9 +1,12 @@
 #include "kernels/cpu/ops.h"
 
+#include <algorithm>
 #include <cmath>
+#include <random>
 #include <vector>
 
 #include "gtest/gtest.h"
+#include "kernels/cpu/cpu_features.h"
 
 namespace braid::kernels::cpu {
 namespace {
@@ -69,6 +72,27 @@ TEST(OpsTest, SiluMulAndSoftmaxAndAdd) {
   const std::vector<float> x = {3, 4};
   AddInPlace(y.data(), x.data(), 2);
   EXPECT_EQ(y, (std::vector<float>{4, 6}));
+}
+
+// ArgMax is std::max_element's index: the first of equal maxima, wherever
+// they fall (lanes, the tail), on the AVX2 path and the scalar one.
+TEST(OpsTest, ArgMaxIsTheFirstLargest) {
+  std::mt19937 rng(3);
+  std::uniform_int_distribution<int> value(-20, 20);
+  for (int scalar = 0; scalar < 2; ++scalar) {
+    SetForceScalarForTesting(scalar == 1);
+    for (int64_t n : {1, 7, 8, 9, 15, 16, 17, 100, 49152}) {
+      for (int trial = 0; trial < 20; ++trial) {
+        std::vector<float> x(n);
+        // Few distinct values: many ties between lanes and with the tail.
+        for (float& v : x) v = static_cast<float>(value(rng));
+        ASSERT_EQ(ArgMax(x.data(), n),
+                  std::max_element(x.begin(), x.end()) - x.begin())
+            << "n " << n << " scalar " << scalar;
+      }
+    }
+  }
+  SetForceScalarForTesting(false);
 }
 
 }  // namespace
