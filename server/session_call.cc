@@ -5,204 +5,14 @@
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
-#include "absl/container/flat_hash_map.h"
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
 #include "server/convert.h"
+#include "server/session_open.h"
 #include "server/status.h"
 
 namespace braid::server {
 namespace {
-
-absl::Status Invalid(absl::string_view field, absl::string_view why) {
-  return absl::InvalidArgumentError(absl::StrCat(field, ": ", why));
-}
-
-// Prefixes a RequestBuilder error (which names fields from the request's
-// root, e.g. "sampling.top_k: ...") with where it sits in the session.
-absl::Status Under(absl::string_view where, const absl::Status& status) {
-  if (status.ok()) return status;
-  return absl::Status(status.code(),
-                      absl::StrCat(where, ".", status.message()));
-}
-
-// What the call knows of each stream; index 0 is the prefix.
-struct StreamInfo {
-  std::string id;
-  bool output = false;
-  bool logprobs = false;
-};
-
-bool InputRole(v1::StreamRole role) {
-  return role == v1::STREAM_ROLE_UNSPECIFIED ||
-         role == v1::STREAM_ROLE_SYSTEM || role == v1::STREAM_ROLE_USER ||
-         role == v1::STREAM_ROLE_TOOL;
-}
-
-bool OutputRole(v1::StreamRole role) {
-  return role == v1::STREAM_ROLE_UNSPECIFIED ||
-         role == v1::STREAM_ROLE_OUTPUT || role == v1::STREAM_ROLE_REASONING;
-}
-
-constexpr int kMaxStreams = 64;
-
-// open -> engine options and the stream table.
-absl::Status BuildSession(const v1::SessionOpen& open,
-                          const RequestBuilder& builder,
-                          const ModelStreams& model,
-                          batching::SessionOptions* out,
-                          std::vector<StreamInfo>* streams) {
-  if (open.session_id().size() > 128) {
-    return Invalid("open.session_id", "must be at most 128 bytes");
-  }
-  out->session_id = open.session_id();
-  if (open.tenant().size() > 64) {
-    return Invalid("open.tenant", "must be at most 64 bytes");
-  }
-  out->tenant = open.tenant();
-  if (open.priority() < -100 || open.priority() > 100) {
-    return Invalid("open.priority", "must be in [-100, 100]");
-  }
-  out->priority = open.priority();
-  switch (open.duplex_policy()) {
-    case v1::DUPLEX_POLICY_UNSPECIFIED:
-    case v1::DUPLEX_POLICY_INTERJECT:
-      out->duplex = batching::DuplexPolicy::kInterject;
-      break;
-    case v1::DUPLEX_POLICY_INTERRUPT:
-      out->duplex = batching::DuplexPolicy::kInterrupt;
-      break;
-    case v1::DUPLEX_POLICY_QUEUE:
-      out->duplex = batching::DuplexPolicy::kQueue;
-      break;
-    default:
-      return Invalid("open.duplex_policy",
-                     absl::StrCat("unknown value ", open.duplex_policy()));
-  }
-  if (!open.has_prefix()) {
-    return Invalid("open.prefix",
-                   "is required (the shared prompt, at least "
-                   "one token)");
-  }
-  absl::StatusOr<std::vector<int32_t>> prefix =
-      builder.PromptTokens(open.prefix());
-  if (!prefix.ok()) return Under("open.prefix", prefix.status());
-  out->prefix = *std::move(prefix);
-
-  if (open.streams().empty()) {
-    return Invalid("open.streams", "must name at least one stream");
-  }
-  if (open.streams_size() > kMaxStreams) {
-    return Invalid("open.streams",
-                   absl::StrCat("at most ", kMaxStreams, " streams"));
-  }
-  streams->assign(1, StreamInfo{});
-  absl::flat_hash_map<std::string, int> seen;
-  for (int i = 0; i < open.streams_size(); ++i) {
-    const v1::StreamSpec& spec = open.streams(i);
-    const std::string field = absl::StrCat("open.streams[", i, "]");
-    if (spec.stream_id().empty() || spec.stream_id().size() > 64) {
-      return Invalid(field + ".stream_id", "must be 1..64 bytes");
-    }
-    if (auto [it, added] = seen.emplace(spec.stream_id(), i); !added) {
-      return Invalid(
-          field + ".stream_id",
-          absl::StrCat("\"", spec.stream_id(),
-                       "\" is already the id of streams[", it->second, "]"));
-    }
-    batching::SessionStreamOptions o;
-    o.name = spec.stream_id();
-    StreamInfo info;
-    info.id = spec.stream_id();
-    switch (spec.kind()) {
-      case v1::STREAM_KIND_INPUT:
-        o.output = false;
-        break;
-      case v1::STREAM_KIND_OUTPUT:
-      case v1::STREAM_KIND_REASONING:
-        o.output = true;
-        break;
-      default:
-        return Invalid(field + ".kind", "must be INPUT, OUTPUT or REASONING");
-    }
-    info.output = o.output;
-    if (o.output ? !OutputRole(spec.role()) : !InputRole(spec.role())) {
-      return Invalid(
-          field + ".role",
-          absl::StrCat(v1::StreamRole_Name(spec.role()), " does not fit a ",
-                       o.output ? "sampled (OUTPUT/REASONING)" : "INPUT",
-                       " stream"));
-    }
-    if (!o.output) {
-      if (spec.has_sampling()) {
-        return Invalid(field + ".sampling", "is only for OUTPUT streams");
-      }
-      out->streams.push_back(std::move(o));
-      streams->push_back(std::move(info));
-      continue;
-    }
-    switch (spec.visibility()) {
-      case v1::VISIBILITY_UNSPECIFIED:  // ALL for multi-stream models
-        o.visibility = model.multi() ? batching::StreamVisibility::kAll
-                                     : batching::StreamVisibility::kBranch;
-        break;
-      case v1::VISIBILITY_BRANCH:
-        o.visibility = batching::StreamVisibility::kBranch;
-        break;
-      case v1::VISIBILITY_ALL:
-        o.visibility = batching::StreamVisibility::kAll;
-        break;
-      default:
-        return Invalid(field + ".visibility",
-                       absl::StrCat("unknown value ", spec.visibility()));
-    }
-    batching::GenerationRequest sampled;
-    if (absl::Status s = builder.FillSampling(
-            spec.sampling(), static_cast<int>(out->prefix.size()), &sampled);
-        !s.ok()) {
-      return Under(field, s);
-    }
-    o.sampling = sampled.sampling;
-    o.max_tokens = sampled.max_tokens;
-    o.stop_token_ids = std::move(sampled.stop_token_ids);
-    o.stop = std::move(sampled.stop);
-    o.ignore_eos = sampled.ignore_eos;
-    o.reasoning = sampled.reasoning;
-    info.logprobs = sampled.sampling.logprobs;
-    out->streams.push_back(std::move(o));
-    streams->push_back(std::move(info));
-  }
-  // Multi-stream models: the aligned layout, streams bound to model streams
-  // (single-stream models keep the linear layout).
-  return BindModelStreams(open, model, out);
-}
-
-// open with resume names a kept session and nothing else: the session keeps
-// its prefix, streams and settings.
-absl::Status CheckResume(const v1::SessionOpen& open) {
-  if (open.session_id().empty()) {
-    return Invalid("open.session_id",
-                   "is required with resume (the id of the kept session)");
-  }
-  if (open.has_prefix() || !open.streams().empty() ||
-      open.duplex_policy() != v1::DUPLEX_POLICY_UNSPECIFIED ||
-      open.priority() != 0 || !open.tenant().empty()) {
-    return Invalid("open",
-                   "with resume only session_id may be set: a resumed "
-                   "session keeps its prefix, streams and settings");
-  }
-  return absl::OkStatus();
-}
-
-// The call's stream table of a session's options.
-std::vector<StreamInfo> StreamTable(const batching::SessionOptions& options) {
-  std::vector<StreamInfo> streams(1);
-  for (const batching::SessionStreamOptions& o : options.streams) {
-    streams.push_back(StreamInfo{
-        .id = o.name, .output = o.output, .logprobs = o.sampling.logprobs});
-  }
-  return streams;
-}
 
 v1::SessionEvent ErrorEvent(const absl::Status& status) {
   v1::SessionEvent event;
@@ -244,7 +54,8 @@ class SessionCall::Outbox : public batching::SessionSink,
       : call_(call), engine_(engine), metrics_(metrics) {}
 
   // Before OpenSession.
-  void Configure(std::string session_id, std::vector<StreamInfo> streams) {
+  void Configure(std::string session_id,
+                 std::vector<SessionStreamInfo> streams) {
     absl::MutexLock lock(&mu_);
     session_id_ = std::move(session_id);
     streams_ = std::move(streams);
@@ -395,7 +206,7 @@ class SessionCall::Outbox : public batching::SessionSink,
 
   void Convert(batching::SessionEvent e) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     using Kind = batching::SessionEvent::Kind;
-    const StreamInfo* info =
+    const SessionStreamInfo* info =
         e.stream >= 0 && e.stream < static_cast<int>(streams_.size())
             ? &streams_[e.stream]
             : nullptr;
@@ -516,7 +327,7 @@ class SessionCall::Outbox : public batching::SessionSink,
   batching::Engine* const engine_;
   metrics::ServerMetrics* const metrics_;
   std::string session_id_ ABSL_GUARDED_BY(mu_);
-  std::vector<StreamInfo> streams_ ABSL_GUARDED_BY(mu_);
+  std::vector<SessionStreamInfo> streams_ ABSL_GUARDED_BY(mu_);
   uint64_t handle_ ABSL_GUARDED_BY(mu_) = 0;
   bool engine_closed_ ABSL_GUARDED_BY(mu_) = false;
   std::deque<Item> queue_ ABSL_GUARDED_BY(mu_);
@@ -555,7 +366,7 @@ SessionCall::SessionCall(const grpc::Status& error, CallHooks hooks)
 bool SessionCall::Open(const v1::SessionOpen& open) {
   if (open.resume()) return Resume(open);
   batching::SessionOptions options;
-  std::vector<StreamInfo> streams;
+  std::vector<SessionStreamInfo> streams;
   if (absl::Status s = BuildSession(open, *backend_.builder,
                                     backend_.model_streams, &options, &streams);
       !s.ok()) {
@@ -597,21 +408,21 @@ bool SessionCall::Act(const v1::SessionRequest& request) {
   const uint64_t handle = outbox_->handle();
   switch (request.action_case()) {
     case v1::SessionRequest::kOpen:
-      outbox_->PushError(Invalid("open", "the session is already open"));
+      outbox_->PushError(InvalidField("open", "the session is already open"));
       return true;
     case v1::SessionRequest::kAppend: {
       const v1::SessionAppend& a = request.append();
       batching::SessionInput input;
       input.stream = outbox_->Find(a.stream_id(), /*output=*/false);
       if (input.stream == 0) {
-        outbox_->PushError(Invalid(
+        outbox_->PushError(InvalidField(
             "append.stream_id",
             absl::StrCat("\"", a.stream_id(), "\" is not an INPUT stream")));
         return true;
       }
       if (a.input_id().size() > 128) {
         outbox_->PushError(
-            Invalid("append.input_id", "must be at most 128 bytes"));
+            InvalidField("append.input_id", "must be at most 128 bytes"));
         return true;
       }
       input.input_id = a.input_id();
@@ -619,21 +430,21 @@ bool SessionCall::Act(const v1::SessionRequest& request) {
         const int s = outbox_->Find(a.generate_on(i), /*output=*/true);
         if (s == 0) {
           outbox_->PushError(
-              Invalid(absl::StrCat("append.generate_on[", i, "]"),
-                      absl::StrCat("\"", a.generate_on(i),
-                                   "\" is not an OUTPUT stream")));
+              InvalidField(absl::StrCat("append.generate_on[", i, "]"),
+                           absl::StrCat("\"", a.generate_on(i),
+                                        "\" is not an OUTPUT stream")));
           return true;
         }
         input.generate_on.push_back(s);
       }
       if (!a.has_input()) {
-        outbox_->PushError(Invalid("append.input", "is required"));
+        outbox_->PushError(InvalidField("append.input", "is required"));
         return true;
       }
       absl::StatusOr<std::vector<int32_t>> tokens =
           backend_.builder->PromptTokens(a.input());
       if (!tokens.ok()) {
-        outbox_->PushError(Under("append.input", tokens.status()));
+        outbox_->PushError(UnderField("append.input", tokens.status()));
         return true;
       }
       input.tokens = *std::move(tokens);
@@ -644,9 +455,9 @@ bool SessionCall::Act(const v1::SessionRequest& request) {
       const int s = outbox_->Find(request.interrupt_stream_id(), true);
       if (s == 0) {
         outbox_->PushError(
-            Invalid("interrupt_stream_id",
-                    absl::StrCat("\"", request.interrupt_stream_id(),
-                                 "\" is not an OUTPUT stream")));
+            InvalidField("interrupt_stream_id",
+                         absl::StrCat("\"", request.interrupt_stream_id(),
+                                      "\" is not an OUTPUT stream")));
         return true;
       }
       backend_.engine->SessionInterrupt(handle, s);
@@ -654,7 +465,7 @@ bool SessionCall::Act(const v1::SessionRequest& request) {
     }
     case v1::SessionRequest::kCancel:
       if (!request.cancel()) {
-        outbox_->PushError(Invalid("cancel", "must be true when set"));
+        outbox_->PushError(InvalidField("cancel", "must be true when set"));
         return true;
       }
       backend_.engine->Cancel(handle);
@@ -665,7 +476,7 @@ bool SessionCall::Act(const v1::SessionRequest& request) {
     case v1::SessionRequest::ACTION_NOT_SET:
       break;
   }
-  outbox_->PushError(Invalid(
+  outbox_->PushError(InvalidField(
       "action",
       "one of append, interrupt_stream_id, cancel or close must be set"));
   return true;
@@ -677,7 +488,7 @@ void SessionCall::OnReadDone(bool ok) {
     // Half-close, or the call is ending (then OnCancel acts).
     if (!opened_) {
       outbox_->FinishNow(ToGrpcStatus(
-          Invalid("SessionRequest", "the first message must be `open`")));
+          InvalidField("SessionRequest", "the first message must be `open`")));
     } else {
       const uint64_t handle = outbox_->handle();
       if (handle != 0) backend_.engine->CloseSession(handle);
@@ -687,7 +498,7 @@ void SessionCall::OnReadDone(bool ok) {
   if (!opened_) {
     if (request_.action_case() != v1::SessionRequest::kOpen) {
       outbox_->FinishNow(ToGrpcStatus(
-          Invalid("SessionRequest", "the first message must be `open`")));
+          InvalidField("SessionRequest", "the first message must be `open`")));
       return;
     }
     if (!Open(request_.open())) return;

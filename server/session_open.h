@@ -1,0 +1,54 @@
+// Validation of a Session call's `open` message (docs/MULTISTREAM.md): the
+// engine's SessionOptions and the call's stream table from it, every bad
+// field an INVALID_ARGUMENT naming it (from the request's root, e.g.
+// "open.streams[2].sampling.top_k: ..."). Pure functions; thread-safe.
+#ifndef BRAID_SERVER_SESSION_OPEN_H_
+#define BRAID_SERVER_SESSION_OPEN_H_
+
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/strings/string_view.h"
+#include "batching/session.h"
+#include "proto/braid/v1/braid.pb.h"
+#include "server/request_builder.h"
+#include "server/session_streams.h"
+
+namespace braid::server {
+
+// INVALID_ARGUMENT "<field>: <why>".
+absl::Status InvalidField(absl::string_view field, absl::string_view why);
+
+// Prefixes a RequestBuilder error (which names fields from the request's
+// root, e.g. "sampling.top_k: ...") with where it sits in the session.
+absl::Status UnderField(absl::string_view where, const absl::Status& status);
+
+// What a call knows of each stream; index 0 is the prefix.
+struct SessionStreamInfo {
+  std::string id;
+  bool output = false;
+  bool logprobs = false;
+};
+
+// open -> engine options and the stream table (validated; stream ids unique
+// and non-empty, kinds and roles consistent, the prefix and per-stream
+// sampling through `builder` like a Generate request, a multi-stream
+// model's streams bound by BindModelStreams).
+absl::Status BuildSession(const v1::SessionOpen& open,
+                          const RequestBuilder& builder,
+                          const ModelStreams& model,
+                          batching::SessionOptions* out,
+                          std::vector<SessionStreamInfo>* streams);
+
+// open with resume names a kept session and nothing else: the session keeps
+// its prefix, streams and settings.
+absl::Status CheckResume(const v1::SessionOpen& open);
+
+// The call's stream table of a session's options.
+std::vector<SessionStreamInfo> StreamTable(
+    const batching::SessionOptions& options);
+
+}  // namespace braid::server
+
+#endif  // BRAID_SERVER_SESSION_OPEN_H_
