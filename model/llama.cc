@@ -217,11 +217,12 @@ void LlamaModel::QuantizeFor(const k::WeightMatrix* const* ws, int count,
 //   x += Wo * Attn(RoPE(Wq h), RoPE(Wk h), Wv h),  h = RmsNorm(x) * attn_norm
 //   x += Wdown * (SiLU(Wgate h) * Wup h),          h = RmsNorm(x) * ffn_norm
 // Every linear layer is a GEMM with a fused epilogue, one parallel section
-// each: Q, K and V together (one task per head: RoPE on Q and K, and K/V
-// rounded to fp16 into their pool slots, while the tile is in cache); Wo and
-// Wdown add into the residual; gate and up together (SiLU(gate) * up per
-// tile). The batch shares each weight fetch; attention runs per sequence over
-// the paged cache. Five parallel sections per layer.
+// each: Q, K and V together (tasks of contiguous heads: RoPE on Q and K,
+// and K/V rounded to fp16 into their pool slots, while the rows are in
+// cache); Wo and Wdown add into the residual; gate and up together
+// (SiLU(gate) * up per task). Matrix tasks are few and large
+// (k::kMatMulTasksPerThread). The batch shares each weight fetch; attention
+// runs per sequence over the paged cache. Five parallel sections per layer.
 void LlamaModel::RunLayer(int il, const Batch& batch, const KvView& kv) {
   const LlamaConfig& c = config_;
   const Layer& l = layers_[il];
@@ -237,28 +238,45 @@ void LlamaModel::RunLayer(int il, const Batch& batch, const KvView& kv) {
   QuantizeFor(qkv, 3, s.h.data(), n, c.n_embd, qkv_in);
   uint16_t* k_layer = kv.k + il * kv.layer_stride;
   uint16_t* v_layer = kv.v + il * kv.layer_stride;
-  // Tasks: n_head Q heads, then n_head_kv K heads, then n_head_kv V heads.
-  pool_.ParallelFor(c.n_head + 2 * c.n_head_kv, [&](int64_t task) {
-    if (task < c.n_head) {
-      k::MatMulRows(l.wq, qkv_in[0], task * hd, (task + 1) * hd, s.q.data(),
-                    q_dim, false);
-      k::RopeApply(s.q.data(), n, q_dim, task, task + 1, hd, c.n_rot,
-                   s.rope_cs.data());
-      return;
-    }
-    const bool is_k = task < c.n_head + c.n_head_kv;
-    const int64_t h = is_k ? task - c.n_head : task - c.n_head - c.n_head_kv;
+  // Units: n_head Q heads, then n_head_kv K heads, then n_head_kv V heads;
+  // each task takes a contiguous run of them (k::kMatMulTasksPerThread per
+  // thread, see matmul.h): one product per matrix it touches, RoPE on its Q
+  // and K heads, and its K and V heads rounded to fp16 into their pool slots.
+  const int64_t units = c.n_head + 2 * c.n_head_kv;
+  const int64_t qkv_tasks = std::min<int64_t>(
+      units, int64_t{pool_.num_threads()} * k::kMatMulTasksPerThread);
+  auto kv_heads = [&](const k::WeightMatrix& w,
+                      const k::QuantizedActivations& x, int64_t h0, int64_t h1,
+                      bool is_k) {
+    if (h0 >= h1) return;
     float* out = is_k ? s.k.data() : s.v.data();
-    k::MatMulRows(is_k ? l.wk : l.wv, qkv_in[is_k ? 1 : 2], h * hd,
-                  (h + 1) * hd, out, kv_dim, false);
+    k::MatMulRows(w, x, h0 * hd, h1 * hd, out, kv_dim, false);
     if (is_k) {
-      k::RopeApply(out, n, kv_dim, h, h + 1, hd, c.n_rot, s.rope_cs.data());
+      k::RopeApply(out, n, kv_dim, h0, h1, hd, c.n_rot, s.rope_cs.data());
     }
     uint16_t* cache = is_k ? k_layer : v_layer;
     for (int t = 0; t < n; ++t) {
-      k::Fp32ToFp16Row(out + t * kv_dim + h * hd,
-                       cache + s.slot[t] * kv_dim + h * hd, hd);
+      k::Fp32ToFp16Row(out + t * kv_dim + h0 * hd,
+                       cache + s.slot[t] * kv_dim + h0 * hd, (h1 - h0) * hd);
     }
+  };
+  pool_.ParallelFor(qkv_tasks, [&](int64_t task) {
+    const int64_t u0 = task * units / qkv_tasks;
+    const int64_t u1 = (task + 1) * units / qkv_tasks;
+    const int64_t q1 = std::min<int64_t>(u1, c.n_head);
+    if (u0 < q1) {
+      k::MatMulRows(l.wq, qkv_in[0], u0 * hd, q1 * hd, s.q.data(), q_dim,
+                    false);
+      k::RopeApply(s.q.data(), n, q_dim, u0, q1, hd, c.n_rot, s.rope_cs.data());
+    }
+    auto clamp = [](int64_t v, int64_t lo, int64_t hi) {
+      return std::min(std::max(v, lo), hi);
+    };
+    const int64_t kb = c.n_head, vb = c.n_head + c.n_head_kv;
+    kv_heads(l.wk, qkv_in[1], clamp(u0, kb, vb) - kb, clamp(u1, kb, vb) - kb,
+             true);
+    kv_heads(l.wv, qkv_in[2], clamp(u0, vb, units) - vb,
+             clamp(u1, vb, units) - vb, false);
   });
   const k::AttentionShape shape{c.n_head, c.n_head_kv, c.head_dim};
   const k::PagedKvLayer layer{k_layer, v_layer, kv.meta, kv.block_size};
@@ -271,11 +289,13 @@ void LlamaModel::RunLayer(int il, const Batch& batch, const KvView& kv) {
   const k::WeightMatrix* gate_up[2] = {&l.w_gate, &l.w_up};
   k::QuantizedActivations ffn_in[2];
   QuantizeFor(gate_up, 2, s.h.data(), n, c.n_embd, ffn_in);
-  // 64-row tasks keep SwiGlu's 16-element groups aligned with ggml's rows.
-  constexpr int64_t kFfnRows = 64;
-  pool_.ParallelFor((c.n_ff + kFfnRows - 1) / kFfnRows, [&](int64_t task) {
-    const int64_t r0 = task * kFfnRows;
-    const int64_t r1 = std::min<int64_t>(c.n_ff, r0 + kFfnRows);
+  // Multiples of 64 rows keep SwiGlu's 16-element groups aligned with
+  // ggml's rows.
+  const int64_t ffn_rows =
+      k::RowsPerTask(c.n_ff, pool_.num_threads(), /*align=*/64);
+  pool_.ParallelFor((c.n_ff + ffn_rows - 1) / ffn_rows, [&](int64_t task) {
+    const int64_t r0 = task * ffn_rows;
+    const int64_t r1 = std::min<int64_t>(c.n_ff, r0 + ffn_rows);
     k::MatMulRows(l.w_gate, ffn_in[0], r0, r1, s.gate.data(), c.n_ff, false);
     k::MatMulRows(l.w_up, ffn_in[1], r0, r1, s.up.data(), c.n_ff, false);
     for (int t = 0; t < n; ++t) {

@@ -56,7 +56,8 @@ void MatMulRows(const WeightMatrix& w, const QuantizedActivations& xq,
 }
 
 int64_t RowsPerTask(int64_t rows, int num_threads, int64_t align) {
-  const int64_t tasks = std::max<int64_t>(1, int64_t{num_threads} * 8);
+  const int64_t tasks =
+      std::max<int64_t>(1, int64_t{num_threads} * kMatMulTasksPerThread);
   int64_t per = (rows + tasks - 1) / tasks;
   per = (per + align - 1) / align * align;
   return std::max<int64_t>(per, align);
