@@ -1,6 +1,7 @@
 #include "kernels/cpu/attention.h"
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <cstring>
 #include <utility>
@@ -16,6 +17,10 @@ namespace braid::kernels::cpu {
 namespace {
 
 constexpr int64_t kMaxHeadDim = 256;
+// One-token sequences over at least this many entries take PagedAttention's
+// split phases, kSplitKeys keys per score task.
+constexpr int64_t kSplitMinEntries = 1024;
+constexpr int64_t kSplitKeys = 512;
 constexpr int64_t kLanes = 16;  // ggml's AVX-512 vector width in floats.
 
 // Which of llama.cpp's kernels computes each product (see dot.h).
@@ -75,6 +80,23 @@ T* Scratch(std::vector<T>& buf, int64_t n) {
   return buf.data();
 }
 
+// A score row of n dots (ld >= pad16(n) floats) -> ggml's softmax weights of
+// scale * dots, rounded to fp16 as ggml stores them; the rest of the row 0.
+void SoftmaxRow(float* row, int64_t n, int64_t ld, float scale) {
+  const int64_t n_pad = (n + kLanes - 1) / kLanes * kLanes;
+  float max = -INFINITY;
+  for (int64_t j = 0; j < n; ++j) {
+    row[j] *= scale;
+    max = std::max(max, row[j]);
+  }
+  std::fill(row + n, row + n_pad, -INFINITY);
+  const double sum = ExpShiftedSum(row, max, row, n_pad);
+  const float inv_sum = static_cast<float>(1.0 / sum);
+  for (int64_t j = 0; j < n; ++j) row[j] *= inv_sum;
+  RoundToFp16Row(row, row, n);
+  std::fill(row + n, row + ld, 0.0f);
+}
+
 // Query rows (heads x tokens) handled by one task, sharing K and V rows.
 constexpr int kMaxRows = 24;
 
@@ -125,21 +147,7 @@ void AttendRows(const QueryRows& rows, const uint16_t* const* k_rows,
     }
   }
   for (int i = 0; i < g; ++i) {
-    float* row = scores + i * ld;
-    const int64_t ni = rows.n[i];
-    const int64_t ni_pad = (ni + kLanes - 1) / kLanes * kLanes;
-    float max = -INFINITY;
-    for (int64_t j = 0; j < ni; ++j) {
-      row[j] *= scale;
-      max = std::max(max, row[j]);
-    }
-    std::fill(row + ni, row + ni_pad, -INFINITY);
-    const double sum = ExpShiftedSum(row, max, row, ni_pad);
-    const float inv_sum = static_cast<float>(1.0 / sum);
-    // The weights, rounded to fp16 as ggml stores them.
-    for (int64_t j = 0; j < ni; ++j) row[j] *= inv_sum;
-    RoundToFp16Row(row, row, ni);
-    std::fill(row + ni, row + ld, 0.0f);
+    SoftmaxRow(scores + i * ld, rows.n[i], ld, scale);
   }
   // Weighted V sums, one partial row per accumulator lane (slot), reduced
   // in ggml's order.
@@ -189,16 +197,19 @@ struct TokenRun {
 class TaskSplit {
  public:
   // same_seq(t) says whether token t belongs with token t - 1; ctx(t) is the
-  // number of context entries token t's sequence holds.
-  template <typename SameSeq, typename Ctx>
+  // number of context entries token t's sequence holds; tokens with skip(t)
+  // (one-token sequences computed elsewhere) get no task.
+  template <typename SameSeq, typename Ctx, typename Skip>
   TaskSplit(const AttentionShape& shape, int64_t n_tok, ThreadPool* pool,
-            SameSeq same_seq, Ctx ctx)
+            SameSeq same_seq, Ctx ctx, Skip skip)
       : shape_(shape) {
     thread_local std::vector<TokenRun> seq_runs;
     seq_runs.clear();
     int64_t total = 0;
     for (int64_t t = 0; t < n_tok; ++t) {
-      if (t > 0 && same_seq(t)) {
+      if (skip(t)) continue;
+      if (!seq_runs.empty() && same_seq(t) &&
+          seq_runs.back().first + seq_runs.back().count == t) {
         ++seq_runs.back().count;
       } else {
         seq_runs.push_back({t, 1, 0});
@@ -286,7 +297,8 @@ void Attention(const AttentionShape& shape, const float* q,
   const KernelChoice kernels = ChooseKernels(n_tok, shape.head_dim);
   const TaskSplit split(
       shape, n_tok, pool, [](int64_t) { return true; },
-      [&](int64_t t) { return int64_t{q_positions[t]} + 1; });
+      [&](int64_t t) { return int64_t{q_positions[t]} + 1; },
+      [](int64_t) { return false; });
   split.Run(pool, [&](const TokenRun& run, int64_t kvh, int64_t h0, int g) {
     thread_local std::vector<const uint16_t*> k_buf, v_buf;
     QueryRows rows;
@@ -316,31 +328,55 @@ void PagedAttention(const AttentionShape& shape, const PagedKvLayer& kv,
   int shift = -1;
   if ((bs & (bs - 1)) == 0) shift = __builtin_ctzll(static_cast<uint64_t>(bs));
   const float scale = 1.0f / std::sqrt(static_cast<float>(shape.head_dim));
+  // Pool index of a sequence's context entry j (shifts for the usual
+  // power-of-two block sizes), and the visibility rule.
+  auto slot_of = [&](const PagedAttentionSeq& seq, int64_t j) -> int64_t {
+    const int32_t* table = seq.block_table;
+    if (shift >= 0) {
+      return (int64_t{table[j >> shift]} << shift) | (j & (bs - 1));
+    }
+    return table[j / bs] * bs + j % bs;
+  };
+  auto sees = [](const PagedAttentionSeq& seq, KvEntryMeta qm, KvEntryMeta m) {
+    if (m.stream == qm.stream) return m.y <= qm.y;
+    if (m.y >= qm.y) return false;
+    for (int64_t s = 0; s < seq.num_visible_streams; ++s) {
+      if (seq.visible_streams[s] == m.stream) return true;
+    }
+    return false;
+  };
+  // One-token sequences over long contexts (decode steps, one-token prompt
+  // chunks) go through the split phases below, the rest one task per
+  // query-row group.
+  const bool split_long = pool != nullptr && pool->num_threads() > 1 &&
+                          UseAvx512() &&
+                          (shape.head_dim == 64 || shape.head_dim == 128) &&
+                          shape.n_head / shape.n_kv_head <= kMaxRows;
+  auto long_one = [&](int64_t t) {
+    const PagedAttentionSeq& seq = seqs[token_seq[t]];
+    return seq.num_tokens == 1 && seq.num_ctx >= kSplitMinEntries;
+  };
+  // Only while they are too few to keep the pool busy as whole tasks (one
+  // per KV head): the split costs three more parallel sections.
+  int64_t num_long = 0;
+  if (split_long) {
+    for (int64_t t = 0; t < n_tok; ++t) num_long += long_one(t);
+  }
+  const bool use_split =
+      num_long > 0 && num_long * shape.n_kv_head < 4 * pool->num_threads();
+  auto long_single = [&](int64_t t) { return use_split && long_one(t); };
   const TaskSplit split(
       shape, n_tok, pool,
       [&](int64_t t) { return token_seq[t] == token_seq[t - 1]; },
-      [&](int64_t t) { return seqs[token_seq[t]].num_ctx; });
+      [&](int64_t t) { return seqs[token_seq[t]].num_ctx; }, long_single);
   split.Run(pool, [&](const TokenRun& run, int64_t kvh, int64_t h0, int g) {
     thread_local std::vector<const uint16_t*> k_buf, v_buf;
     thread_local std::vector<KvEntryMeta> meta_buf;
     thread_local std::vector<int32_t> key_buf;
     const PagedAttentionSeq& seq = seqs[token_seq[run.first]];
-    const int32_t* table = seq.block_table;
-    // Pool index of context entry j (shifts for the usual power-of-two
-    // block sizes).
-    auto slot = [&](int64_t j) {
-      if (shift >= 0) {
-        return (int64_t{table[j >> shift]} << shift) | (j & (bs - 1));
-      }
-      return table[j / bs] * bs + j % bs;
-    };
+    auto slot = [&](int64_t j) { return slot_of(seq, j); };
     auto visible = [&](KvEntryMeta qm, KvEntryMeta m) {
-      if (m.stream == qm.stream) return m.y <= qm.y;
-      if (m.y >= qm.y) return false;
-      for (int64_t s = 0; s < seq.num_visible_streams; ++s) {
-        if (seq.visible_streams[s] == m.stream) return true;
-      }
-      return false;
+      return sees(seq, qm, m);
     };
     const uint16_t** k_rows = Scratch(k_buf, seq.num_ctx);
     const uint16_t** v_rows = Scratch(v_buf, seq.num_ctx);
@@ -412,6 +448,140 @@ void PagedAttention(const AttentionShape& shape, const PagedKvLayer& kv,
       AddRows(shape, q, out, alone[i], h0, g, gather(alone[i]), &one);
       AttendRows(one, k_rows, v_rows, shape.head_dim, scale, kernels);
     }
+  });
+
+  // The long one-token sequences, in four parallel phases over (token, KV
+  // head): scores by key ranges, softmax per head, weighted V sums by
+  // residue of the slots, the residues' final tree per head. Each key's
+  // score and each residue's sums are computed as AttendRows computes them,
+  // so the bits are the same; the work of one query spreads over the pool
+  // and each K and V row is read once for the KV head's query heads.
+  // The caller's buffers (grow-only), named by reference so the pool's
+  // workers use these, not their own thread_local copies.
+  struct LongScratch {
+    std::vector<int64_t> longs, ent_off, score_off, counts;
+    std::vector<const uint16_t*> kp, vp;
+    std::vector<float> q16, scores, res;
+    std::vector<std::array<int64_t, 3>> score_tasks;
+  };
+  thread_local LongScratch scratch;
+  std::vector<int64_t>& longs = scratch.longs;
+  std::vector<int64_t>& ent_off = scratch.ent_off;
+  std::vector<int64_t>& score_off = scratch.score_off;
+  std::vector<int64_t>& counts = scratch.counts;
+  std::vector<const uint16_t*>& kp = scratch.kp;
+  std::vector<const uint16_t*>& vp = scratch.vp;
+  std::vector<float>& q16 = scratch.q16;
+  std::vector<float>& scores = scratch.scores;
+  std::vector<float>& res = scratch.res;
+  std::vector<std::array<int64_t, 3>>& score_tasks = scratch.score_tasks;
+  longs.clear();
+  for (int64_t t = 0; t < n_tok; ++t) {
+    if (long_single(t)) longs.push_back(t);
+  }
+  if (longs.empty()) return;
+  const int64_t n_long = static_cast<int64_t>(longs.size());
+  const int64_t n_kv = shape.n_kv_head, n_head = shape.n_head;
+  const int64_t hd = shape.head_dim, group = n_head / n_kv;
+  // Visible entries of each long token, as K and V row pointers per KV head
+  // (kp[ent_off[i] * n_kv + kvh * n_i + j]).
+  ent_off.assign(1, 0);
+  score_off.assign(1, 0);
+  for (int64_t i = 0; i < n_long; ++i) {
+    const PagedAttentionSeq& seq = seqs[token_seq[longs[i]]];
+    ent_off.push_back(ent_off.back() + seq.num_ctx);
+    score_off.push_back(score_off.back() +
+                        n_head *
+                            ((seq.num_ctx + kLanes - 1) / kLanes * kLanes));
+  }
+  kp.resize(ent_off.back() * n_kv);
+  vp.resize(kp.size());
+  counts.assign(n_long, 0);
+  for (int64_t i = 0; i < n_long; ++i) {
+    const int64_t t = longs[i];
+    const PagedAttentionSeq& seq = seqs[token_seq[t]];
+    const uint16_t** k_i = kp.data() + ent_off[i] * n_kv;
+    const uint16_t** v_i = vp.data() + ent_off[i] * n_kv;
+    int64_t n = 0;
+    for (int64_t j = 0; j < seq.num_ctx; ++j) {
+      const int64_t e = slot_of(seq, j);
+      const KvEntryMeta m = kv.meta != nullptr
+                                ? kv.meta[e]
+                                : KvEntryMeta{0, static_cast<int32_t>(j)};
+      if (!sees(seq, q_meta[t], m)) continue;
+      for (int64_t g = 0; g < n_kv; ++g) {
+        k_i[g * seq.num_ctx + n] = kv.k + e * kv_stride + g * hd;
+        v_i[g * seq.num_ctx + n] = kv.v + e * kv_stride + g * hd;
+      }
+      ++n;
+    }
+    counts[i] = n;
+  }
+  q16.resize(n_long * n_head * hd);
+  for (int64_t i = 0; i < n_long; ++i) {
+    RoundToFp16Row(q + longs[i] * n_head * hd, q16.data() + i * n_head * hd,
+                   n_head * hd);
+  }
+  scores.resize(score_off.back());
+  res.resize(n_long * n_head * 8 * hd);
+  auto kernels_of = [&](int64_t i) {
+    const PagedAttentionSeq& seq = seqs[token_seq[longs[i]]];
+    return ChooseKernels(seq.kernel_tokens > 0 ? seq.kernel_tokens : 1, hd);
+  };
+  auto ld_of = [&](int64_t i) {
+    return (score_off[i + 1] - score_off[i]) / n_head;
+  };
+  auto k_rows_of = [&](int64_t i, int64_t g) {
+    const int64_t num_ctx = seqs[token_seq[longs[i]]].num_ctx;
+    return kp.data() + ent_off[i] * n_kv + g * num_ctx;
+  };
+  auto v_rows_of = [&](int64_t i, int64_t g) {
+    const int64_t num_ctx = seqs[token_seq[longs[i]]].num_ctx;
+    return vp.data() + ent_off[i] * n_kv + g * num_ctx;
+  };
+  // Phase 1: scores, (token, KV head, range of kSplitKeys keys) per task.
+  score_tasks.clear();
+  for (int64_t i = 0; i < n_long; ++i) {
+    for (int64_t g = 0; g < n_kv; ++g) {
+      for (int64_t j0 = 0; j0 < counts[i]; j0 += kSplitKeys) {
+        score_tasks.push_back({i, g, j0});
+      }
+    }
+  }
+  pool->ParallelFor(static_cast<int64_t>(score_tasks.size()), [&](int64_t x) {
+    const auto [i, g, j0] = score_tasks[x];
+    const int64_t cnt = std::min(kSplitKeys, counts[i] - j0);
+    const float* qp[kMaxRows];
+    for (int64_t h = 0; h < group; ++h) {
+      qp[h] = q16.data() + (i * n_head + g * group + h) * hd;
+    }
+    internal::ScoresF16Avx512(
+        k_rows_of(i, g) + j0, v_rows_of(i, g) + j0, cnt, qp,
+        static_cast<int>(group), hd, kernels_of(i).kq_gemm,
+        scores.data() + score_off[i] + g * group * ld_of(i) + j0, ld_of(i));
+  });
+  // Phase 2: softmax per (token, head).
+  pool->ParallelFor(n_long * n_head, [&](int64_t x) {
+    const int64_t i = x / n_head, h = x % n_head;
+    SoftmaxRow(scores.data() + score_off[i] + h * ld_of(i), counts[i], ld_of(i),
+               scale);
+  });
+  // Phase 3: weighted V sums, (token, KV head, residue) per task.
+  pool->ParallelFor(n_long * n_kv * 8, [&](int64_t x) {
+    const int64_t i = x / (n_kv * 8), g = (x / 8) % n_kv;
+    const int r = static_cast<int>(x % 8);
+    const int64_t slots = kernels_of(i).kqv_gemm ? kLanes : 4 * kLanes;
+    internal::ResidueSumsF16Avx512(
+        v_rows_of(i, g), counts[i],
+        scores.data() + score_off[i] + g * group * ld_of(i), ld_of(i),
+        static_cast<int>(group), hd, slots, r, r + 1,
+        res.data() + (i * n_head + g * group) * 8 * hd);
+  });
+  // Phase 4: the residues' tree per (token, head).
+  pool->ParallelFor(n_long * n_head, [&](int64_t x) {
+    const int64_t i = x / n_head, h = x % n_head;
+    internal::CombineResidues(res.data() + (i * n_head + h) * 8 * hd, hd,
+                              out + (longs[i] * n_head + h) * hd);
   });
 }
 

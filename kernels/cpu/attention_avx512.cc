@@ -223,6 +223,38 @@ struct ScoresBody {
   }
 };
 
+// The combined slot sums of residues [r0, r1) (ResidueT) for G heads, stored
+// as res[h * 8 * dim + r * dim + i].
+template <int G, int A>
+BRAID_AVX512 void ResidueSumsT(const uint16_t* const* v_rows, int64_t n,
+                               const float* w, int64_t ldw, int chunks, int r0,
+                               int r1, float* res) {
+  const int64_t dim = 16 * chunks;
+  for (int c = 0; c < chunks; ++c) {
+    for (int r = r0; r < r1; ++r) {
+      __m512 out[G];
+      ResidueT<G, A>(v_rows, n, w, ldw, r, 16 * c, out);
+#pragma GCC unroll 4
+      for (int h = 0; h < G; ++h) {
+        _mm512_storeu_ps(res + h * 8 * dim + r * dim + 16 * c, out[h]);
+      }
+    }
+  }
+}
+
+struct ResidueSumsBody {
+  const uint16_t* const* v_rows;
+  int64_t n;
+  const float* w;
+  int64_t ldw;
+  int chunks, r0, r1;
+  float* res;
+  template <int G, int A>
+  void operator()() {
+    ResidueSumsT<G, A>(v_rows, n, w, ldw, chunks, r0, r1, res);
+  }
+};
+
 struct WeightedSumBody {
   const uint16_t* const* v_rows;
   int64_t n;
@@ -290,6 +322,27 @@ bool WeightedSumF16Avx512(const uint16_t* const* v_rows, int64_t n,
   for (int h0 = 0; h0 < g; h0 += per_pass) {
     const int gs = g - h0 < per_pass ? g - h0 : per_pass;
     WeightedSumBody body{v_rows, n, w + h0 * ldw, ldw, chunks, out + h0};
+    if (slots == 64) {
+      WithGroup<8>(gs, body);
+    } else {
+      WithGroup<2>(gs, body);
+    }
+  }
+  return true;
+}
+
+bool ResidueSumsF16Avx512(const uint16_t* const* v_rows, int64_t n,
+                          const float* w, int64_t ldw, int g, int64_t head_dim,
+                          int64_t slots, int r0, int r1, float* res) {
+  if (head_dim % 16 != 0 || head_dim > 256 || (slots != 16 && slots != 64)) {
+    return false;
+  }
+  const int chunks = static_cast<int>(head_dim / 16);
+  const int per_pass = slots == 64 ? 3 : 4;
+  for (int h0 = 0; h0 < g; h0 += per_pass) {
+    const int gs = g - h0 < per_pass ? g - h0 : per_pass;
+    ResidueSumsBody body{v_rows, n,  w + h0 * ldw, ldw, chunks,
+                         r0,     r1, res + h0 * 8 * head_dim};
     if (slots == 64) {
       WithGroup<8>(gs, body);
     } else {

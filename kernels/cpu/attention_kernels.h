@@ -30,6 +30,27 @@ bool WeightedSumF16Avx512(const uint16_t* const* v_rows, int64_t n,
                           const float* w, int64_t ldw, int g, int64_t head_dim,
                           int64_t slots, float* const* out);
 
+// The same sums split by residue: for residues r in [r0, r1) of the slots
+// modulo 8, res[h * 8 * head_dim + r * head_dim + i] = the slots r, r + 8,
+// ... combined as ReduceSlots' first levels combine them; CombineResidues
+// then gives WeightedSumF16Avx512's out[h] bit for bit. False (nothing
+// written) where WeightedSumF16Avx512 is.
+bool ResidueSumsF16Avx512(const uint16_t* const* v_rows, int64_t n,
+                          const float* w, int64_t ldw, int g, int64_t head_dim,
+                          int64_t slots, int r0, int r1, float* res);
+
+// out[i] = ((res0 + res4) + (res2 + res6)) + ((res1 + res5) + (res3 + res7))
+// at element i, res_r = res[r * dim + i] (ggml's lane tree over residues).
+inline void CombineResidues(const float* res, int64_t dim, float* out) {
+  for (int64_t i = 0; i < dim; ++i) {
+    const float d0 = res[0 * dim + i] + res[4 * dim + i];
+    const float d1 = res[1 * dim + i] + res[5 * dim + i];
+    const float d2 = res[2 * dim + i] + res[6 * dim + i];
+    const float d3 = res[3 * dim + i] + res[7 * dim + i];
+    out[i] = (d0 + d2) + (d1 + d3);
+  }
+}
+
 }  // namespace braid::kernels::cpu::internal
 
 #endif  // BRAID_KERNELS_CPU_ATTENTION_KERNELS_H_

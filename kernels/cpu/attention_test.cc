@@ -1,5 +1,6 @@
 #include "kernels/cpu/attention.h"
 
+#include <algorithm>
 #include <cmath>
 #include <random>
 #include <vector>
@@ -354,6 +355,73 @@ TEST(PagedAttentionTest, BranchEqualsIndependentSequenceBitForBit) {
       EXPECT_EQ(got, want) << "branch " << b << " n_q " << n_q;
     }
   }
+}
+
+// One-token sequences over long contexts take PagedAttention's split phases
+// (scores by key ranges, weighted sums by residue across the pool): the same
+// bits as the one-task path (no pool), for decode steps and for a one-token
+// prompt chunk (the batched kernel order), beside a short sequence, with
+// two streams and scattered blocks.
+TEST(PagedAttentionTest, LongContextSplitPhasesAreBitIdentical) {
+  const AttentionShape s{9, 3, 64};
+  const int64_t kv_stride = s.n_kv_head * s.head_dim;
+  const int64_t bs = 16, n_blocks = 300;
+  std::mt19937 rng(12);
+  std::normal_distribution<float> dist(0.0f, 1.0f);
+  std::vector<uint16_t> k(n_blocks * bs * kv_stride), v(k.size());
+  for (auto& e : k) e = Fp32ToFp16(dist(rng));
+  for (auto& e : v) e = Fp32ToFp16(dist(rng));
+  std::vector<int32_t> blocks(n_blocks);
+  for (int32_t b = 0; b < n_blocks; ++b) blocks[b] = b;
+  std::shuffle(blocks.begin(), blocks.end(), rng);
+  // Sequence 0: 2,000 entries of one stream (decode step). Sequence 1:
+  // 1,500 entries alternating streams 0 and 1, its query on stream 1 seeing
+  // stream 0 (multi-stream), a one-token prompt chunk of a 40-token prompt.
+  // Sequence 2: 100 entries (the one-task path beside them).
+  std::vector<KvEntryMeta> meta(n_blocks * bs);
+  const int64_t ctx[3] = {2000, 1500, 100};
+  int64_t first_block = 0;
+  std::vector<PagedAttentionSeq> seqs(3);
+  const int32_t sees_zero[] = {0};
+  std::vector<KvEntryMeta> q_meta;
+  for (int i = 0; i < 3; ++i) {
+    for (int64_t j = 0; j < ctx[i]; ++j) {
+      const int64_t e = blocks[first_block + j / bs] * bs + j % bs;
+      meta[e] = i == 1 ? KvEntryMeta{static_cast<int32_t>(j % 2),
+                                     static_cast<int32_t>(j / 2)}
+                       : KvEntryMeta{0, static_cast<int32_t>(j)};
+    }
+    seqs[i] = {i,
+               1,
+               ctx[i],
+               blocks.data() + first_block,
+               i == 1 ? sees_zero : nullptr,
+               i == 1 ? 1 : 0};
+    q_meta.push_back(
+        meta[blocks[first_block + (ctx[i] - 1) / bs] * bs + (ctx[i] - 1) % bs]);
+    first_block += (ctx[i] + bs - 1) / bs;
+  }
+  seqs[1].kernel_tokens = 40;
+  const std::vector<int32_t> token_seq = {0, 1, 2};
+  const int64_t row = s.n_head * s.head_dim;
+  std::vector<float> q(3 * row);
+  for (float& e : q) e = dist(rng) * 2.0f;
+  const PagedKvLayer layer{k.data(), v.data(), meta.data(), bs};
+  std::vector<float> want(q.size()), got(q.size());
+  PagedAttention(s, layer, q.data(), q_meta.data(), seqs.data(),
+                 token_seq.data(), 3, want.data(), nullptr);
+  ThreadPool pool(2);
+  PagedAttention(s, layer, q.data(), q_meta.data(), seqs.data(),
+                 token_seq.data(), 3, got.data(), &pool);
+  EXPECT_EQ(got, want);
+  // The one-token prompt chunk takes the batched order: not the decode bits.
+  seqs[1].kernel_tokens = 0;
+  std::vector<float> decode_order(q.size());
+  PagedAttention(s, layer, q.data(), q_meta.data(), seqs.data(),
+                 token_seq.data(), 3, decode_order.data(), &pool);
+  EXPECT_NE(std::vector<float>(decode_order.begin() + row,
+                               decode_order.begin() + 2 * row),
+            std::vector<float>(got.begin() + row, got.begin() + 2 * row));
 }
 
 }  // namespace
