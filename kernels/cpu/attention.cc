@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <array>
+#include <atomic>
 #include <cmath>
 #include <cstring>
 #include <utility>
@@ -21,6 +22,7 @@ constexpr int64_t kMaxHeadDim = 256;
 // split phases, kSplitKeys keys per score task.
 constexpr int64_t kSplitMinEntries = 1024;
 constexpr int64_t kSplitKeys = 512;
+std::atomic<int64_t> g_long_split_calls{0};
 constexpr int64_t kLanes = 16;  // ggml's AVX-512 vector width in floats.
 
 // Which of llama.cpp's kernels computes each product (see dot.h).
@@ -289,6 +291,10 @@ void AddRows(const AttentionShape& shape, const float* q, float* out, int64_t t,
 
 }  // namespace
 
+int64_t internal::LongSplitCallsForTesting() {
+  return g_long_split_calls.load();
+}
+
 void Attention(const AttentionShape& shape, const float* q,
                const int32_t* q_positions, int64_t n_tok, const uint16_t* k,
                const uint16_t* v, float* out, ThreadPool* pool) {
@@ -356,14 +362,19 @@ void PagedAttention(const AttentionShape& shape, const PagedKvLayer& kv,
     const PagedAttentionSeq& seq = seqs[token_seq[t]];
     return seq.num_tokens == 1 && seq.num_ctx >= kSplitMinEntries;
   };
-  // Only while they are too few to keep the pool busy as whole tasks (one
-  // per KV head): the split costs three more parallel sections.
-  int64_t num_long = 0;
+  // Only while the call's sequences are too few to keep the pool busy as
+  // whole tasks (one per KV head): the split costs three more parallel
+  // sections, which a busy call (say, decoding streams beside a long
+  // prompt's one-token chunk) does not win back.
+  int64_t num_long = 0, num_seqs = 0;
   if (split_long) {
-    for (int64_t t = 0; t < n_tok; ++t) num_long += long_one(t);
+    for (int64_t t = 0; t < n_tok; ++t) {
+      num_long += long_one(t);
+      num_seqs += t == 0 || token_seq[t] != token_seq[t - 1];
+    }
   }
   const bool use_split =
-      num_long > 0 && num_long * shape.n_kv_head < 4 * pool->num_threads();
+      num_long > 0 && num_seqs * shape.n_kv_head < 4 * pool->num_threads();
   auto long_single = [&](int64_t t) { return use_split && long_one(t); };
   const TaskSplit split(
       shape, n_tok, pool,
@@ -480,6 +491,7 @@ void PagedAttention(const AttentionShape& shape, const PagedKvLayer& kv,
     if (long_single(t)) longs.push_back(t);
   }
   if (longs.empty()) return;
+  g_long_split_calls.fetch_add(1, std::memory_order_relaxed);
   const int64_t n_long = static_cast<int64_t>(longs.size());
   const int64_t n_kv = shape.n_kv_head, n_head = shape.n_head;
   const int64_t hd = shape.head_dim, group = n_head / n_kv;

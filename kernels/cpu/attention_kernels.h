@@ -39,6 +39,10 @@ bool ResidueSumsF16Avx512(const uint16_t* const* v_rows, int64_t n,
                           const float* w, int64_t ldw, int g, int64_t head_dim,
                           int64_t slots, int r0, int r1, float* res);
 
+// Calls of PagedAttention that took the split phases for long one-token
+// sequences, since start (testing).
+int64_t LongSplitCallsForTesting();
+
 // out[i] = ((res0 + res4) + (res2 + res6)) + ((res1 + res5) + (res3 + res7))
 // at element i, res_r = res[r * dim + i] (ggml's lane tree over residues).
 inline void CombineResidues(const float* res, int64_t dim, float* out) {

@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "gtest/gtest.h"
+#include "kernels/cpu/attention_kernels.h"
 #include "kernels/cpu/cpu_features.h"
 #include "kernels/cpu/fp16.h"
 #include "kernels/cpu/thread_pool.h"
@@ -357,11 +358,11 @@ TEST(PagedAttentionTest, BranchEqualsIndependentSequenceBitForBit) {
   }
 }
 
-// One-token sequences over long contexts take PagedAttention's split phases
-// (scores by key ranges, weighted sums by residue across the pool): the same
-// bits as the one-task path (no pool), for decode steps and for a one-token
-// prompt chunk (the batched kernel order), beside a short sequence, with
-// two streams and scattered blocks.
+// One-token sequences over long contexts, too few to fill the pool as whole
+// tasks, take PagedAttention's split phases (scores by key ranges, weighted
+// sums by residue across the pool): the same bits as the one-task path (no
+// pool), for a decode step and for a one-token prompt chunk (the batched
+// kernel order), with two streams and scattered blocks.
 TEST(PagedAttentionTest, LongContextSplitPhasesAreBitIdentical) {
   const AttentionShape s{9, 3, 64};
   const int64_t kv_stride = s.n_kv_head * s.head_dim;
@@ -377,14 +378,14 @@ TEST(PagedAttentionTest, LongContextSplitPhasesAreBitIdentical) {
   // Sequence 0: 2,000 entries of one stream (decode step). Sequence 1:
   // 1,500 entries alternating streams 0 and 1, its query on stream 1 seeing
   // stream 0 (multi-stream), a one-token prompt chunk of a 40-token prompt.
-  // Sequence 2: 100 entries (the one-task path beside them).
+  // (Two sequences x 3 KV heads are too few tasks for a pool of 2: split.)
   std::vector<KvEntryMeta> meta(n_blocks * bs);
-  const int64_t ctx[3] = {2000, 1500, 100};
+  const int64_t ctx[2] = {2000, 1500};
   int64_t first_block = 0;
-  std::vector<PagedAttentionSeq> seqs(3);
+  std::vector<PagedAttentionSeq> seqs(2);
   const int32_t sees_zero[] = {0};
   std::vector<KvEntryMeta> q_meta;
-  for (int i = 0; i < 3; ++i) {
+  for (int i = 0; i < 2; ++i) {
     for (int64_t j = 0; j < ctx[i]; ++j) {
       const int64_t e = blocks[first_block + j / bs] * bs + j % bs;
       meta[e] = i == 1 ? KvEntryMeta{static_cast<int32_t>(j % 2),
@@ -402,23 +403,27 @@ TEST(PagedAttentionTest, LongContextSplitPhasesAreBitIdentical) {
     first_block += (ctx[i] + bs - 1) / bs;
   }
   seqs[1].kernel_tokens = 40;
-  const std::vector<int32_t> token_seq = {0, 1, 2};
+  const std::vector<int32_t> token_seq = {0, 1};
   const int64_t row = s.n_head * s.head_dim;
-  std::vector<float> q(3 * row);
+  std::vector<float> q(2 * row);
   for (float& e : q) e = dist(rng) * 2.0f;
   const PagedKvLayer layer{k.data(), v.data(), meta.data(), bs};
   std::vector<float> want(q.size()), got(q.size());
   PagedAttention(s, layer, q.data(), q_meta.data(), seqs.data(),
-                 token_seq.data(), 3, want.data(), nullptr);
+                 token_seq.data(), 2, want.data(), nullptr);
   ThreadPool pool(2);
+  const int64_t split_calls = internal::LongSplitCallsForTesting();
   PagedAttention(s, layer, q.data(), q_meta.data(), seqs.data(),
-                 token_seq.data(), 3, got.data(), &pool);
+                 token_seq.data(), 2, got.data(), &pool);
+  // (The split phases need the AVX-512 kernels.)
+  EXPECT_EQ(internal::LongSplitCallsForTesting(),
+            split_calls + (UseAvx512() ? 1 : 0));
   EXPECT_EQ(got, want);
   // The one-token prompt chunk takes the batched order: not the decode bits.
   seqs[1].kernel_tokens = 0;
   std::vector<float> decode_order(q.size());
   PagedAttention(s, layer, q.data(), q_meta.data(), seqs.data(),
-                 token_seq.data(), 3, decode_order.data(), &pool);
+                 token_seq.data(), 2, decode_order.data(), &pool);
   EXPECT_NE(std::vector<float>(decode_order.begin() + row,
                                decode_order.begin() + 2 * row),
             std::vector<float>(got.begin() + row, got.begin() + 2 * row));
