@@ -38,8 +38,8 @@ void PrefillPacer::Observe(int decode_tokens, int prefill_tokens,
     mixed_steps_ = 0;
     return;
   }
-  if (decode_s_ == 0) return;
   ++mixed_steps_;
+  if (decode_s_ == 0) return;
   // What the prefill tokens added; a step faster than the estimate (noise)
   // still counts, as a small positive cost.
   const double added = std::max(seconds - decode_s_, 0.05 * decode_s_);
@@ -47,8 +47,11 @@ void PrefillPacer::Observe(int decode_tokens, int prefill_tokens,
 }
 
 int PrefillPacer::Cap() const {
-  if (max_slowdown_ <= 1 || decode_s_ == 0 || per_token_s_ == 0) return 0;
+  if (max_slowdown_ <= 1) return 0;
+  // Also before any decode-only step was seen (prompts arriving without a
+  // pause): a probe gives the estimate.
   if (mixed_steps_ >= kProbeEvery) return kProbe;
+  if (decode_s_ == 0 || per_token_s_ == 0) return 0;
   const double tokens =
       std::floor((max_slowdown_ - 1) * decode_s_ / per_token_s_);
   return static_cast<int>(

@@ -22,8 +22,9 @@ class PrefillPacer {
 
   // Prefill tokens the next step may take while requests decode; 0 while
   // there is no estimate yet (or pacing is off); kProbe (no prefill at all)
-  // for one step after every 15 paced steps in a row, to re-measure the
-  // decode-only step as the decoding requests' contexts grow.
+  // for one step after every 15 steps with prefill in a row, to measure the
+  // decode-only step (also when none was ever seen: prompts that keep
+  // arriving) and re-measure it as the decoding requests' contexts grow.
   int Cap() const;
   static constexpr int kProbe = -1;
 

@@ -24,6 +24,10 @@ TEST(PrefillPacerTest, NoCapUntilBothCostsAreSeen) {
   EXPECT_EQ(p.Cap(), 0);
   p.Observe(4, 8, StepSeconds(8, 0.001));  // no decode-only step seen yet
   EXPECT_EQ(p.Cap(), 0);
+  // Prompts keep arriving, no step ever decodes alone: after 15 steps with
+  // prefill the pacer asks for a probe to measure the decode step.
+  for (int i = 0; i < 14; ++i) p.Observe(4, 8, StepSeconds(8, 0.001));
+  EXPECT_EQ(p.Cap(), PrefillPacer::kProbe);
   p.Observe(4, 0, StepSeconds(0, 0.001));
   EXPECT_EQ(p.Cap(), 0);
   p.Observe(4, 8, StepSeconds(8, 0.001));

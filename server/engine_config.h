@@ -20,8 +20,8 @@ struct EngineFlags {
   int kv_budget_tokens = 0;  // > 0 overrides kv_budget_mb
   int block_size = 16;
   int max_batch_tokens = 512;
-  int max_prefill_tokens_while_decoding = 8;
-  int prefill_tokens_per_decode_token = 2;
+  int max_prefill_tokens_while_decoding = 64;
+  int prefill_tokens_per_decode_token = 4;
   double max_decode_slowdown = 1.7;
   int max_num_seqs = 64;
   int max_waiting_requests = 256;

@@ -58,12 +58,12 @@ ABSL_FLAG(int, kv_budget_tokens, 0,
 ABSL_FLAG(int, block_size, 16, "Tokens per KV cache block.");
 ABSL_FLAG(int, max_batch_tokens, 512,
           "Tokens per engine step (decode tokens plus prefill chunks).");
-ABSL_FLAG(int, max_prefill_tokens_while_decoding, 8,
+ABSL_FLAG(int, max_prefill_tokens_while_decoding, 64,
           "Stream isolation: while requests decode, a step takes at most "
           "max(this, --prefill_tokens_per_decode_token x its decode tokens) "
           "prompt tokens, so a long prompt slows other streams' tokens by a "
           "bounded factor (0 = off: prompts take up to --max_batch_tokens).");
-ABSL_FLAG(int, prefill_tokens_per_decode_token, 2,
+ABSL_FLAG(int, prefill_tokens_per_decode_token, 4,
           "See --max_prefill_tokens_while_decoding.");
 ABSL_FLAG(double, max_decode_slowdown, 1.7,
           "Stream isolation: while requests decode, prompt tokens per step "
