@@ -230,6 +230,7 @@ void Engine::RunStep() {
   scheduler_.SetPacedPrefillCap(pacer_.Cap());
   StepPlan plan = scheduler_.Schedule();
   if (plan.empty()) {
+    pacer_.Reset();
     // Nothing fits now (Submit keeps out requests that never fit); wait for
     // the inbox instead of spinning.
     absl::MutexLock lock(&mu_);

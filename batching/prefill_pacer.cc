@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 
 namespace braid::batching {
 namespace {
@@ -33,17 +34,33 @@ void PrefillPacer::Observe(int decode_tokens, int prefill_tokens,
   if (prefill_tokens == 0) {
     // A probe (after paced steps) mostly replaces the old estimate, which
     // may be many steps old.
-    decode_s_ = Blend(decode_s_, seconds,
+    // A different set of decoders starts a new estimate.
+    const bool same =
+        decode_tokens_ > 0 &&
+        4 * std::abs(decode_tokens - decode_tokens_) <= decode_tokens_;
+    decode_s_ = Blend(same ? decode_s_ : 0.0, seconds,
                       mixed_steps_ > 0 ? kProbeWeight : kDecodeWeight);
+    decode_tokens_ = decode_tokens;
     mixed_steps_ = 0;
     return;
   }
   ++mixed_steps_;
   if (decode_s_ == 0) return;
+  if (4 * std::abs(decode_tokens - decode_tokens_) > decode_tokens_) {
+    mixed_steps_ = kProbeEvery;  // the decoders changed: probe next
+    return;
+  }
   // What the prefill tokens added; a step faster than the estimate (noise)
   // still counts, as a small positive cost.
   const double added = std::max(seconds - decode_s_, 0.05 * decode_s_);
   per_token_s_ = Blend(per_token_s_, added / prefill_tokens, kPrefillWeight);
+}
+
+void PrefillPacer::Reset() {
+  decode_s_ = 0;
+  per_token_s_ = 0;
+  mixed_steps_ = 0;
+  decode_tokens_ = 0;
 }
 
 int PrefillPacer::Cap() const {

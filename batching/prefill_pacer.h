@@ -18,7 +18,15 @@ class PrefillPacer {
   PrefillPacer(double max_slowdown, int min_tokens);
 
   // One step: its decode and prefill token counts and how long it took.
+  // The decode-only step is remembered with its decode tokens; a step with
+  // prefill whose decode tokens differ from those by more than a quarter
+  // says nothing about the prompt's cost (the decoders changed) and asks
+  // for a probe instead.
   void Observe(int decode_tokens, int prefill_tokens, double seconds);
+
+  // Forgets every estimate (the engine went idle: the next busy spell may
+  // decode a different set of requests).
+  void Reset();
 
   // Prefill tokens the next step may take while requests decode; 0 while
   // there is no estimate yet (or pacing is off); kProbe (no prefill at all)
@@ -37,6 +45,7 @@ class PrefillPacer {
   double decode_s_ = 0;     // decode-only step (0 = not seen yet)
   double per_token_s_ = 0;  // added per prefill token (0 = not seen yet)
   int mixed_steps_ = 0;     // steps with prefill since a decode-only one
+  int decode_tokens_ = 0;   // of the last decode-only step
 };
 
 }  // namespace braid::batching

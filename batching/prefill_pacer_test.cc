@@ -92,6 +92,27 @@ TEST(PrefillPacerTest, ProbesTheDecodeStepEveryFifteenSteps) {
   EXPECT_GT(p.decode_step_seconds(), 0.0125);
 }
 
+// The estimates hold for one set of decoders: a step with prefill whose
+// decode tokens differ by more than a quarter from the last decode-only
+// step's is not charged to the prompt (it asks for a probe), a probe with
+// other decoders starts the decode estimate afresh, and Reset forgets all.
+TEST(PrefillPacerTest, EstimatesFollowTheDecodersAndReset) {
+  PrefillPacer p(1.5, 1);
+  p.Observe(4, 0, 0.010);
+  p.Observe(4, 5, 0.015);  // 1 ms a prompt token
+  EXPECT_EQ(p.Cap(), 5);
+  // 12 decoders now: the step is slower, but not because of the prompt.
+  p.Observe(12, 5, 0.030);
+  EXPECT_NEAR(p.seconds_per_prefill_token(), 0.001, 1e-9);
+  EXPECT_EQ(p.Cap(), PrefillPacer::kProbe);
+  p.Observe(12, 0, 0.020);  // the probe: a fresh decode estimate
+  EXPECT_NEAR(p.decode_step_seconds(), 0.020, 1e-12);
+  EXPECT_EQ(p.Cap(), 10);
+  p.Reset();
+  EXPECT_EQ(p.Cap(), 0);
+  EXPECT_EQ(p.decode_step_seconds(), 0);
+}
+
 TEST(PrefillPacerTest, OffBelowOrAtOne) {
   PrefillPacer p(1.0, 2);
   p.Observe(4, 0, 0.01);
