@@ -341,8 +341,8 @@ bool ResidueSumsF16Avx512(const uint16_t* const* v_rows, int64_t n,
   const int per_pass = slots == 64 ? 3 : 4;
   for (int h0 = 0; h0 < g; h0 += per_pass) {
     const int gs = g - h0 < per_pass ? g - h0 : per_pass;
-    ResidueSumsBody body{v_rows, n,  w + h0 * ldw, ldw, chunks,
-                         r0,     r1, res + h0 * 8 * head_dim};
+    ResidueSumsBody body{v_rows, n,  w + h0 * ldw, ldw,
+                         chunks, r0, r1,           res + h0 * 8 * head_dim};
     if (slots == 64) {
       WithGroup<8>(gs, body);
     } else {

@@ -4,9 +4,9 @@
 // for the SmolLM2-135M matrix shapes:
 //   bazel run -c opt //kernels/cpu:gemm_tile_bench -- [n_tok]
 #include <chrono>
-#include <cstring>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <random>
 #include <vector>
 
