@@ -122,9 +122,7 @@ class BadInputTest(unittest.TestCase):
 
     @classmethod
     def tearDownClass(cls):
-        rc = cls.daemon.stop()
-        if rc != 0:
-            raise AssertionError(f"braidd exited {rc}:\n{cls.daemon.read_log()}")
+        cls.daemon.stop_checked()
 
     def good_traffic(self, stop, results):
         """Generate requests back to back until `stop` is set."""

@@ -57,9 +57,7 @@ class CancelStormTest(unittest.TestCase):
     @classmethod
     def tearDownClass(cls):
         cls.channel.close()
-        rc = cls.daemon.stop()
-        if rc != 0:
-            raise AssertionError(f"braidd exited {rc}:\n{cls.daemon.read_log()}")
+        cls.daemon.stop_checked()
 
     def one_request(self, i, rng):
         """Runs request i; returns 'completed' or 'cancelled-<phase>'."""

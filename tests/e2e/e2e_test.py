@@ -55,9 +55,7 @@ class E2ETest(unittest.TestCase):
     @classmethod
     def tearDownClass(cls):
         cls.channel.close()
-        rc = cls.daemon.stop()
-        if rc != 0:
-            raise AssertionError(f"braidd exited {rc}:\n{cls.daemon.read_log()}")
+        cls.daemon.stop_checked()
 
     def generate(self, timeout=120, **kw):
         """Runs Generate; returns (responses, final)."""

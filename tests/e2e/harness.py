@@ -179,6 +179,12 @@ class Daemon:
         self.log.close()
         return self.proc.returncode
 
+    def stop_checked(self):
+        """stop(), and an AssertionError with the log unless it exited 0."""
+        rc = self.stop()
+        if rc != 0:
+            raise AssertionError(f"braidd exited {rc}:\n{self.read_log()}")
+
 
 class JUnitResult(unittest.TextTestResult):
     def __init__(self, *args, **kwargs):

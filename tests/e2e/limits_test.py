@@ -30,9 +30,7 @@ class LimitsTest(unittest.TestCase):
 
     @classmethod
     def tearDownClass(cls):
-        rc = cls.daemon.stop()
-        if rc != 0:
-            raise AssertionError(f"braidd exited {rc}:\n{cls.daemon.read_log()}")
+        cls.daemon.stop_checked()
 
     def tokenize(self, channel, text, timeout=5):
         return pb_grpc.BraidStub(channel).Tokenize(

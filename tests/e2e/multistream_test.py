@@ -85,9 +85,7 @@ class MultiStreamTest(unittest.TestCase):
     @classmethod
     def tearDownClass(cls):
         cls.channel.close()
-        rc = cls.daemon.stop()
-        if rc != 0:
-            raise AssertionError(f"braidd exited {rc}:\n{cls.daemon.read_log()}")
+        cls.daemon.stop_checked()
 
     def ntok(self, text):
         return len(self.stub.Tokenize(pb.TokenizeRequest(

@@ -131,9 +131,7 @@ class SecurityTest(unittest.TestCase):
 
     @classmethod
     def tearDownClass(cls):
-        rc = cls.daemon.stop()
-        if rc != 0:
-            raise AssertionError(f"braidd exited {rc}:\n{cls.daemon.read_log()}")
+        cls.daemon.stop_checked()
 
     def check(self, want, ch, rpc="Tokenize", token=GOOD):
         with ch:

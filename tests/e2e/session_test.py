@@ -117,9 +117,7 @@ class SessionTest(unittest.TestCase):
     @classmethod
     def tearDownClass(cls):
         cls.channel.close()
-        rc = cls.daemon.stop()
-        if rc != 0:
-            raise AssertionError(f"braidd exited {rc}:\n{cls.daemon.read_log()}")
+        cls.daemon.stop_checked()
 
     def assert_engine_idle(self):
         """Waits (10 s at most) for no session, no request and every KV
@@ -481,9 +479,7 @@ class SessionLimitsTest(unittest.TestCase):
     @classmethod
     def tearDownClass(cls):
         cls.channel.close()
-        rc = cls.daemon.stop()
-        if rc != 0:
-            raise AssertionError(f"braidd exited {rc}:\n{cls.daemon.read_log()}")
+        cls.daemon.stop_checked()
 
     def client(self, token):
         return SessionClient(self.stub, metadata=[
