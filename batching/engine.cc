@@ -268,12 +268,12 @@ void Engine::RunStep() {
   absl::StatusOr<StepOutput> output =
       executor_->Execute(plan, absl::MakeConstSpan(samplers));
   const absl::Duration took = absl::Now() - now;
-  RecordStep(plan, took);
   int decode_tokens = 0, prefill_tokens = 0;
   for (const ScheduledSequence& s : plan.sequences) {
     (s.queue == QueueKind::kPrompt ? prefill_tokens : decode_tokens) +=
         static_cast<int>(s.tokens.size());
   }
+  RecordStep(plan, decode_tokens, prefill_tokens, took);
   pacer_.Observe(decode_tokens, prefill_tokens, absl::ToDoubleSeconds(took));
   if (!output.ok()) {
     // A failed step fails its requests only; the others go on.
@@ -318,12 +318,10 @@ void Engine::RunStep() {
   }
 }
 
-void Engine::RecordStep(const StepPlan& plan, absl::Duration duration) {
+void Engine::RecordStep(const StepPlan& plan, int decode_tokens,
+                        int prefill_tokens, absl::Duration duration) {
   if (metrics_ == nullptr) return;
-  bool prefill = false, decode = false;
-  for (const ScheduledSequence& s : plan.sequences) {
-    (s.queue == QueueKind::kPrompt ? prefill : decode) = true;
-  }
+  const bool prefill = prefill_tokens > 0, decode = decode_tokens > 0;
   const metrics::StepPhase phase = prefill && decode
                                        ? metrics::StepPhase::kMixed
                                    : prefill ? metrics::StepPhase::kPrefill

@@ -178,7 +178,9 @@ class Engine {
   // Ends the requests whose deadline has passed.
   void ExpireDeadlines();
   void RunStep();
-  void RecordStep(const StepPlan& plan, absl::Duration duration);
+  // Step metrics; the step's decode and prompt tokens come counted.
+  void RecordStep(const StepPlan& plan, int decode_tokens, int prefill_tokens,
+                  absl::Duration duration);
   // Handles a sampled token (of the reasoning stream or not); finishes the
   // request when it ends it.
   void OnToken(Active& a, const SampledToken& token, bool reasoning);

@@ -343,6 +343,11 @@ void PagedAttention(const AttentionShape& shape, const PagedKvLayer& kv,
     }
     return table[j / bs] * bs + j % bs;
   };
+  // Entry e (context index j) of the pool: its tag, or (0, j) without tags.
+  auto meta_of = [&](int64_t e, int64_t j) {
+    return kv.meta != nullptr ? kv.meta[e]
+                              : KvEntryMeta{0, static_cast<int32_t>(j)};
+  };
   auto sees = [](const PagedAttentionSeq& seq, KvEntryMeta qm, KvEntryMeta m) {
     if (m.stream == qm.stream) return m.y <= qm.y;
     if (m.y >= qm.y) return false;
@@ -403,9 +408,7 @@ void PagedAttention(const AttentionShape& shape, const PagedKvLayer& kv,
       int64_t n = 0;
       for (int64_t j = 0; j < seq.num_ctx; ++j) {
         const int64_t e = slot(j);
-        const KvEntryMeta m = kv.meta != nullptr
-                                  ? kv.meta[e]
-                                  : KvEntryMeta{0, static_cast<int32_t>(j)};
+        const KvEntryMeta m = meta_of(e, j);
         if (!visible(q_meta[t], m)) continue;
         metas[n] = m;
         k_rows[n] = kh + e * kv_stride;
@@ -517,9 +520,7 @@ void PagedAttention(const AttentionShape& shape, const PagedKvLayer& kv,
     int64_t n = 0;
     for (int64_t j = 0; j < seq.num_ctx; ++j) {
       const int64_t e = slot_of(seq, j);
-      const KvEntryMeta m = kv.meta != nullptr
-                                ? kv.meta[e]
-                                : KvEntryMeta{0, static_cast<int32_t>(j)};
+      const KvEntryMeta m = meta_of(e, j);
       if (!sees(seq, q_meta[t], m)) continue;
       for (int64_t g = 0; g < n_kv; ++g) {
         k_i[g * seq.num_ctx + n] = kv.k + e * kv_stride + g * hd;

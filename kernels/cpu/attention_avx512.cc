@@ -310,18 +310,20 @@ bool ScoresF16Avx512(const uint16_t* const* k_rows,
   return true;
 }
 
-bool WeightedSumF16Avx512(const uint16_t* const* v_rows, int64_t n,
-                          const float* w, int64_t ldw, int g, int64_t head_dim,
-                          int64_t slots, float* const* out) {
+namespace {
+
+// Runs make(h0) (a body for heads [h0, h0 + its group)) over the g heads in
+// passes whose slot accumulators fit the registers: 8 per head (3 heads a
+// pass) for 64 slots, 2 (4 heads) for 16. False for other shapes.
+template <typename MakeBody>
+bool SlotPasses(int g, int64_t head_dim, int64_t slots, MakeBody make) {
   if (head_dim % 16 != 0 || head_dim > 256 || (slots != 16 && slots != 64)) {
     return false;
   }
-  const int chunks = static_cast<int>(head_dim / 16);
-  // Heads per pass: 8 (or 2) slot accumulators each stay in registers.
   const int per_pass = slots == 64 ? 3 : 4;
   for (int h0 = 0; h0 < g; h0 += per_pass) {
     const int gs = g - h0 < per_pass ? g - h0 : per_pass;
-    WeightedSumBody body{v_rows, n, w + h0 * ldw, ldw, chunks, out + h0};
+    auto body = make(h0);
     if (slots == 64) {
       WithGroup<8>(gs, body);
     } else {
@@ -331,25 +333,25 @@ bool WeightedSumF16Avx512(const uint16_t* const* v_rows, int64_t n,
   return true;
 }
 
+}  // namespace
+
+bool WeightedSumF16Avx512(const uint16_t* const* v_rows, int64_t n,
+                          const float* w, int64_t ldw, int g, int64_t head_dim,
+                          int64_t slots, float* const* out) {
+  const int chunks = static_cast<int>(head_dim / 16);
+  return SlotPasses(g, head_dim, slots, [&](int h0) {
+    return WeightedSumBody{v_rows, n, w + h0 * ldw, ldw, chunks, out + h0};
+  });
+}
+
 bool ResidueSumsF16Avx512(const uint16_t* const* v_rows, int64_t n,
                           const float* w, int64_t ldw, int g, int64_t head_dim,
                           int64_t slots, int r0, int r1, float* res) {
-  if (head_dim % 16 != 0 || head_dim > 256 || (slots != 16 && slots != 64)) {
-    return false;
-  }
   const int chunks = static_cast<int>(head_dim / 16);
-  const int per_pass = slots == 64 ? 3 : 4;
-  for (int h0 = 0; h0 < g; h0 += per_pass) {
-    const int gs = g - h0 < per_pass ? g - h0 : per_pass;
-    ResidueSumsBody body{v_rows, n,  w + h0 * ldw, ldw,
-                         chunks, r0, r1,           res + h0 * 8 * head_dim};
-    if (slots == 64) {
-      WithGroup<8>(gs, body);
-    } else {
-      WithGroup<2>(gs, body);
-    }
-  }
-  return true;
+  return SlotPasses(g, head_dim, slots, [&](int h0) {
+    return ResidueSumsBody{v_rows, n,  w + h0 * ldw, ldw,
+                           chunks, r0, r1,           res + h0 * 8 * head_dim};
+  });
 }
 
 }  // namespace braid::kernels::cpu::internal
