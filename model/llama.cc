@@ -1,6 +1,10 @@
 #include "model/llama.h"
 
+#include <sys/mman.h>
+#include <unistd.h>
+
 #include <algorithm>
+#include <cstdint>
 #include <string>
 #include <utility>
 
@@ -50,6 +54,23 @@ absl::StatusOr<k::WeightMatrix> Matrix(const GgufFile& f,
   return k::WeightMatrix{ToDType(t->type), t->data, rows, cols};
 }
 
+// Adds the packed copy of w (kernels/cpu/packed_gemm.h) when this CPU takes
+// it, then drops the file's pages of the original from this process (they
+// were read to pack them; kept, they would count twice in its memory). The
+// original stays mapped: a read faults its pages back in (the tied
+// embeddings' rows are looked up there).
+void Pack(k::WeightMatrix* w) {
+  if (!k::PackWeightMatrix(w)) return;
+  const size_t page = static_cast<size_t>(sysconf(_SC_PAGESIZE));
+  const uintptr_t begin = reinterpret_cast<uintptr_t>(w->data);
+  const uintptr_t end = begin + k::DTypeRowBytes(w->type, w->cols) * w->rows;
+  const uintptr_t first = (begin + page - 1) / page * page;
+  const uintptr_t last = end / page * page;
+  if (last > first) {
+    madvise(reinterpret_cast<void*>(first), last - first, MADV_DONTNEED);
+  }
+}
+
 // A 1-D vector [n] in any float type, copied to f32.
 absl::StatusOr<std::vector<float>> Vector(const GgufFile& f,
                                           const std::string& name, int64_t n) {
@@ -72,7 +93,8 @@ LlamaModel::LlamaModel(std::unique_ptr<GgufFile> file, LlamaConfig config,
                        const LoadOptions& opts)
     : file_(std::move(file)),
       config_(std::move(config)),
-      pool_(opts.num_threads, opts.spin_us) {}
+      pool_(opts.num_threads, opts.spin_us),
+      packed_matmul_(opts.packed_matmul) {}
 
 absl::StatusOr<std::unique_ptr<LlamaModel>> LlamaModel::Load(
     std::unique_ptr<GgufFile> file, const LoadOptions& opts) {
@@ -126,7 +148,14 @@ absl::Status LlamaModel::BindWeights() {
     BRAID_ASSIGN(l.w_gate, Matrix(f, p + "ffn_gate.weight", c.n_ff, c.n_embd));
     BRAID_ASSIGN(l.w_up, Matrix(f, p + "ffn_up.weight", c.n_ff, c.n_embd));
     BRAID_ASSIGN(l.w_down, Matrix(f, p + "ffn_down.weight", c.n_embd, c.n_ff));
+    if (packed_matmul_) {
+      for (k::WeightMatrix* w :
+           {&l.wq, &l.wk, &l.wv, &l.wo, &l.w_gate, &l.w_up, &l.w_down}) {
+        Pack(w);
+      }
+    }
   }
+  if (packed_matmul_) Pack(&output_);
 #undef BRAID_ASSIGN
   return absl::OkStatus();
 }
@@ -197,7 +226,7 @@ void LlamaModel::NormRows(const float* x, const float* weight, int n,
 }
 
 void LlamaModel::QuantizeFor(const k::WeightMatrix* const* ws, int count,
-                             const float* in, int n, int64_t cols,
+                             const float* in, int n,
                              k::QuantizedActivations* out) {
   std::vector<uint8_t>* bufs[] = {&scratch_.matmul, &scratch_.matmul2,
                                   &scratch_.matmul3};
@@ -205,11 +234,13 @@ void LlamaModel::QuantizeFor(const k::WeightMatrix* const* ws, int count,
     const k::DType act = k::ActivationDType(ws[i]->type);
     int same = -1;
     for (int j = 0; j < i && same < 0; ++j) {
-      if (out[j].type == act) same = j;
+      if (out[j].type == act && (out[j].packed_tables != nullptr) ==
+                                    (ws[i]->packed != nullptr)) {
+        same = j;
+      }
     }
     out[i] = same >= 0 ? out[same]
-                       : k::QuantizeActivations(ws[i]->type, in, n, cols,
-                                                bufs[i], &pool_);
+                       : k::QuantizeActivations(*ws[i], in, n, bufs[i], &pool_);
   }
 }
 
@@ -235,7 +266,7 @@ void LlamaModel::RunLayer(int il, const Batch& batch, const KvView& kv) {
   NormRows(s.x.data(), l.attn_norm.data(), n, s.h.data());
   const k::WeightMatrix* qkv[3] = {&l.wq, &l.wk, &l.wv};
   k::QuantizedActivations qkv_in[3];
-  QuantizeFor(qkv, 3, s.h.data(), n, c.n_embd, qkv_in);
+  QuantizeFor(qkv, 3, s.h.data(), n, qkv_in);
   uint16_t* k_layer = kv.k + il * kv.layer_stride;
   uint16_t* v_layer = kv.v + il * kv.layer_stride;
   // Units: n_head Q heads, then n_head_kv K heads, then n_head_kv V heads;
@@ -288,7 +319,7 @@ void LlamaModel::RunLayer(int il, const Batch& batch, const KvView& kv) {
   NormRows(s.x.data(), l.ffn_norm.data(), n, s.h.data());
   const k::WeightMatrix* gate_up[2] = {&l.w_gate, &l.w_up};
   k::QuantizedActivations ffn_in[2];
-  QuantizeFor(gate_up, 2, s.h.data(), n, c.n_embd, ffn_in);
+  QuantizeFor(gate_up, 2, s.h.data(), n, ffn_in);
   // Multiples of 64 rows keep SwiGlu's 16-element groups aligned with
   // ggml's rows.
   const int64_t ffn_rows =

@@ -30,6 +30,12 @@ struct LoadOptions {
   int num_threads = 0;  // 0 = std::thread::hardware_concurrency().
   // How long idle pool workers spin before sleeping (kernels::cpu::ThreadPool).
   int spin_us = 200;
+  // Matrix products on weights repacked at load (kernels/cpu/packed_gemm.h)
+  // where the CPU has AVX-512 + VNNI: 2.5-3.5x faster products, the same
+  // determinism and batch invariance, but not ggml's float rounding, so
+  // logits are not bit-identical to llama.cpp's (see docs/ARCHITECTURE.md).
+  // Off: every product has ggml's arithmetic bit for bit.
+  bool packed_matmul = false;
 };
 
 class LlamaModel {
@@ -120,15 +126,16 @@ class LlamaModel {
   void RunLayer(int il, const Batch& batch, const KvView& kv);
   // h = RmsNorm(x) * weight for the batch's n rows (in parallel when many).
   void NormRows(const float* x, const float* weight, int n, float* h);
-  // Quantizes `in` [n, cols] once per distinct activation type of ws into
-  // out[i] for ws[i].
+  // Quantizes `in` [n, ws[i]->cols] once per distinct activation type (and
+  // packing) of ws into out[i] for ws[i].
   void QuantizeFor(const kernels::cpu::WeightMatrix* const* ws, int count,
-                   const float* in, int n, int64_t cols,
+                   const float* in, int n,
                    kernels::cpu::QuantizedActivations* out);
 
   std::unique_ptr<GgufFile> file_;
   LlamaConfig config_;
   kernels::cpu::ThreadPool pool_;
+  const bool packed_matmul_;  // LoadOptions::packed_matmul
   kernels::cpu::WeightMatrix token_embd_;  // [n_vocab, n_embd]
   kernels::cpu::WeightMatrix output_;      // [n_vocab, n_embd]
   std::vector<float> output_norm_;         // [n_embd]

@@ -32,12 +32,17 @@ void operator delete[](void* p, size_t) noexcept { std::free(p); }
 namespace braid::model {
 namespace {
 
-TEST(LlamaAllocTest, DecodeStepsAllocateNothing) {
+// Parameter: LoadOptions::packed_matmul.
+class LlamaAllocTest : public ::testing::TestWithParam<bool> {};
+
+TEST_P(LlamaAllocTest, DecodeStepsAllocateNothing) {
   testing::RandomLlamaSpec spec;
   spec.n_ctx_train = 512;
   auto file = GgufFile::FromBytes(testing::MakeRandomLlamaGguf(spec));
   ASSERT_TRUE(file.ok());
-  auto model = LlamaModel::Load(*std::move(file), LoadOptions{2});
+  LoadOptions opts{2};
+  opts.packed_matmul = GetParam();
+  auto model = LlamaModel::Load(*std::move(file), opts);
   ASSERT_TRUE(model.ok());
   constexpr int kSeqs = 4, kBlockSize = 16, kBlocksPerSeq = 8;
   PagedKvPool pool =
@@ -78,6 +83,8 @@ TEST(LlamaAllocTest, DecodeStepsAllocateNothing) {
   delete v;
   EXPECT_EQ(allocations.load(), 2);
 }
+
+INSTANTIATE_TEST_SUITE_P(Arithmetic, LlamaAllocTest, ::testing::Bool());
 
 }  // namespace
 }  // namespace braid::model

@@ -46,6 +46,8 @@ ABSL_FLAG(int, threads, 0, "threads (0 = hardware concurrency)");
 ABSL_FLAG(int, kv_tokens, 4096, "KV pool capacity in tokens");
 ABSL_FLAG(int, block_size, 16, "KV block size");
 ABSL_FLAG(int, spin_us, 200, "thread pool spin before sleeping");
+ABSL_FLAG(bool, packed_matmul, false,
+          "matrix products on repacked weights (LoadOptions::packed_matmul)");
 ABSL_FLAG(int, reps, 3, "repetitions per phase (best is reported)");
 ABSL_FLAG(int, mixed_chunk, 0,
           "mixed phase: prompt tokens added to each --seqs decode step "
@@ -239,7 +241,8 @@ int main(int argc, char** argv) {
   Check(file.status());
   auto loaded = LlamaModel::Load(
       *std::move(file),
-      braid::model::LoadOptions{threads, absl::GetFlag(FLAGS_spin_us)});
+      braid::model::LoadOptions{threads, absl::GetFlag(FLAGS_spin_us),
+                                absl::GetFlag(FLAGS_packed_matmul)});
   Check(loaded.status());
   LlamaModel& model = **loaded;
   const double load_s = Seconds(t0);

@@ -1,12 +1,15 @@
 // LlamaModel::Forward over a paged KV pool: independent of the block layout,
 // batch-invariant, deterministic, validating.
 #include <algorithm>
+#include <cmath>
+#include <tuple>
 #include <memory>
 #include <random>
 #include <vector>
 
 #include "absl/status/status.h"
 #include "gtest/gtest.h"
+#include "kernels/cpu/packed_gemm.h"
 #include "model/batch.h"
 #include "model/gguf.h"
 #include "model/llama.h"
@@ -19,13 +22,16 @@ namespace {
 
 constexpr int kBlockSize = 4;
 
-std::unique_ptr<LlamaModel> LoadRandom(GgmlType type, int threads = 2) {
+std::unique_ptr<LlamaModel> LoadRandom(GgmlType type, int threads = 2,
+                                       bool packed = false) {
   testing::RandomLlamaSpec spec;
   spec.matrix_type = type;
   spec.n_ctx_train = 512;
   auto file = GgufFile::FromBytes(testing::MakeRandomLlamaGguf(spec));
   EXPECT_TRUE(file.ok()) << file.status();
-  auto model = LlamaModel::Load(*std::move(file), LoadOptions{threads});
+  LoadOptions opts{threads};
+  opts.packed_matmul = packed;
+  auto model = LlamaModel::Load(*std::move(file), opts);
   EXPECT_TRUE(model.ok()) << model.status();
   return model.ok() ? *std::move(model) : nullptr;
 }
@@ -52,12 +58,20 @@ void Add(Batch& batch, Seq& seq, const std::vector<int32_t>& tokens,
   batch.sequences.push_back(std::move(bs));
 }
 
-class PagedForwardTest : public ::testing::TestWithParam<GgmlType> {};
+// Parameters: the matrix type, and LoadOptions::packed_matmul (both
+// arithmetics must be batch-invariant and deterministic).
+class PagedForwardTest
+    : public ::testing::TestWithParam<std::tuple<GgmlType, bool>> {
+ protected:
+  std::unique_ptr<LlamaModel> Load() {
+    return LoadRandom(std::get<0>(GetParam()), 2, std::get<1>(GetParam()));
+  }
+};
 
 // Prefill then decode through the paged pool in scrambled, non-contiguous
 // small blocks gives exactly the logits of one contiguous block.
 TEST_P(PagedForwardTest, OneSequenceEqualsContiguousPathBitForBit) {
-  auto model = LoadRandom(GetParam());
+  auto model = Load();
   ASSERT_NE(model, nullptr);
   const std::vector<int32_t> prompt = {1, 5, 9, 33, 2, 95, 60, 7, 7, 40, 3};
   testing::SequenceRunner cache(*model, 32, /*block_size=*/32);
@@ -86,7 +100,7 @@ TEST_P(PagedForwardTest, OneSequenceEqualsContiguousPathBitForBit) {
 // 16 sequences of different lengths, prefilled and then decoded together,
 // give bit-identical logits to each run alone; and a rerun repeats them.
 TEST_P(PagedForwardTest, BatchOfSixteenEqualsEachAloneAndIsDeterministic) {
-  auto model = LoadRandom(GetParam());
+  auto model = Load();
   ASSERT_NE(model, nullptr);
   const int n_vocab = model->config().n_vocab;
   constexpr int kSeqs = 16, kSteps = 3;
@@ -167,9 +181,35 @@ TEST_P(PagedForwardTest, BatchOfSixteenEqualsEachAloneAndIsDeterministic) {
   EXPECT_EQ(run_batched(), batched);
 }
 
-INSTANTIATE_TEST_SUITE_P(WeightTypes, PagedForwardTest,
-                         ::testing::Values(GgmlType::kQ4_0, GgmlType::kQ4_1,
-                                           GgmlType::kQ8_0, GgmlType::kF16));
+INSTANTIATE_TEST_SUITE_P(
+    WeightTypes, PagedForwardTest,
+    ::testing::Combine(::testing::Values(GgmlType::kQ4_0, GgmlType::kQ4_1,
+                                         GgmlType::kQ8_0, GgmlType::kF16),
+                       ::testing::Bool()));
+
+// Packed products are used when asked for (where the CPU runs them) and
+// change the logits only in the last bits.
+TEST(PagedForwardTest, PackedMatmulIsUsedAndCloseToGgmlArithmetic) {
+  auto ggml = LoadRandom(GgmlType::kQ4_1, 2, false);
+  auto packed = LoadRandom(GgmlType::kQ4_1, 2, true);
+  ASSERT_TRUE(ggml && packed);
+  std::vector<int32_t> prompt = {1, 5, 9, 14, 3, 7, 22, 40};
+  testing::SequenceRunner a(*ggml, 64), b(*packed, 64);
+  std::vector<float> la, lb;
+  ASSERT_TRUE(a.Forward(prompt, false, &la).ok());
+  ASSERT_TRUE(b.Forward(prompt, false, &lb).ok());
+  ASSERT_EQ(la.size(), lb.size());
+  double dot = 0, a2 = 0, b2 = 0;
+  for (size_t i = 0; i < la.size(); ++i) {
+    dot += double{la[i]} * lb[i];
+    a2 += double{la[i]} * la[i];
+    b2 += double{lb[i]} * lb[i];
+  }
+  EXPECT_GT(dot / std::sqrt(a2 * b2), 0.9999);
+  if (kernels::cpu::UsesPackedActivations(kernels::cpu::DType::kQ4_1)) {
+    EXPECT_NE(la, lb) << "packed products were not used";
+  }
+}
 
 TEST(PagedForwardTest, LogitsRowsFollowEachSequencesRequest) {
   auto model = LoadRandom(GgmlType::kQ4_1);

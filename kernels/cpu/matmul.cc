@@ -1,30 +1,50 @@
 #include "kernels/cpu/matmul.h"
 
 #include <algorithm>
+#include <cstdint>
 
 #include "kernels/cpu/gemm_tile.h"
 
 namespace braid::kernels::cpu {
 
+namespace {
+
+// Bytes of the tables QuantizeActivations lays out after the rows.
+size_t TableBytes(const WeightMatrix& w, int64_t n_tok) {
+  if (w.packed != nullptr) {
+    return PackedActivationFloats(w.cols, n_tok) * sizeof(float) + 64;
+  }
+  return GemmTileActivationsBytes(w.type, w.cols, n_tok);
+}
+
+}  // namespace
+
+bool PackWeightMatrix(WeightMatrix* w) {
+  if (!CanPackWeights(w->type, w->rows, w->cols)) return false;
+  w->packed = std::make_shared<const PackedWeights>(
+      PackWeights(w->type, w->data, w->rows, w->cols));
+  return true;
+}
+
 size_t MatMulScratchBytes(const WeightMatrix& w, int64_t n_tok) {
   const DType act = ActivationDType(w.type);
   if (act == DType::kF32) return 0;
-  return DTypeRowBytes(act, w.cols) * n_tok +
-         GemmTileActivationsBytes(w.type, w.cols, n_tok);
+  return DTypeRowBytes(act, w.cols) * n_tok + TableBytes(w, n_tok);
 }
 
-QuantizedActivations QuantizeActivations(DType weight_type, const float* x,
-                                         int64_t n_tok, int64_t cols,
+QuantizedActivations QuantizeActivations(const WeightMatrix& w, const float* x,
+                                         int64_t n_tok,
                                          std::vector<uint8_t>* scratch,
                                          ThreadPool* pool) {
+  const DType weight_type = w.type;
+  const int64_t cols = w.cols;
   const DType act = ActivationDType(weight_type);
   QuantizedActivations q{act, reinterpret_cast<const uint8_t*>(x),
                          cols * sizeof(float), n_tok, cols};
   if (act == DType::kF32) return q;
   q.row_bytes = DTypeRowBytes(act, cols);
   const size_t rows_bytes = q.row_bytes * n_tok;
-  const size_t need =
-      rows_bytes + GemmTileActivationsBytes(weight_type, cols, n_tok);
+  const size_t need = rows_bytes + TableBytes(w, n_tok);
   if (scratch->size() < need) scratch->resize(need);
   uint8_t* out = scratch->data();
   auto rows = [&](int64_t t0, int64_t t1) {
@@ -42,6 +62,15 @@ QuantizedActivations QuantizeActivations(DType weight_type, const float* x,
         });
   }
   q.data = out;
+  if (w.packed != nullptr) {
+    // After the rows, 64-byte aligned (rows_bytes need not be).
+    float* tables = reinterpret_cast<float*>(
+        (reinterpret_cast<uintptr_t>(out + rows_bytes) + 63) & ~uintptr_t{63});
+    PreparePackedActivations(weight_type, out, q.row_bytes, cols, n_tok,
+                             tables);
+    q.packed_tables = tables;
+    return q;
+  }
   q.has_tiles = PrepareGemmTileActivations(weight_type, out, q.row_bytes, cols,
                                            n_tok, out + rows_bytes, &q.tiles);
   return q;
@@ -50,6 +79,11 @@ QuantizedActivations QuantizeActivations(DType weight_type, const float* x,
 void MatMulRows(const WeightMatrix& w, const QuantizedActivations& xq,
                 int64_t r0, int64_t r1, float* y, int64_t ld_y,
                 bool accumulate) {
+  if (w.packed != nullptr && xq.packed_tables != nullptr) {
+    PackedGemm(*w.packed, xq.data, xq.row_bytes, xq.packed_tables, xq.n_tok,
+               r0, r1, y, ld_y, accumulate);
+    return;
+  }
   GemmTile(w.type, static_cast<const uint8_t*>(w.data),
            DTypeRowBytes(w.type, w.cols), xq.data, xq.row_bytes, w.cols, r0, r1,
            xq.n_tok, y, ld_y, accumulate, xq.has_tiles ? &xq.tiles : nullptr);
@@ -66,9 +100,9 @@ int64_t RowsPerTask(int64_t rows, int num_threads, int64_t align) {
 void MatMul(const WeightMatrix& w, const float* x, int64_t n_tok, float* y,
             bool accumulate, ThreadPool* pool, std::vector<uint8_t>* scratch) {
   const QuantizedActivations xq =
-      QuantizeActivations(w.type, x, n_tok, w.cols, scratch, pool);
+      QuantizeActivations(w, x, n_tok, scratch, pool);
   const int num_threads = pool != nullptr ? pool->num_threads() : 1;
-  const int64_t per = RowsPerTask(w.rows, num_threads, 4);
+  const int64_t per = RowsPerTask(w.rows, num_threads, kPackRows);
   const int64_t n_tasks = (w.rows + per - 1) / per;
   auto task = [&](int64_t i) {
     MatMulRows(w, xq, i * per, std::min(w.rows, (i + 1) * per), y, w.rows,

@@ -19,9 +19,11 @@
 #define BRAID_KERNELS_CPU_MATMUL_H_
 
 #include <cstdint>
+#include <memory>
 #include <vector>
 
 #include "kernels/cpu/gemm_tile.h"
+#include "kernels/cpu/packed_gemm.h"
 #include "kernels/cpu/quant.h"
 #include "kernels/cpu/thread_pool.h"
 
@@ -33,6 +35,9 @@ struct WeightMatrix {
   const void* data = nullptr;
   int64_t rows = 0;
   int64_t cols = 0;
+  // The same weights repacked for the packed kernels (packed_gemm.h) when
+  // this CPU and shape allow it (PackWeightMatrix); products then use them.
+  std::shared_ptr<const PackedWeights> packed;
 
   const uint8_t* Row(int64_t r) const {
     return static_cast<const uint8_t*>(data) + r * DTypeRowBytes(type, cols);
@@ -50,15 +55,24 @@ struct QuantizedActivations {
   // MatMulRows call on them (when has_tiles).
   GemmTileActivations tiles;
   bool has_tiles = false;
+  // The packed kernels' tables (packed_gemm.h), when the weight type uses
+  // them on this CPU.
+  const float* packed_tables = nullptr;
 };
+
+// Adds the packed copy of w's weights (w->packed) when CanPackWeights; true
+// if it did. The products of w then follow packed_gemm.h's arithmetic.
+bool PackWeightMatrix(WeightMatrix* w);
 
 // Bytes of scratch MatMul needs for n_tok rows against `w`.
 size_t MatMulScratchBytes(const WeightMatrix& w, int64_t n_tok);
 
-// Quantizes x [n_tok, cols] for weights of `weight_type` into *scratch (grown
-// if too small); float weight types use x in place. pool may be null.
-QuantizedActivations QuantizeActivations(DType weight_type, const float* x,
-                                         int64_t n_tok, int64_t cols,
+// Quantizes x [n_tok, w.cols] for w's weight type into *scratch (grown if
+// too small), with the tables w's kernels take (packed or tiled); float
+// weight types use x in place. pool may be null. The result serves any
+// matrix of the same type, packed the same way (w.packed or not).
+QuantizedActivations QuantizeActivations(const WeightMatrix& w, const float* x,
+                                         int64_t n_tok,
                                          std::vector<uint8_t>* scratch,
                                          ThreadPool* pool);
 

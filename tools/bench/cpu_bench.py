@@ -76,7 +76,8 @@ def run_braid(a):
     out = subprocess.run(
         [a.braid_bench, f"--model={a.model}", f"--threads={a.threads}",
          f"--prefill={a.prefill}", f"--prompt=27", f"--decode={a.decode}",
-         f"--seqs={a.seqs}", f"--kv_tokens={a.kv_tokens}", f"--reps={a.reps}"],
+         f"--seqs={a.seqs}", f"--kv_tokens={a.kv_tokens}", f"--reps={a.reps}"]
+        + a.braid_flag,
         capture_output=True, text=True, check=True)
     return json.loads(out.stdout.strip().splitlines()[-1])
 
@@ -103,6 +104,9 @@ def main():
     ap.add_argument("--braid_bench", default=os.path.join(
         ROOT, "bazel-bin", "model", "llama_bench"),
         help="the llama_bench binary (e.g. a copy built from another commit)")
+    ap.add_argument("--braid_flag", action="append", default=[],
+                    help="extra llama_bench flag, repeatable (e.g. "
+                    "--braid_flag=--packed_matmul)")
     a = ap.parse_args()
     rounds = []
     for r in range(a.rounds):
@@ -122,7 +126,8 @@ def main():
                    b["decode1_tps"] / 1e9 / b["read_gbps"] for b, _ in rounds])
     print()
     print(f"CPU: {cpu_model()} ({os.cpu_count()} CPUs), threads {a.threads}, "
-          f"model {os.path.basename(a.model)}, median of {a.rounds} rounds")
+          f"model {os.path.basename(a.model)}, median of {a.rounds} rounds, "
+          f"braid flags {' '.join(a.braid_flag) or '(none)'}")
     print(f"{'metric':<34}{'braid':>10}{'llama.cpp':>11}{'ratio':>9}")
     print(f"{'prefill %d (tok/s)' % a.prefill:<34}{B['prefill_tps']:>10.1f}"
           f"{L['prefill_tps']:>11.1f}{ratio('prefill_tps'):>8.2f}x")

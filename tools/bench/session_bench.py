@@ -243,6 +243,9 @@ def main():
         "~/.cache/braid/models/SmolLM2-135M-Instruct.Q4_1.gguf"))
     ap.add_argument("--braidd", help="braidd binary (default: bazel-bin)")
     ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--braidd_flag", action="append", default=[],
+                    help="extra braidd flag, repeatable (e.g. "
+                    "--braidd_flag=--packed_matmul)")
     ap.add_argument("--tokens", type=int, default=64)
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--ks", default="1,2,4,8")
@@ -268,7 +271,7 @@ def main():
     flags = [f"--threads={args.threads}", f"--max_num_seqs={max(16, max(ks))}",
              # A session holds all its streams' entries in one context:
              # 32 prompt tokens + 8 x 64 outputs.
-             "--context_length=1024"]
+             "--context_length=1024"] + args.braidd_flag
     if args.braidd:
         harness.runfile = lambda p, _b=args.braidd: (
             _b if p == "server/braidd" else os.path.abspath(p))
