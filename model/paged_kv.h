@@ -14,6 +14,8 @@
 #define BRAID_MODEL_PAGED_KV_H_
 
 #include <cstdint>
+#include <cstdlib>
+#include <memory>
 #include <vector>
 
 #include "kernels/cpu/attention.h"
@@ -43,13 +45,13 @@ class PagedKvPool {
   int64_t bytes() const;
 
   // [block_size, kv_dim] fp16 of `block` in `layer`.
-  uint16_t* k(int layer, int block) { return k_.data() + Offset(layer, block); }
-  uint16_t* v(int layer, int block) { return v_.data() + Offset(layer, block); }
+  uint16_t* k(int layer, int block) { return k_.get() + Offset(layer, block); }
+  uint16_t* v(int layer, int block) { return v_.get() + Offset(layer, block); }
   const uint16_t* k(int layer, int block) const {
-    return k_.data() + Offset(layer, block);
+    return k_.get() + Offset(layer, block);
   }
   const uint16_t* v(int layer, int block) const {
-    return v_.data() + Offset(layer, block);
+    return v_.get() + Offset(layer, block);
   }
   // [block_size] metadata of `block` (shared by all layers).
   EntryMeta* meta(int block) {
@@ -65,7 +67,11 @@ class PagedKvPool {
   }
 
   int n_layer_, kv_dim_, block_size_, num_blocks_;
-  std::vector<uint16_t> k_, v_;  // [n_layer][num_blocks][block_size][kv_dim]
+  struct Free {
+    void operator()(uint16_t* p) const { std::free(p); }
+  };
+  // [n_layer][num_blocks][block_size][kv_dim], 2 MiB aligned (see the .cc).
+  std::unique_ptr<uint16_t, Free> k_, v_;
   std::vector<EntryMeta> meta_;  // [num_blocks][block_size]
 };
 

@@ -6,6 +6,8 @@
 //   bazel run //kernels/cpu:attention_bench -- --ctx=1500 --threads=2
 #include <algorithm>
 #include <chrono>
+#include <cstdlib>
+#include <memory>
 #include <cstdio>
 #include <numeric>
 #include <random>
@@ -39,12 +41,19 @@ int main(int argc, char** argv) {
   const int calls = absl::GetFlag(FLAGS_calls);
   std::mt19937 rng(1);
   std::normal_distribution<float> dist(0.0f, 1.0f);
-  std::vector<std::vector<uint16_t>> k(calls), v(calls);
+  // Cache-line aligned like model::PagedKvPool's storage (a std::vector's
+  // large allocation starts 16 bytes into a page: rows straddle lines).
+  struct Free {
+    void operator()(uint16_t* p) const { std::free(p); }
+  };
+  std::vector<std::unique_ptr<uint16_t, Free>> k(calls), v(calls);
+  const size_t elems = static_cast<size_t>(n_blocks) * kBs * kv_stride;
+  const size_t bytes = (elems * sizeof(uint16_t) + 63) / 64 * 64;
   for (int l = 0; l < calls; ++l) {
-    k[l].resize(static_cast<size_t>(n_blocks) * kBs * kv_stride);
-    v[l].resize(k[l].size());
-    for (auto& e : k[l]) e = k::Fp32ToFp16(dist(rng));
-    for (auto& e : v[l]) e = k::Fp32ToFp16(dist(rng));
+    k[l].reset(static_cast<uint16_t*>(std::aligned_alloc(64, bytes)));
+    v[l].reset(static_cast<uint16_t*>(std::aligned_alloc(64, bytes)));
+    for (size_t i = 0; i < elems; ++i) k[l].get()[i] = k::Fp32ToFp16(dist(rng));
+    for (size_t i = 0; i < elems; ++i) v[l].get()[i] = k::Fp32ToFp16(dist(rng));
   }
   std::vector<int32_t> blocks(n_blocks);
   std::iota(blocks.begin(), blocks.end(), 0);
@@ -68,7 +77,7 @@ int main(int argc, char** argv) {
   for (int rep = 0; rep < absl::GetFlag(FLAGS_reps); ++rep) {
     const auto t0 = std::chrono::steady_clock::now();
     for (int l = 0; l < calls; ++l) {
-      const k::PagedKvLayer layer{k[l].data(), v[l].data(), nullptr, kBs};
+      const k::PagedKvLayer layer{k[l].get(), v[l].get(), nullptr, kBs};
       k::PagedAttention(shape, layer, q.data(), q_meta.data(), seqs.data(),
                         token_seq.data(), n_tok, out.data(), &pool);
     }
