@@ -18,6 +18,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "kernels/cpu/aligned_vector.h"
 #include "kernels/cpu/matmul.h"
 #include "kernels/cpu/thread_pool.h"
 #include "model/batch.h"
@@ -96,14 +97,14 @@ class LlamaModel {
   // Activation buffers for up to `capacity` tokens.
   struct Scratch {
     int capacity = 0;
-    std::vector<float> x;           // [n, n_embd] residual stream
-    std::vector<float> h;           // [n, n_embd] normed input
-    std::vector<float> q;           // [n, n_head * head_dim]
-    std::vector<float> k;           // [n, kv_dim]
-    std::vector<float> v;           // [n, kv_dim]
-    std::vector<float> attn;        // [n, n_head * head_dim]
-    std::vector<float> gate;        // [n, n_ff]
-    std::vector<float> up;          // [n, n_ff]
+    kernels::cpu::AlignedVector<float> x;  // [n, n_embd] residual stream
+    kernels::cpu::AlignedVector<float> h;  // [n, n_embd] normed input
+    kernels::cpu::AlignedVector<float> q;  // [n, n_head * head_dim]
+    kernels::cpu::AlignedVector<float> k;  // [n, kv_dim]
+    kernels::cpu::AlignedVector<float> v;  // [n, kv_dim]
+    kernels::cpu::AlignedVector<float> attn;  // [n, n_head * head_dim]
+    kernels::cpu::AlignedVector<float> gate;  // [n, n_ff]
+    kernels::cpu::AlignedVector<float> up;  // [n, n_ff]
     std::vector<int32_t> pos;       // [n]
     std::vector<int32_t> tok_seq;   // [n] sequence of each token
     std::vector<int32_t> out_rows;  // [n] tokens whose logits are wanted

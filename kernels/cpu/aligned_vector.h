@@ -1,0 +1,39 @@
+// std::vector with 64-byte aligned storage, for buffers that kernels read
+// and write in whole 512-bit vectors (a plain vector's storage is 16-byte
+// aligned, so rows of 16 floats would straddle cache lines).
+#ifndef BRAID_KERNELS_CPU_ALIGNED_VECTOR_H_
+#define BRAID_KERNELS_CPU_ALIGNED_VECTOR_H_
+
+#include <cstddef>
+#include <new>
+#include <vector>
+
+namespace braid::kernels::cpu {
+
+template <typename T>
+struct CacheAlignedAllocator {
+  using value_type = T;
+  static constexpr std::align_val_t kAlign{64};
+  CacheAlignedAllocator() = default;
+  template <typename U>
+  CacheAlignedAllocator(const CacheAlignedAllocator<U>&) {}  // NOLINT
+  T* allocate(size_t n) {
+    return static_cast<T*>(::operator new(n * sizeof(T), kAlign));
+  }
+  void deallocate(T* p, size_t) { ::operator delete(p, kAlign); }
+  template <typename U>
+  bool operator==(const CacheAlignedAllocator<U>&) const {
+    return true;
+  }
+  template <typename U>
+  bool operator!=(const CacheAlignedAllocator<U>&) const {
+    return false;
+  }
+};
+
+template <typename T>
+using AlignedVector = std::vector<T, CacheAlignedAllocator<T>>;
+
+}  // namespace braid::kernels::cpu
+
+#endif  // BRAID_KERNELS_CPU_ALIGNED_VECTOR_H_
