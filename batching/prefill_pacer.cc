@@ -16,6 +16,8 @@ constexpr double kProbeWeight = 0.7;
 // re-measures the decode-only step, which grows as the decoding requests'
 // contexts do; otherwise that growth would be charged to the prompt.
 constexpr int kProbeEvery = 15;
+// The decode-only estimate rises by at most this factor a sample.
+constexpr double kMaxRise = 1.1;
 // Caps stay below this (a step's token budget bounds them anyway).
 constexpr int kMaxCap = 1 << 20;
 
@@ -38,7 +40,15 @@ void PrefillPacer::Observe(int decode_tokens, int prefill_tokens,
     const bool same =
         decode_tokens_ > 0 &&
         4 * std::abs(decode_tokens - decode_tokens_) <= decode_tokens_;
-    decode_s_ = Blend(same ? decode_s_ : 0.0, seconds,
+    // A sample far above the estimate is mostly noise (the thread pool
+    // preempted: a step twice as long): the estimate rises at most
+    // kMaxRise a sample, which real growth (the decoders' contexts, a few
+    // percent every probe) never needs; one slow probe would otherwise
+    // allow every paced step until the next probe half as long again.
+    const double sample =
+        same && decode_s_ > 0 ? std::min(seconds, kMaxRise * decode_s_)
+                              : seconds;
+    decode_s_ = Blend(same ? decode_s_ : 0.0, sample,
                       mixed_steps_ > 0 ? kProbeWeight : kDecodeWeight);
     decode_tokens_ = decode_tokens;
     mixed_steps_ = 0;
@@ -68,9 +78,15 @@ int PrefillPacer::Cap() const {
   // Also before any decode-only step was seen (prompts arriving without a
   // pause): a probe gives the estimate.
   if (mixed_steps_ >= kProbeEvery) return kProbe;
-  if (decode_s_ == 0 || per_token_s_ == 0) return 0;
-  const double tokens =
-      std::floor((max_slowdown_ - 1) * decode_s_ / per_token_s_);
+  if (decode_s_ == 0) return 0;
+  // Before a prompt token was measured beside these decoders, guess that it
+  // costs what a decode token's share of the step does (a token at about
+  // the same context); the first paced step measures it. Unpaced, that
+  // first step took the static limit (64 tokens: 44 ms against 7 ms
+  // decode steps, the longest gap of the isolation benchmark).
+  const double per_token =
+      per_token_s_ > 0 ? per_token_s_ : decode_s_ / decode_tokens_;
+  const double tokens = std::floor((max_slowdown_ - 1) * decode_s_ / per_token);
   return static_cast<int>(
       std::clamp<double>(tokens, min_tokens_, static_cast<double>(kMaxCap)));
 }

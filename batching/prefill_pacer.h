@@ -29,7 +29,9 @@ class PrefillPacer {
   void Reset();
 
   // Prefill tokens the next step may take while requests decode; 0 while
-  // there is no estimate yet (or pacing is off); kProbe (no prefill at all)
+  // no decode-only step was measured (or pacing is off); before a prefill
+  // token's cost is measured, it is taken to be a decode token's share of
+  // the decode step; kProbe (no prefill at all)
   // for one step after every 15 steps with prefill in a row, to measure the
   // decode-only step (also when none was ever seen: prompts that keep
   // arriving) and re-measure it as the decoding requests' contexts grow.

@@ -69,7 +69,7 @@ ABSL_FLAG(int, max_prefill_tokens_while_decoding, 64,
           "bounded factor (0 = off: prompts take up to --max_batch_tokens).");
 ABSL_FLAG(int, prefill_tokens_per_decode_token, 4,
           "See --max_prefill_tokens_while_decoding.");
-ABSL_FLAG(double, max_decode_slowdown, 1.7,
+ABSL_FLAG(double, max_decode_slowdown, 1.5,
           "Stream isolation: while requests decode, prompt tokens per step "
           "are further limited so a step takes at most this many times a "
           "decode-only step, by measured step times (at least 1 prompt "
