@@ -4,25 +4,25 @@
 
 #include <algorithm>
 #include <cstdlib>
-#include <cstring>
 
 namespace braid::model {
 namespace {
 
-// K or V storage of n elements, zeroed. Aligned to 2 MiB and advised as
-// transparent huge pages: rows (kv_dim fp16) then start on cache lines
-// (a std::vector's large allocation starts 16 bytes into a page, so a head's
+// K or V storage of n elements, zeroed: fresh anonymous pages, so memory is
+// committed only as blocks are first written (a large pool costs what it
+// holds; braidd's default 512 MB pool made it a ~635 MB process before any
+// request), and page-aligned, so rows (kv_dim fp16) start on cache lines: a
+// std::vector's large allocation starts 16 bytes into a page, so a head's
 // 128-byte row took three lines and half the attention kernels' 32-byte
-// loads straddled two: long-context decode attention ran 1.7x slower), and
-// reading a long context touches few TLB entries.
-uint16_t* AllocateRows(size_t n) {
-  constexpr size_t kAlign = size_t{2} << 20;
-  const size_t bytes = (n * sizeof(uint16_t) + kAlign - 1) / kAlign * kAlign;
-  void* p = std::aligned_alloc(kAlign, bytes);
-  if (p == nullptr) std::abort();  // As std::vector would throw.
-  madvise(p, bytes, MADV_HUGEPAGE);  // Advice only: failure is harmless.
-  std::memset(p, 0, bytes);
-  return static_cast<uint16_t*>(p);
+// loads straddled two (long-context decode attention ran 1.7x slower). Not
+// advised as huge pages: no faster in llama_bench, and a layer region's
+// first write would commit 2 MiB (RSS 198 -> 503 MiB there).
+PagedKvPool::Rows AllocateRows(size_t n) {
+  const size_t bytes = n * sizeof(uint16_t);
+  void* p = mmap(nullptr, bytes, PROT_READ | PROT_WRITE,
+                 MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (p == MAP_FAILED) std::abort();  // As std::vector would throw.
+  return PagedKvPool::Rows(static_cast<uint16_t*>(p), KvRowsUnmap{p, bytes});
 }
 
 int64_t BlockBytes(int n_layer, int kv_dim, int block_size) {
@@ -31,6 +31,10 @@ int64_t BlockBytes(int n_layer, int kv_dim, int block_size) {
 }
 
 }  // namespace
+
+void KvRowsUnmap::operator()(uint16_t*) const {
+  if (base != nullptr) munmap(base, bytes);
+}
 
 PagedKvPool::PagedKvPool(int n_layer, int kv_dim, int block_size,
                          int num_blocks)
@@ -43,8 +47,8 @@ PagedKvPool::PagedKvPool(int n_layer, int kv_dim, int block_size,
   }
   const size_t n = static_cast<size_t>(n_layer) * num_blocks * block_size *
                    static_cast<size_t>(kv_dim);
-  k_.reset(AllocateRows(n));
-  v_.reset(AllocateRows(n));
+  k_ = AllocateRows(n);
+  v_ = AllocateRows(n);
   meta_.resize(static_cast<size_t>(num_blocks) * block_size);
 }
 

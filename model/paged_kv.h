@@ -14,7 +14,7 @@
 #define BRAID_MODEL_PAGED_KV_H_
 
 #include <cstdint>
-#include <cstdlib>
+#include <cstddef>
 #include <memory>
 #include <vector>
 
@@ -27,10 +27,20 @@ namespace braid::model {
 // type, so the attention kernel reads the pool's metadata in place.)
 using EntryMeta = kernels::cpu::KvEntryMeta;
 
+// Unmaps the mapping a pool's K or V array lies in.
+struct KvRowsUnmap {
+  void* base = nullptr;
+  size_t bytes = 0;
+  void operator()(uint16_t*) const;
+};
+
 class PagedKvPool {
  public:
+  using Rows = std::unique_ptr<uint16_t, KvRowsUnmap>;
+
   // All sizes > 0 (checked; a bad shape is a bug in the caller). The storage
-  // is allocated and zeroed here, once; entries are meaningless until written.
+  // is reserved zeroed here, once, and takes memory as blocks are first
+  // written; entries are meaningless until written.
   PagedKvPool(int n_layer, int kv_dim, int block_size, int num_blocks);
 
   // Blocks that fit in `bytes` for this shape (K + V + metadata); 0 when not
@@ -67,11 +77,9 @@ class PagedKvPool {
   }
 
   int n_layer_, kv_dim_, block_size_, num_blocks_;
-  struct Free {
-    void operator()(uint16_t* p) const { std::free(p); }
-  };
-  // [n_layer][num_blocks][block_size][kv_dim], 2 MiB aligned (see the .cc).
-  std::unique_ptr<uint16_t, Free> k_, v_;
+  // [n_layer][num_blocks][block_size][kv_dim], page-aligned, committed as
+  // written (see the .cc).
+  Rows k_, v_;
   std::vector<EntryMeta> meta_;  // [num_blocks][block_size]
 };
 
