@@ -55,7 +55,8 @@ ABSL_FLAG(int, context_length, 4096,
           "Tokens per sequence (prompt plus output); capped at the model's "
           "trained context length.");
 ABSL_FLAG(int, kv_budget_mb, 512,
-          "Memory for the paged KV cache, in MiB; sets the number of blocks.");
+          "Memory for the paged KV cache, in MiB; sets the number of blocks "
+          "(reserved at start, committed as blocks are first written).");
 ABSL_FLAG(int, kv_budget_tokens, 0,
           "If > 0, size the KV cache for this many tokens instead of "
           "--kv_budget_mb.");
