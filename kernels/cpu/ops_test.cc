@@ -23,6 +23,30 @@ TEST(OpsTest, RmsNorm) {
   EXPECT_NEAR(y[4], -1.0f, 1e-6);
 }
 
+// Rows normalized in one call equal each row alone and ggml's sequential
+// double sum, bit for bit.
+TEST(OpsTest, RmsNormRowsTogetherEqualEachAlone) {
+  const int64_t rows = 13, n = 576;
+  std::vector<float> x(rows * n), w(n);
+  for (int64_t i = 0; i < rows * n; ++i) x[i] = std::sin(0.37f * i) * (1 + i % 7);
+  for (int64_t i = 0; i < n; ++i) w[i] = 0.5f + 0.01f * (i % 50);
+  std::vector<float> together(rows * n), alone(rows * n);
+  RmsNorm(x.data(), w.data(), rows, n, 1e-5f, together.data());
+  for (int64_t r = 0; r < rows; ++r) {
+    RmsNorm(&x[r * n], w.data(), 1, n, 1e-5f, &alone[r * n]);
+    double sum = 0;
+    for (int64_t i = 0; i < n; ++i) {
+      const float sq = x[r * n + i] * x[r * n + i];
+      sum += static_cast<double>(sq);
+    }
+    const float scale = 1.0f / std::sqrt(static_cast<float>(sum / n) + 1e-5f);
+    for (int64_t i = 0; i < n; ++i) {
+      ASSERT_EQ(alone[r * n + i], x[r * n + i] * scale * w[i]) << r << " " << i;
+    }
+  }
+  EXPECT_EQ(together, alone);
+}
+
 TEST(OpsTest, RopeRotatesAdjacentPairs) {
   // 2 tokens, 2 heads, head_dim 4, full rotation.
   const int64_t hd = 4;
