@@ -19,10 +19,11 @@
 //     acc  = fma(d_w * d_x, float(isum), acc)
 //     Q4_1: acc = fma(m_w, s_x, acc)     (s_x: Q8_1's d * sum(q_x))
 //   y = acc
-// The integer sums are exact, so the result is at least as accurate as
-// ggml's; it differs from it in the last bits (tests/golden checks braid
-// against llama.cpp with a tolerance). It never depends on the batch, the
-// tile shape or the row range: batch invariance holds.
+// The block sums are exact integers (as ggml's eight lane sums are); the
+// float work differs from ggml's in rounding only, and end to end both are
+// about as close to exact math (//model:numerics_bench), but the results
+// are not llama.cpp's bits. It never depends on the batch, the tile shape
+// or the row range: batch invariance holds.
 //
 // Layouts, per group of 16 rows: first the scales of every block (Q4_1: 64
 // bytes a block, d[16] then m[16] as f16; Q8_0: 32 bytes, d[16]), padded to
