@@ -233,6 +233,7 @@ grpc::ServerUnaryReactor* BraidService::GetModelInfo(
     response->add_stream_roles(role);
   }
   response->set_stream_layout(b.streams.layout);
+  response->set_silence_token_id(b.streams.silence_token_id);
   response->set_braid_version(BRAID_VERSION);
   return Done(context, kRpc, absl::OkStatus());
 }

@@ -108,6 +108,9 @@ class E2ETest(unittest.TestCase):
         self.assertEqual(info.context_length, CONTEXT)
         self.assertEqual(info.chat_template, "chatml")
         self.assertIn("Q4_1", info.tensor_types)
+        self.assertEqual(info.num_streams, 1)
+        self.assertEqual(info.stream_layout, "")
+        self.assertEqual(info.silence_token_id, -1)
 
     # -- tokenizer --------------------------------------------------------
 

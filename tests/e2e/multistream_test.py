@@ -65,6 +65,7 @@ def chat_streams(visibility=pb.VISIBILITY_ALL, max_tokens=MAX_TOKENS):
 
 class MultiStreamTest(unittest.TestCase):
     LAYOUT = "aligned"
+    SILENCE = -1  # no silence token
     MODEL_FLAGS = ()
     # Rows models place 4 entries per position: more context for the same
     # number of output tokens.
@@ -122,6 +123,7 @@ class MultiStreamTest(unittest.TestCase):
         self.assertEqual(info.num_streams, 4)
         self.assertEqual(list(info.stream_roles), ROLES)
         self.assertEqual(info.stream_layout, self.LAYOUT)
+        self.assertEqual(info.silence_token_id, self.SILENCE)
         self.assertEqual(info.vocab_size, 49152)
 
     def test_input_while_writing_lands_at_the_current_step(self):
@@ -242,6 +244,7 @@ class MultiStreamTest(unittest.TestCase):
 class RowsModelTest(MultiStreamTest):
     """The same on a "rows" model: every stream at every position."""
     LAYOUT = "rows"
+    SILENCE = 3
     MODEL_FLAGS = ("--silence_token_id=3",)
     DAEMON_FLAGS = ("--context_length=2048", "--kv_budget_tokens=8192")
 
