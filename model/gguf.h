@@ -97,6 +97,12 @@ class GgufFile {
   // All metadata keys in file order.
   const std::vector<std::string>& keys() const { return keys_; }
 
+  // Drops this process's copies of the pages wholly inside [p, p + n) (tensor
+  // data of this file) when the file is memory-mapped: a later read faults
+  // them back in from the file. A no-op for in-memory files (FromBytes),
+  // whose pages hold the only copy.
+  void ReleasePages(const void* p, size_t n) const;
+
   // nullptr if absent.
   const GgufTensor* FindTensor(std::string_view name) const;
   const std::vector<GgufTensor>& tensors() const { return tensors_; }

@@ -1,8 +1,5 @@
 #include "model/llama.h"
 
-#include <sys/mman.h>
-#include <unistd.h>
-
 #include <algorithm>
 #include <cstdint>
 #include <string>
@@ -59,16 +56,9 @@ absl::StatusOr<k::WeightMatrix> Matrix(const GgufFile& f,
 // were read to pack them; kept, they would count twice in its memory). The
 // original stays mapped: a read faults its pages back in (the tied
 // embeddings' rows are looked up there).
-void Pack(k::WeightMatrix* w) {
+void Pack(const GgufFile& f, k::WeightMatrix* w) {
   if (!k::PackWeightMatrix(w)) return;
-  const size_t page = static_cast<size_t>(sysconf(_SC_PAGESIZE));
-  const uintptr_t begin = reinterpret_cast<uintptr_t>(w->data);
-  const uintptr_t end = begin + k::DTypeRowBytes(w->type, w->cols) * w->rows;
-  const uintptr_t first = (begin + page - 1) / page * page;
-  const uintptr_t last = end / page * page;
-  if (last > first) {
-    madvise(reinterpret_cast<void*>(first), last - first, MADV_DONTNEED);
-  }
+  f.ReleasePages(w->data, k::DTypeRowBytes(w->type, w->cols) * w->rows);
 }
 
 // A 1-D vector [n] in any float type, copied to f32.
@@ -151,11 +141,11 @@ absl::Status LlamaModel::BindWeights() {
     if (packed_matmul_) {
       for (k::WeightMatrix* w :
            {&l.wq, &l.wk, &l.wv, &l.wo, &l.w_gate, &l.w_up, &l.w_down}) {
-        Pack(w);
+        Pack(f, w);
       }
     }
   }
-  if (packed_matmul_) Pack(&output_);
+  if (packed_matmul_) Pack(f, &output_);
 #undef BRAID_ASSIGN
   return absl::OkStatus();
 }
