@@ -268,6 +268,9 @@ StepPlan Scheduler::Schedule() {
     // depend on how the prompt was chunked.
     if (r.num_computed + r.num_planned <= r.num_prompt_tokens) {
       s.kernel_tokens = r.num_prompt_tokens;
+    } else if (options_.exact_chunks &&
+               r.num_computed >= r.num_prompt_tokens && r.num_planned > 1) {
+      s.kernel_tokens = 1;  // recomputed output tokens (NextChunk)
     }
   }
   return plan;
@@ -329,8 +332,12 @@ int Scheduler::NextChunk(const Request& r, int max_tokens) const {
   if (r.session) return SessionChunk(r, done, n);
   if (!options_.exact_chunks || n <= 0) return std::max(n, 0);
   if (done >= r.num_prompt_tokens) {
-    // Output tokens: one per step, as when they were decoded.
-    return r.num_planned > 0 ? 0 : 1;
+    // Output tokens (recomputed after a preemption): a chunk of them, with
+    // one-token attention kernels (ScheduledSequence::kernel_tokens = 1), so
+    // each gets the bits it got when it was decoded; not appended to a
+    // chunk of prompt tokens, which has the prompt's kernels.
+    if (r.num_planned > 0 && r.num_computed < r.num_prompt_tokens) return 0;
+    return n;
   }
   // Prompt tokens: the step's chunk [num_computed, num_computed + want)
   // stays inside the prompt (it takes the whole prompt's attention kernels,

@@ -47,11 +47,10 @@ struct SchedulerOptions {
   // run: prompt chunks stay inside the prompt and carry its size as their
   // kernel_tokens (a chunk of any size, even one token, computes what the
   // whole prompt in one call would), and after preemption the output tokens
-  // are recomputed one per step, as they were decoded. The CPU attention
-  // picks its summation order by batch size (one token or more), so without
-  // this a recomputed request can differ in the last bits and, greedy, in
-  // its tokens. Costs a preempted request one step per output token to
-  // recover.
+  // are recomputed in chunks of their own with kernel_tokens 1 (each gets
+  // the kernels it was decoded with). The CPU attention picks its summation
+  // order by batch size (one token or more), so without this a recomputed
+  // request can differ in the last bits and, greedy, in its tokens.
   bool exact_chunks = true;
   // Stream isolation: while requests decode, a step's prefill tokens are
   // limited to max(max_prefill_tokens_while_decoding,

@@ -318,13 +318,14 @@ TEST(SchedulerTest, ExactChunksKeepTokensOnTheirKernels) {
   EXPECT_EQ(p.Step(), "A:io+1* | preempt B");
   p.Remove("A");
   // B's first block (prompt + 2 outputs) comes back from the prefix cache;
-  // entries 4 and 5 are recomputed one per step; the last sampled token is
-  // plain decode work again.
-  EXPECT_EQ(p.Step(), "B:prompt+1");
-  EXPECT_EQ(p.kernel_tokens("B"), 0);  // a decoded token, recomputed
-  EXPECT_EQ(p.Step(), "B:prompt+1");
-  EXPECT_EQ(p.Step(), "B:io+1*");
+  // entries 4 and 5, decoded tokens, and 6, the last sampled one, are
+  // computed in one chunk with one-token kernels (each as it was or would
+  // be decoded), which samples the next; then plain decode work again.
+  EXPECT_EQ(p.Step(), "B:prompt+3*");
+  EXPECT_EQ(p.kernel_tokens("B"), 1);
   EXPECT_EQ(p.scheduler().tokens(p.id("B")).size(), 2u + 6);
+  EXPECT_EQ(p.Step(), "B:io+1*");
+  EXPECT_EQ(p.scheduler().tokens(p.id("B")).size(), 2u + 7);
   EXPECT_EQ(p.scheduler().stats().num_prefix_hit_tokens, 4);
 }
 

@@ -47,7 +47,8 @@ struct ScheduledSequence {
   // logits give the next token.
   bool sample = false;
   // Prompt chunks: the prompt's size, which picks the attention kernels
-  // (model::BatchSequence::kernel_tokens); 0 = the chunk's own size.
+  // (model::BatchSequence::kernel_tokens); recomputed output tokens: 1 (the
+  // kernels they were decoded with); 0 = the chunk's own size.
   int kernel_tokens = 0;
 
   // Sessions only (empty for ordinary requests, whose entries are stream 0

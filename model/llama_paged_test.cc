@@ -97,6 +97,47 @@ TEST_P(PagedForwardTest, OneSequenceEqualsContiguousPathBitForBit) {
   }
 }
 
+// Decoded tokens recomputed as one chunk with kernel_tokens = 1 (as the
+// scheduler recomputes a preempted request's outputs) give every row the
+// logits it had when decoded one at a time, bit for bit, in every weight
+// type and both arithmetics (llama_smollm2_test shows on the real model
+// that the chunk's own kernels would differ).
+TEST_P(PagedForwardTest, RecomputedOutputsWithOneTokenKernelsEqualDecoding) {
+  auto model = Load();
+  ASSERT_NE(model, nullptr);
+  const int n_vocab = model->config().n_vocab;
+  std::vector<int32_t> prompt;
+  for (int i = 0; i < 60; ++i) prompt.push_back((i * 37 + 5) % n_vocab);
+  PagedKvPool pool = model->NewPagedKvPool(kBlockSize, 24);
+  Seq seq{{}, 0};
+  for (int b = 0; b < 18; ++b) seq.table.push_back((b * 7) % 24);
+  std::vector<float> got;
+  Batch batch;
+  Add(batch, seq, prompt, BatchSequence::Logits::kLast);
+  ASSERT_TRUE(model->Forward(batch, pool, &got).ok());
+  seq.num_cached += prompt.size();
+  std::vector<int32_t> decoded;
+  std::vector<float> want;  // each decode step's logits
+  int32_t next = 17;
+  for (int step = 0; step < 9; ++step) {
+    Batch b;
+    Add(b, seq, {next}, BatchSequence::Logits::kLast);
+    ASSERT_TRUE(model->Forward(b, pool, &got).ok());
+    ++seq.num_cached;
+    decoded.push_back(next);
+    want.insert(want.end(), got.begin(), got.end());
+    next = static_cast<int32_t>(std::max_element(got.begin(), got.end()) -
+                                got.begin());
+  }
+  // The same blocks: the prompt's entries stay, the outputs are rewritten.
+  Seq again{seq.table, static_cast<int>(prompt.size())};
+  Batch b;
+  Add(b, again, decoded, BatchSequence::Logits::kAll);
+  b.sequences[0].kernel_tokens = 1;
+  ASSERT_TRUE(model->Forward(b, pool, &got).ok());
+  EXPECT_EQ(got, want);
+}
+
 // 16 sequences of different lengths, prefilled and then decoded together,
 // give bit-identical logits to each run alone; and a rerun repeats them.
 TEST_P(PagedForwardTest, BatchOfSixteenEqualsEachAloneAndIsDeterministic) {

@@ -162,7 +162,8 @@ TEST(LlamaSmolLm2Test, PrefillMatchesTokenByToken) {
 // gives the last token's logits of the prompt computed in one call, bit for
 // bit; without it one-token chunks take the one-token attention order and
 // differ. The scheduler relies on this to pace a long prompt a token at a
-// time beside decoding requests.
+// time beside decoding requests, and on kernel_tokens = 1 to recompute
+// decoded tokens in chunks.
 TEST(LlamaSmolLm2Test, PromptChunksWithThePromptsKernelsEqualOneCall) {
   auto model = LoadSmolLm2();
   ASSERT_NE(model, nullptr);
@@ -200,6 +201,12 @@ TEST(LlamaSmolLm2Test, PromptChunksWithThePromptsKernelsEqualOneCall) {
   EXPECT_EQ(run({5, 1, 16, 1, 1, 21}, n), want);
   EXPECT_EQ(run({30, 15}, 0), want);
   EXPECT_NE(run(std::vector<int>(n, 1), 0), want);
+  // The other way round (the scheduler's recompute of a preempted request's
+  // decoded tokens): tokens computed one per call, as decoded, equal any
+  // chunks of them with kernel_tokens = 1.
+  const std::vector<float> decoded = run(std::vector<int>(n, 1), 0);
+  EXPECT_EQ(run({n}, 1), decoded);
+  EXPECT_EQ(run({20, 1, 24}, 1), decoded);
 }
 
 }  // namespace
