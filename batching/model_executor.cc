@@ -27,6 +27,7 @@ void ModelExecutor::AddSession(const ScheduledSequence& s,
     seq.num_tokens = b - a;
     seq.num_cached = s.num_cached + a;
     seq.block_table = s.block_table;
+    seq.kernel_tokens = s.kernel_tokens;
     if (stream >= 0 && stream < static_cast<int32_t>(s.sees.size())) {
       seq.visible_streams = s.sees[stream];
     }

@@ -68,6 +68,11 @@ struct Scheduler::Request {
   std::vector<EntryTag> meta;
   std::vector<std::vector<int32_t>> sees;
   std::vector<SamplePoint> sample_points;
+  // Sessions: per entry planned so far, 1 if its chunk took the one-token
+  // attention kernels. Entries below its size not yet computed (a resumed
+  // session whose kept blocks were evicted) are recomputed with the kernels
+  // they had (SessionChunk, Schedule).
+  std::vector<uint8_t> one_token;
   uint64_t admit = 0;  // admission order while holding blocks; 0 = none
   int num_preemptions = 0;
   // Planning state of the current step.
@@ -132,7 +137,8 @@ void Scheduler::Add(uint64_t id, std::vector<int32_t> prompt, int priority,
 void Scheduler::AddSession(uint64_t id, std::vector<int32_t> tokens,
                            std::vector<EntryTag> meta,
                            std::vector<std::vector<int32_t>> sees, int priority,
-                           std::string tenant) {
+                           std::string tenant,
+                           std::vector<uint8_t> one_token_kernels) {
   auto r = std::make_unique<Request>();
   r->id = id;
   r->priority = priority;
@@ -142,6 +148,7 @@ void Scheduler::AddSession(uint64_t id, std::vector<int32_t> tokens,
   r->tokens = std::move(tokens);
   r->meta = std::move(meta);
   r->sees = std::move(sees);
+  r->one_token = std::move(one_token_kernels);
   // The cacheable prefix: leading stream-0 entries at y = index.
   int prefix = 0;
   while (prefix < static_cast<int>(r->meta.size()) &&
@@ -252,6 +259,24 @@ StepPlan Scheduler::Schedule() {
     plan.num_tokens += r.num_planned;
     if (r.session) {
       const int end = r.num_computed + r.num_planned;
+      Request& w = Get(s.request_id);
+      if (r.num_computed < static_cast<int>(r.one_token.size())) {
+        // Recomputed entries (SessionChunk keeps a chunk to one kind): the
+        // kernels they had; any count above one picks the batched ones.
+        s.kernel_tokens = r.one_token[r.num_computed] ? 1 : 2;
+      } else {
+        // The executor runs each stream's run of entries as a sequence of
+        // its own (ModelExecutor::AddSession): a run of one takes the
+        // one-token kernels.
+        w.one_token.resize(end);
+        for (int a = r.num_computed; a < end;) {
+          int b = a + 1;
+          while (b < end && r.meta[b].stream == r.meta[a].stream) ++b;
+          std::fill(w.one_token.begin() + a, w.one_token.begin() + b,
+                    b - a == 1 ? 1 : 0);
+          a = b;
+        }
+      }
       s.meta.assign(r.meta.begin() + r.num_computed, r.meta.begin() + end);
       s.sees = r.sees;
       for (const SamplePoint& p : r.sample_points) {
@@ -352,6 +377,22 @@ int Scheduler::NextChunk(const Request& r, int max_tokens) const {
 // stream gets its next token in the same step.
 int Scheduler::SessionChunk(const Request& r, int done, int n) const {
   if (n <= 0) return 0;
+  const int known = static_cast<int>(r.one_token.size());
+  if (done < known) {
+    // Recomputed entries: a chunk of one kind of kernels, not extended past
+    // them, nor appended to a chunk of the other kind.
+    if (r.num_planned > 0 &&
+        r.one_token[done] != r.one_token[r.num_computed]) {
+      return 0;
+    }
+    int end = done;
+    while (end < known && end - done < n &&
+           r.one_token[end] == r.one_token[done]) {
+      ++end;
+    }
+    return end - done;
+  }
+  if (r.num_planned > 0 && r.num_computed < known) return 0;
   int first = -1, last = -1;
   for (const SamplePoint& p : r.sample_points) {
     if (p.index < done) continue;
@@ -508,7 +549,9 @@ Scheduler::SessionEntries Scheduler::Keep(uint64_t id) {
     r.block_hashes.push_back(blocks_.Commit(r.block_table[b], parent,
                                             SessionBlockKey(r, b * bs, n)));
   }
-  SessionEntries kept{std::move(r.tokens), std::move(r.meta)};
+  r.one_token.resize(std::min<size_t>(r.one_token.size(), r.num_computed));
+  SessionEntries kept{std::move(r.tokens), std::move(r.meta),
+                      std::move(r.one_token)};
   Remove(id);
   return kept;
 }

@@ -97,10 +97,15 @@ class Scheduler {
   // the caller keeps non-decreasing in y so that every entry an entry sees
   // comes before it. Only the leading prefix entries (stream 0, y = index)
   // take part in the prefix cache.
+  // `one_token_kernels` (from Keep): which of the first entries took the
+  // one-token attention kernels; those not found in the cache are
+  // recomputed with the kernels they had, so a resumed session's entries
+  // hold the bits a session never closed holds.
   void AddSession(uint64_t id, std::vector<int32_t> tokens,
                   std::vector<EntryTag> meta,
                   std::vector<std::vector<int32_t>> sees, int priority,
-                  std::string tenant);
+                  std::string tenant,
+                  std::vector<uint8_t> one_token_kernels = {});
   // Appends entries to a session's context, to be computed in later steps.
   void AppendEntries(uint64_t id, absl::Span<const int32_t> tokens,
                      absl::Span<const EntryTag> meta);
@@ -122,6 +127,7 @@ class Scheduler {
   struct SessionEntries {
     std::vector<int32_t> tokens;
     std::vector<EntryTag> meta;
+    std::vector<uint8_t> one_token_kernels;  // per computed entry
   };
   // Removes a session like Remove, but first leaves its computed entries in
   // the prefix cache, free and evictable like any cached block: the full

@@ -251,7 +251,7 @@ void Session::Append(SessionInput input, Scheduler& scheduler) {
   if (!registered_) {
     scheduler.AddSession(handle_, std::move(kept_.tokens),
                          std::move(kept_.meta), Visibility(), options_.priority,
-                         options_.tenant);
+                         options_.tenant, std::move(kept_.one_token_kernels));
     kept_ = {};
     registered_ = true;
   }

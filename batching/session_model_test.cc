@@ -457,7 +457,10 @@ TEST_F(SessionModelTest, KeptSessionResumesAsIfNeverClosed) {
 }
 
 // Kept sessions never hold blocks others need: a request for the whole KV
-// pool evicts them, and the session resumes by recomputing its entries.
+// pool evicts them, and the session resumes by recomputing its entries, each
+// with the attention kernels it had (decoded entries one-token ones), so
+// the next turn equals a session never closed, log-probabilities bit for
+// bit.
 TEST_F(SessionModelTest, EvictedKeptSessionIsRecomputed) {
   EngineOptions eo = DefaultOptions();
   eo.scheduler.num_blocks = 20;
@@ -470,6 +473,22 @@ TEST_F(SessionModelTest, EvictedKeptSessionIsRecomputed) {
   o.streams = {SessionStreamOptions{.name = "user"}, Output("out", 10)};
   const int64_t turn1 = prefix.size() + user.size() + 10;
   const int64_t turn2 = user2.size() + 10;
+  std::vector<SampledToken> want;
+  {
+    auto open_sink = std::make_shared<RecordingSessionSink>();
+    auto h = engine_->OpenSession(o, open_sink);
+    ASSERT_TRUE(h.ok()) << h.status();
+    engine_->SessionAppend(*h, {"t1", 1, user, {2}});
+    ASSERT_TRUE(open_sink->WaitFor(Kind::kTurnEnd, 1));
+    WaitSettled(turn1);
+    engine_->SessionAppend(*h, {"t2", 1, user2, {2}});
+    ASSERT_TRUE(open_sink->WaitFor(Kind::kTurnEnd, 2));
+    want = TurnTokens(open_sink->events(), 2, 1);
+    ASSERT_EQ(want.size(), 10u);
+    engine_->CloseSession(*h);
+    ASSERT_TRUE(open_sink->WaitFor(Kind::kClosed, 1));
+  }
+  Restart(eo);
   auto sink = std::make_shared<RecordingSessionSink>();
   auto h = engine_->OpenSession(o, sink);
   ASSERT_TRUE(h.ok()) << h.status();
@@ -493,7 +512,7 @@ TEST_F(SessionModelTest, EvictedKeptSessionIsRecomputed) {
   ASSERT_TRUE(resumed->WaitFor(Kind::kTurnEnd, 1));
   WaitSettled(before.computed_tokens + turn1 + turn2);
   EXPECT_EQ(engine_->Stats().prefix_hit_tokens, before.prefix_hit_tokens);
-  EXPECT_EQ(TurnTokens(resumed->events(), 2, 0).size(), 10u);
+  ExpectSameTokens(TurnTokens(resumed->events(), 2, 0), want);
   engine_->CloseSession(*h);
   ASSERT_TRUE(resumed->WaitFor(Kind::kClosed, 1));
   ExpectAllFree();

@@ -48,7 +48,9 @@ struct ScheduledSequence {
   bool sample = false;
   // Prompt chunks: the prompt's size, which picks the attention kernels
   // (model::BatchSequence::kernel_tokens); recomputed output tokens: 1 (the
-  // kernels they were decoded with); 0 = the chunk's own size.
+  // kernels they were decoded with); a session's recomputed entries: 1 or
+  // 2, the kind they had (for each stream's run); 0 = the chunk's (a
+  // session: each run's) own size.
   int kernel_tokens = 0;
 
   // Sessions only (empty for ordinary requests, whose entries are stream 0
