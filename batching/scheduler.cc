@@ -68,10 +68,13 @@ struct Scheduler::Request {
   std::vector<EntryTag> meta;
   std::vector<std::vector<int32_t>> sees;
   std::vector<SamplePoint> sample_points;
-  // Sessions: per entry planned so far, 1 if its chunk took the one-token
-  // attention kernels. Entries below its size not yet computed (a resumed
-  // session whose kept blocks were evicted) are recomputed with the kernels
-  // they had (SessionChunk, Schedule).
+  // Sessions: per entry, 1 if it takes the one-token attention kernels: it
+  // came alone in its stream's run of an append (a sampled token; input fed
+  // a position a step), 0 if in a run of more (a prefix, an input chunk).
+  // Fixed when appended, so a session's bits do not depend on how its
+  // entries are chunked into steps (pacing, batching) nor on a recompute
+  // after eviction (Keep hands them back). SessionChunk keeps a step's
+  // chunk to one kind.
   std::vector<uint8_t> one_token;
   uint64_t admit = 0;  // admission order while holding blocks; 0 = none
   int num_preemptions = 0;
@@ -134,6 +137,18 @@ void Scheduler::Add(uint64_t id, std::vector<int32_t> prompt, int priority,
   requests_[id] = std::move(r);
 }
 
+void Scheduler::AppendKernelKinds(Request& r, int first) {
+  const int end = static_cast<int>(r.meta.size());
+  r.one_token.resize(end);
+  for (int a = first; a < end;) {
+    int b = a + 1;
+    while (b < end && r.meta[b].stream == r.meta[a].stream) ++b;
+    std::fill(r.one_token.begin() + a, r.one_token.begin() + b,
+              b - a == 1 ? 1 : 0);
+    a = b;
+  }
+}
+
 void Scheduler::AddSession(uint64_t id, std::vector<int32_t> tokens,
                            std::vector<EntryTag> meta,
                            std::vector<std::vector<int32_t>> sees, int priority,
@@ -149,6 +164,7 @@ void Scheduler::AddSession(uint64_t id, std::vector<int32_t> tokens,
   r->meta = std::move(meta);
   r->sees = std::move(sees);
   r->one_token = std::move(one_token_kernels);
+  AppendKernelKinds(*r, static_cast<int>(r->one_token.size()));
   // The cacheable prefix: leading stream-0 entries at y = index.
   int prefix = 0;
   while (prefix < static_cast<int>(r->meta.size()) &&
@@ -165,8 +181,10 @@ void Scheduler::AppendEntries(uint64_t id, absl::Span<const int32_t> tokens,
                               absl::Span<const EntryTag> meta) {
   Request& r = Get(id);
   assert(r.session && tokens.size() == meta.size());
+  const int first = static_cast<int>(r.tokens.size());
   r.tokens.insert(r.tokens.end(), tokens.begin(), tokens.end());
   r.meta.insert(r.meta.end(), meta.begin(), meta.end());
+  AppendKernelKinds(r, first);
   MoveTo(r, PhaseQueue(r));
 }
 
@@ -259,24 +277,9 @@ StepPlan Scheduler::Schedule() {
     plan.num_tokens += r.num_planned;
     if (r.session) {
       const int end = r.num_computed + r.num_planned;
-      Request& w = Get(s.request_id);
-      if (r.num_computed < static_cast<int>(r.one_token.size())) {
-        // Recomputed entries (SessionChunk keeps a chunk to one kind): the
-        // kernels they had; any count above one picks the batched ones.
-        s.kernel_tokens = r.one_token[r.num_computed] ? 1 : 2;
-      } else {
-        // The executor runs each stream's run of entries as a sequence of
-        // its own (ModelExecutor::AddSession): a run of one takes the
-        // one-token kernels.
-        w.one_token.resize(end);
-        for (int a = r.num_computed; a < end;) {
-          int b = a + 1;
-          while (b < end && r.meta[b].stream == r.meta[a].stream) ++b;
-          std::fill(w.one_token.begin() + a, w.one_token.begin() + b,
-                    b - a == 1 ? 1 : 0);
-          a = b;
-        }
-      }
+      // One kind of entries (SessionChunk): their kernels; any count
+      // above one picks the batched ones.
+      s.kernel_tokens = r.one_token[r.num_computed] ? 1 : 2;
       s.meta.assign(r.meta.begin() + r.num_computed, r.meta.begin() + end);
       s.sees = r.sees;
       for (const SamplePoint& p : r.sample_points) {
@@ -377,22 +380,15 @@ int Scheduler::NextChunk(const Request& r, int max_tokens) const {
 // stream gets its next token in the same step.
 int Scheduler::SessionChunk(const Request& r, int done, int n) const {
   if (n <= 0) return 0;
-  const int known = static_cast<int>(r.one_token.size());
-  if (done < known) {
-    // Recomputed entries: a chunk of one kind of kernels, not extended past
-    // them, nor appended to a chunk of the other kind.
-    if (r.num_planned > 0 &&
-        r.one_token[done] != r.one_token[r.num_computed]) {
-      return 0;
-    }
-    int end = done;
-    while (end < known && end - done < n &&
-           r.one_token[end] == r.one_token[done]) {
-      ++end;
-    }
-    return end - done;
+  // Entries of one kind of kernels (Request::one_token) a chunk: not
+  // extended past them, nor appended to a chunk of the other kind.
+  if (r.num_planned > 0 && r.one_token[done] != r.one_token[r.num_computed]) {
+    return 0;
   }
-  if (r.num_planned > 0 && r.num_computed < known) return 0;
+  const int want = n;
+  int same = 1;
+  while (same < n && r.one_token[done + same] == r.one_token[done]) ++same;
+  n = same;
   int first = -1, last = -1;
   for (const SamplePoint& p : r.sample_points) {
     if (p.index < done) continue;
@@ -400,6 +396,11 @@ int Scheduler::SessionChunk(const Request& r, int done, int n) const {
     last = p.index;
   }
   if (first >= 0 && done + n > first && done + n <= last) n = first - done;
+  if (n == 0 && done == first && done + want > last) {
+    // Pending samples over entries of both kinds (no layout appends them
+    // so): lockstep comes first.
+    n = want;
+  }
   return std::max(n, 0);
 }
 
@@ -549,7 +550,6 @@ Scheduler::SessionEntries Scheduler::Keep(uint64_t id) {
     r.block_hashes.push_back(blocks_.Commit(r.block_table[b], parent,
                                             SessionBlockKey(r, b * bs, n)));
   }
-  r.one_token.resize(std::min<size_t>(r.one_token.size(), r.num_computed));
   SessionEntries kept{std::move(r.tokens), std::move(r.meta),
                       std::move(r.one_token)};
   Remove(id);

@@ -97,10 +97,11 @@ class Scheduler {
   // the caller keeps non-decreasing in y so that every entry an entry sees
   // comes before it. Only the leading prefix entries (stream 0, y = index)
   // take part in the prefix cache.
-  // `one_token_kernels` (from Keep): which of the first entries took the
-  // one-token attention kernels; those not found in the cache are
-  // recomputed with the kernels they had, so a resumed session's entries
-  // hold the bits a session never closed holds.
+  // `one_token_kernels` (from Keep): which of the first entries take the
+  // one-token attention kernels (the rest is derived from the entries: an
+  // entry alone in its stream's run does), so a resumed session's entries,
+  // recomputed where the cache lost them, hold the bits a session never
+  // closed holds.
   void AddSession(uint64_t id, std::vector<int32_t> tokens,
                   std::vector<EntryTag> meta,
                   std::vector<std::vector<int32_t>> sees, int priority,
@@ -127,7 +128,7 @@ class Scheduler {
   struct SessionEntries {
     std::vector<int32_t> tokens;
     std::vector<EntryTag> meta;
-    std::vector<uint8_t> one_token_kernels;  // per computed entry
+    std::vector<uint8_t> one_token_kernels;  // per entry
   };
   // Removes a session like Remove, but first leaves its computed entries in
   // the prefix cache, free and evictable like any cached block: the full
@@ -175,6 +176,8 @@ class Scheduler {
   // (the chunking rules of exact_chunks).
   int NextChunk(const Request& r, int max_tokens) const;
   int SessionChunk(const Request& r, int done, int n) const;
+  // Request::one_token of a session's entries from index `first` on.
+  static void AppendKernelKinds(Request& r, int first);
   // Grants up to `max_tokens` more tokens of `r` in this step; returns how
   // many (0 when the KV pool cannot hold them even after preemption).
   int Grant(Request& r, int max_tokens, StepPlan* plan);

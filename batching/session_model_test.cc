@@ -518,6 +518,54 @@ TEST_F(SessionModelTest, EvictedKeptSessionIsRecomputed) {
   ExpectAllFree();
 }
 
+// A session's input cut into one-token chunks (its prompt paced beside
+// decoding requests) computes what it computes alone, in one chunk: the
+// turn's tokens and log-probabilities are the same bit for bit.
+TEST_F(SessionModelTest, SessionBesideDecodingRequestsEqualsAlone) {
+  EngineOptions eo = DefaultOptions();
+  eo.scheduler.max_prefill_tokens_while_decoding = 1;
+  eo.scheduler.prefill_tokens_per_decode_token = 0;
+  Restart(eo);
+  const std::vector<int32_t> prefix = Encode(kSystem), user = Encode(kUser);
+  SessionOptions o;
+  o.session_id = "s";
+  o.prefix = prefix;
+  o.streams = {SessionStreamOptions{.name = "user"}, Output("out", 8)};
+  auto run_turn = [&] {
+    auto sink = std::make_shared<RecordingSessionSink>();
+    auto h = engine_->OpenSession(o, sink);
+    EXPECT_TRUE(h.ok()) << h.status();
+    engine_->SessionAppend(*h, {"t1", 1, user, {2}});
+    EXPECT_TRUE(sink->WaitFor(Kind::kTurnEnd, 1));
+    engine_->CloseSession(*h);
+    EXPECT_TRUE(sink->WaitFor(Kind::kClosed, 1));
+    return TurnTokens(sink->events(), 2, 0);
+  };
+  const std::vector<SampledToken> alone = run_turn();
+  ASSERT_EQ(alone.size(), 8u);
+  Restart(eo);
+  std::vector<std::shared_ptr<RecordingSink>> others;
+  for (int i = 0; i < 3; ++i) {
+    GenerationRequest r;
+    r.prompt = Encode(kUser2);
+    r.prompt.push_back(100 + i);
+    r.max_tokens = 400;
+    r.ignore_eos = true;
+    r.arrival = absl::Now();
+    others.push_back(std::make_shared<RecordingSink>());
+    ASSERT_TRUE(engine_->Submit(r, others.back()).ok());
+  }
+  for (auto& s : others) {
+    while (s->Chunks().size() < 2) absl::SleepFor(absl::Milliseconds(1));
+  }
+  const int64_t steps_before = engine_->Stats().steps;
+  ExpectSameTokens(run_turn(), alone);
+  // Its input went in a token a step beside them.
+  EXPECT_GE(engine_->Stats().steps - steps_before,
+            static_cast<int64_t>(prefix.size() + user.size()));
+  for (auto& s : others) EXPECT_FALSE(s->Chunks().empty());
+}
+
 TEST_F(SessionModelTest, StopStringsEndTheTurnLikeGenerate) {
   const std::vector<int32_t> prefix = Encode(kSystem), user = Encode(kUser);
   std::vector<int32_t> prompt = prefix;

@@ -61,6 +61,40 @@ TEST(SessionSchedulerTest, PrefixThenLockstepDecode) {
   EXPECT_EQ(s.stats().blocks.num_free_blocks, 16);
 }
 
+// Each entry's attention kernels are fixed when it is appended: alone in
+// its stream's run of an append (a sampled token), one-token kernels
+// (kernel_tokens 1); in a longer run (a prefix, an input chunk), the batched
+// ones (2), whatever the chunking. A step's chunk holds one kind.
+TEST(SessionSchedulerTest, KernelsFollowTheAppendNotTheChunk) {
+  SchedulerOptions o = Options();
+  o.max_batch_tokens = 3;
+  Scheduler s(o, testing::FifoQueues());
+  s.AddSession(1, {1, 2, 3, 4, 5}, Tags(0, 0, 5), {{}, {0}}, 0, "");
+  StepOutput out;
+  out.tokens.resize(1);
+  out.stream_tokens.resize(1);
+  StepPlan p = s.Schedule();  // 3 of the 5-entry prefix
+  ASSERT_EQ(p.sequences.size(), 1u);
+  EXPECT_EQ(p.sequences[0].tokens.size(), 3u);
+  EXPECT_EQ(p.sequences[0].kernel_tokens, 2);
+  s.Update(p, out);
+  // A sampled token (alone in its append) arrives before the prefix is done.
+  const int32_t tok[] = {9};
+  const EntryTag tag[] = {{1, 5}};
+  s.AppendEntries(1, tok, tag);
+  p = s.Schedule();  // the prefix's last 2 entries (a lone one would be too)
+  EXPECT_EQ(p.sequences[0].tokens.size(), 2u);
+  EXPECT_EQ(p.sequences[0].kernel_tokens, 2);
+  s.Update(p, out);
+  p = s.Schedule();  // then the sampled token, on its own kind
+  EXPECT_EQ(p.sequences[0].tokens.size(), 1u);
+  EXPECT_EQ(p.sequences[0].kernel_tokens, 1);
+  s.Update(p, out);
+  // Kept and resumed: the kinds travel with the entries.
+  Scheduler::SessionEntries kept = s.Keep(1);
+  EXPECT_EQ(kept.one_token_kernels, (std::vector<uint8_t>{0, 0, 0, 0, 0, 1}));
+}
+
 TEST(SessionSchedulerTest, ChunkNeverSplitsTheSamplePoints) {
   SchedulerOptions o = Options();
   o.max_batch_tokens = 6;
