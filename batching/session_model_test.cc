@@ -120,6 +120,26 @@ class SessionModelTest : public ::testing::Test {
     return sink->Chunks();
   }
 
+  // Two turns of session `o` never closed (turn 1 `user`, leaving `turn1`
+  // entries; turn 2 `user2`), then closed; the tokens of stream 2's second
+  // turn.
+  std::vector<SampledToken> SecondTurnNeverClosed(
+      const SessionOptions& o, const std::vector<int32_t>& user,
+      const std::vector<int32_t>& user2, int64_t turn1) {
+    auto sink = std::make_shared<RecordingSessionSink>();
+    auto h = engine_->OpenSession(o, sink);
+    EXPECT_TRUE(h.ok()) << h.status();
+    if (!h.ok()) return {};
+    engine_->SessionAppend(*h, {"t1", 1, user, {2}});
+    EXPECT_TRUE(sink->WaitFor(Kind::kTurnEnd, 1));
+    WaitSettled(turn1);
+    engine_->SessionAppend(*h, {"t2", 1, user2, {2}});
+    EXPECT_TRUE(sink->WaitFor(Kind::kTurnEnd, 2));
+    engine_->CloseSession(*h);
+    EXPECT_TRUE(sink->WaitFor(Kind::kClosed, 1));
+    return TurnTokens(sink->events(), 2, 1);
+  }
+
   // The tokens written on `stream` in its turn number `turn` (from 0).
   static std::vector<SampledToken> TurnTokens(
       const std::vector<SessionEvent>& events, int stream, int turn) {
@@ -391,22 +411,14 @@ TEST_F(SessionModelTest, KeptSessionResumesAsIfNeverClosed) {
   const int64_t turn1 = prefix.size() + user.size() + 10;
   const int64_t turn2 = user2.size() + 10;
   ASSERT_NE(turn1 % kBlockSize, 0) << "the test wants a partial last block";
-  // Never closed.
-  auto open_sink = std::make_shared<RecordingSessionSink>();
-  auto h = engine_->OpenSession(o, open_sink);
-  ASSERT_TRUE(h.ok()) << h.status();
-  engine_->SessionAppend(*h, {"t1", 1, user, {2}});
-  ASSERT_TRUE(open_sink->WaitFor(Kind::kTurnEnd, 1));
-  WaitSettled(turn1);
-  engine_->SessionAppend(*h, {"t2", 1, user2, {2}});
-  ASSERT_TRUE(open_sink->WaitFor(Kind::kTurnEnd, 2));
-  const std::vector<SampledToken> want = TurnTokens(open_sink->events(), 2, 1);
+  const std::vector<SampledToken> want =
+      SecondTurnNeverClosed(o, user, user2, turn1);
   ASSERT_EQ(want.size(), 10u);
 
   // Kept between the turns, on a fresh engine.
   SetUp();
   auto sink = std::make_shared<RecordingSessionSink>();
-  h = engine_->OpenSession(o, sink);
+  auto h = engine_->OpenSession(o, sink);
   ASSERT_TRUE(h.ok()) << h.status();
   engine_->SessionAppend(*h, {"t1", 1, user, {2}});
   ASSERT_TRUE(sink->WaitFor(Kind::kTurnEnd, 1));
@@ -473,21 +485,9 @@ TEST_F(SessionModelTest, EvictedKeptSessionIsRecomputed) {
   o.streams = {SessionStreamOptions{.name = "user"}, Output("out", 10)};
   const int64_t turn1 = prefix.size() + user.size() + 10;
   const int64_t turn2 = user2.size() + 10;
-  std::vector<SampledToken> want;
-  {
-    auto open_sink = std::make_shared<RecordingSessionSink>();
-    auto h = engine_->OpenSession(o, open_sink);
-    ASSERT_TRUE(h.ok()) << h.status();
-    engine_->SessionAppend(*h, {"t1", 1, user, {2}});
-    ASSERT_TRUE(open_sink->WaitFor(Kind::kTurnEnd, 1));
-    WaitSettled(turn1);
-    engine_->SessionAppend(*h, {"t2", 1, user2, {2}});
-    ASSERT_TRUE(open_sink->WaitFor(Kind::kTurnEnd, 2));
-    want = TurnTokens(open_sink->events(), 2, 1);
-    ASSERT_EQ(want.size(), 10u);
-    engine_->CloseSession(*h);
-    ASSERT_TRUE(open_sink->WaitFor(Kind::kClosed, 1));
-  }
+  const std::vector<SampledToken> want =
+      SecondTurnNeverClosed(o, user, user2, turn1);
+  ASSERT_EQ(want.size(), 10u);
   Restart(eo);
   auto sink = std::make_shared<RecordingSessionSink>();
   auto h = engine_->OpenSession(o, sink);

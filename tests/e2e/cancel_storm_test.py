@@ -25,7 +25,7 @@ import harness  # noqa: E402
 
 import grpc  # noqa: E402
 
-pb, pb_grpc = harness.load_stubs()
+pb = harness.load_stubs()[0]
 
 ARGS = None
 WORDS = ("apple river stone cloud north quiet seven market winter lamp "
@@ -40,24 +40,17 @@ def read_stats(path):
         return None
 
 
-class CancelStormTest(unittest.TestCase):
+class CancelStormTest(harness.DaemonTestCase):
     @classmethod
     def setUpClass(cls):
         cls.stats_path = os.path.join(tempfile.mkdtemp(), "stats")
-        cls.daemon = harness.Daemon(
-            "--threads=2", "--context_length=128",
-            # 16 sequences of up to ~45 tokens want ~700 entries; the pool
-            # holds 192, so the engine preempts.
-            "--max_num_seqs=16", "--kv_budget_tokens=192",
-            "--max_batch_tokens=128", "--max_waiting_requests=5000",
-            f"--stats_file={cls.stats_path}")
-        cls.channel = grpc.insecure_channel(cls.daemon.addr)
-        cls.stub = pb_grpc.BraidStub(cls.channel)
-
-    @classmethod
-    def tearDownClass(cls):
-        cls.channel.close()
-        cls.daemon.stop_checked()
+        cls.start_daemon(
+ "--threads=2", "--context_length=128",
+ # 16 sequences of up to ~45 tokens want ~700 entries; the pool
+ # holds 192, so the engine preempts.
+ "--max_num_seqs=16", "--kv_budget_tokens=192",
+ "--max_batch_tokens=128", "--max_waiting_requests=5000",
+ f"--stats_file={cls.stats_path}")
 
     def one_request(self, i, rng):
         """Runs request i; returns 'completed' or 'cancelled-<phase>'."""

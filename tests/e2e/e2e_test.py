@@ -40,22 +40,33 @@ def golden_cases():
     return cases
 
 
-class E2ETest(unittest.TestCase):
+def run_concurrently(n, fn):
+    """fn(0) .. fn(n - 1) on n threads at once; returns their results (None
+    where one raised) and the exceptions raised."""
+    results, errors = [None] * n, []
+
+    def worker(i):
+        try:
+            results[i] = fn(i)
+        except Exception as e:  # noqa: BLE001
+            errors.append(e)
+    threads = [threading.Thread(target=worker, args=(i,)) for i in range(n)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    return results, errors
+
+
+class E2ETest(harness.DaemonTestCase):
     @classmethod
     def setUpClass(cls):
         cls.stats_path = os.path.join(tempfile.mkdtemp(), "stats")
-        cls.daemon = harness.Daemon("--max_num_seqs=1",
-                                    f"--kv_budget_tokens={2 * CONTEXT}",
-                                    f"--stats_file={cls.stats_path}",
-                                    f"--context_length={CONTEXT}",
-                                    "--threads=2")
-        cls.channel = grpc.insecure_channel(cls.daemon.addr)
-        cls.stub = pb_grpc.BraidStub(cls.channel)
-
-    @classmethod
-    def tearDownClass(cls):
-        cls.channel.close()
-        cls.daemon.stop_checked()
+        cls.start_daemon("--max_num_seqs=1",
+                         f"--kv_budget_tokens={2 * CONTEXT}",
+                         f"--stats_file={cls.stats_path}",
+                         f"--context_length={CONTEXT}",
+                         "--threads=2")
 
     def generate(self, timeout=120, **kw):
         """Runs Generate; returns (responses, final)."""
@@ -325,21 +336,12 @@ class E2ETest(unittest.TestCase):
         self.assertEqual(cm.exception.code(), grpc.StatusCode.INVALID_ARGUMENT)
 
     def test_concurrent_requests_all_complete(self):
-        results, errors = [], []
-
-        def worker(i):
-            try:
-                _, final = self.generate(
-                    prompt=pb.Prompt(text=f"Number {i} is".encode()),
-                    sampling=pb.SamplingParams(max_tokens=8, ignore_eos=True))
-                results.append(final.usage.output_tokens)
-            except Exception as e:  # noqa: BLE001
-                errors.append(e)
-        threads = [threading.Thread(target=worker, args=(i,)) for i in range(6)]
-        for t in threads:
-            t.start()
-        for t in threads:
-            t.join()
+        def one(i):
+            _, final = self.generate(
+                prompt=pb.Prompt(text=f"Number {i} is".encode()),
+                sampling=pb.SamplingParams(max_tokens=8, ignore_eos=True))
+            return final.usage.output_tokens
+        results, errors = run_concurrently(6, one)
         self.assertEqual(errors, [])
         self.assertEqual(results, [8] * 6)
 
@@ -378,7 +380,7 @@ class E2ETest(unittest.TestCase):
         self.assertIn("max_tokens", r.stderr)
 
 
-class PackedMatmulTest(unittest.TestCase):
+class PackedMatmulTest(harness.DaemonTestCase):
     """braidd --packed_matmul (kernels/cpu/packed_gemm.h): serves, gives each
     request the tokens it gets alone when four run at once, and stays close
     to llama.cpp (its rounding differs from ggml's, so not token for token:
@@ -386,16 +388,9 @@ class PackedMatmulTest(unittest.TestCase):
 
     @classmethod
     def setUpClass(cls):
-        cls.daemon = harness.Daemon("--max_num_seqs=4", "--packed_matmul",
-                                    f"--context_length={CONTEXT}",
-                                    "--threads=2")
-        cls.channel = grpc.insecure_channel(cls.daemon.addr)
-        cls.stub = pb_grpc.BraidStub(cls.channel)
-
-    @classmethod
-    def tearDownClass(cls):
-        cls.channel.close()
-        cls.daemon.stop_checked()
+        cls.start_daemon("--max_num_seqs=4", "--packed_matmul",
+                         f"--context_length={CONTEXT}",
+                         "--threads=2")
 
     def greedy(self, text, n):
         req = pb.GenerateRequest(prompt=pb.Prompt(text=text),
@@ -417,19 +412,8 @@ class PackedMatmulTest(unittest.TestCase):
         # It diverges where the model amplifies last-bit differences (see
         # the printed count); a broken kernel matches next to nothing.
         self.assertGreaterEqual(same / total, 0.5)
-        together = [None] * 4
-        errors = []
-
-        def worker(i):
-            try:
-                together[i] = self.greedy(cases[i][0], len(cases[i][2]))
-            except Exception as e:  # noqa: BLE001
-                errors.append(e)
-        threads = [threading.Thread(target=worker, args=(i,)) for i in range(4)]
-        for t in threads:
-            t.start()
-        for t in threads:
-            t.join()
+        together, errors = run_concurrently(
+            4, lambda i: self.greedy(cases[i][0], len(cases[i][2])))
         self.assertEqual(errors, [])
         self.assertEqual(together, alone[:4])
 

@@ -186,6 +186,24 @@ class Daemon:
             raise AssertionError(f"braidd exited {rc}:\n{self.read_log()}")
 
 
+class DaemonTestCase(unittest.TestCase):
+    """A test class served by one braidd: setUpClass calls start_daemon,
+    which sets cls.daemon, cls.channel and cls.stub (braid.v1); after the
+    class the channel closes and the daemon stops, its exit checked."""
+
+    @classmethod
+    def start_daemon(cls, *flags, **kwargs):
+        import grpc  # noqa: PLC0415 (the venv's; harness itself needs none)
+        cls.daemon = Daemon(*flags, **kwargs)
+        cls.channel = grpc.insecure_channel(cls.daemon.addr)
+        cls.stub = load_stubs()[1].BraidStub(cls.channel)
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.channel.close()
+        cls.daemon.stop_checked()
+
+
 class JUnitResult(unittest.TextTestResult):
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)

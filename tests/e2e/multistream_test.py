@@ -25,7 +25,7 @@ from session_test import SessionClient, output_tokens  # noqa: E402
 
 import grpc  # noqa: E402
 
-pb, pb_grpc = harness.load_stubs()
+pb = harness.load_stubs()[0]
 
 ROLES = ["system", "user", "reasoning", "output"]
 SYSTEM = b"<|im_start|>system\nYou are a helpful assistant.<|im_end|>\n"
@@ -63,7 +63,7 @@ def chat_streams(visibility=pb.VISIBILITY_ALL, max_tokens=MAX_TOKENS):
                  visibility, max_tokens=max_tokens, ignore_eos=True)]
 
 
-class MultiStreamTest(unittest.TestCase):
+class MultiStreamTest(harness.DaemonTestCase):
     LAYOUT = "aligned"
     SILENCE = -1  # no silence token
     MODEL_FLAGS = ()
@@ -75,18 +75,11 @@ class MultiStreamTest(unittest.TestCase):
     def setUpClass(cls):
         cls.dir = tempfile.mkdtemp(prefix=f"multistream_{cls.LAYOUT}_")
         cls.stats_path = os.path.join(cls.dir, "stats")
-        cls.daemon = harness.Daemon(
-            "--threads=2", *cls.DAEMON_FLAGS,
-            f"--stats_file={cls.stats_path}",
-            model=write_model(cls.dir, f"{cls.LAYOUT}.gguf",
-                              f"--layout={cls.LAYOUT}", *cls.MODEL_FLAGS))
-        cls.channel = grpc.insecure_channel(cls.daemon.addr)
-        cls.stub = pb_grpc.BraidStub(cls.channel)
-
-    @classmethod
-    def tearDownClass(cls):
-        cls.channel.close()
-        cls.daemon.stop_checked()
+        cls.start_daemon(
+ "--threads=2", *cls.DAEMON_FLAGS,
+ f"--stats_file={cls.stats_path}",
+ model=write_model(cls.dir, f"{cls.LAYOUT}.gguf",
+                   f"--layout={cls.LAYOUT}", *cls.MODEL_FLAGS))
 
     def ntok(self, text):
         return len(self.stub.Tokenize(pb.TokenizeRequest(

@@ -24,7 +24,7 @@ import harness  # noqa: E402
 
 import grpc  # noqa: E402
 
-pb, pb_grpc = harness.load_stubs()
+pb = harness.load_stubs()[0]
 
 SYSTEM = b"<|im_start|>system\nYou are a helpful assistant.<|im_end|>\n"
 USER = (b"<|im_start|>user\nWhat is the capital of France?<|im_end|>\n"
@@ -104,20 +104,13 @@ def output_tokens(events, stream_id="out"):
     return out
 
 
-class SessionTest(unittest.TestCase):
+class SessionTest(harness.DaemonTestCase):
     @classmethod
     def setUpClass(cls):
         cls.stats_path = os.path.join(tempfile.mkdtemp(), "stats")
-        cls.daemon = harness.Daemon("--threads=2", "--context_length=512",
-                                    "--kv_budget_tokens=1024",
-                                    f"--stats_file={cls.stats_path}")
-        cls.channel = grpc.insecure_channel(cls.daemon.addr)
-        cls.stub = pb_grpc.BraidStub(cls.channel)
-
-    @classmethod
-    def tearDownClass(cls):
-        cls.channel.close()
-        cls.daemon.stop_checked()
+        cls.start_daemon("--threads=2", "--context_length=512",
+                         "--kv_budget_tokens=1024",
+                         f"--stats_file={cls.stats_path}")
 
     def assert_engine_idle(self):
         """Waits (10 s at most) for no session, no request and every KV
@@ -458,7 +451,7 @@ class SessionTest(unittest.TestCase):
         self.assert_engine_idle()
 
 
-class SessionLimitsTest(unittest.TestCase):
+class SessionLimitsTest(harness.DaemonTestCase):
     """--session_idle_timeout_s and --max_sessions_per_client, with clients
     told apart by their bearer tokens."""
 
@@ -468,18 +461,11 @@ class SessionLimitsTest(unittest.TestCase):
         tokens = os.path.join(d, "tokens")
         with open(tokens, "w") as f:
             f.write("alpha\nbeta\n")
-        cls.daemon = harness.Daemon("--threads=2", "--context_length=512",
-                                    "--kv_budget_tokens=1024",
-                                    f"--auth_token_file={tokens}",
-                                    "--session_idle_timeout_s=2",
-                                    "--max_sessions_per_client=2")
-        cls.channel = grpc.insecure_channel(cls.daemon.addr)
-        cls.stub = pb_grpc.BraidStub(cls.channel)
-
-    @classmethod
-    def tearDownClass(cls):
-        cls.channel.close()
-        cls.daemon.stop_checked()
+        cls.start_daemon("--threads=2", "--context_length=512",
+                         "--kv_budget_tokens=1024",
+                         f"--auth_token_file={tokens}",
+                         "--session_idle_timeout_s=2",
+                         "--max_sessions_per_client=2")
 
     def client(self, token):
         return SessionClient(self.stub, metadata=[
