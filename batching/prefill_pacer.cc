@@ -45,8 +45,8 @@ void PrefillPacer::Observe(int decode_tokens, int prefill_tokens,
     // kMaxRise a sample, which real growth (the decoders' contexts, a few
     // percent every probe) never needs; one slow probe would otherwise
     // allow every paced step until the next probe half as long again.
-    const double sample =
-        same && decode_s_ > 0 ? std::min(seconds, kMaxRise * decode_s_)
+    const double sample = same && decode_s_ > 0
+                              ? std::min(seconds, kMaxRise * decode_s_)
                               : seconds;
     decode_s_ = Blend(same ? decode_s_ : 0.0, sample,
                       mixed_steps_ > 0 ? kProbeWeight : kDecodeWeight);

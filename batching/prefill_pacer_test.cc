@@ -33,7 +33,7 @@ TEST(PrefillPacerTest, NoCapUntilTheDecodeStepIsSeen) {
   // share of the step (10 ms / 4), so 0.5 x 10 ms allows 2.
   EXPECT_EQ(p.Cap(), 2);
   p.Observe(4, 8, StepSeconds(8, 0.001));  // measured: 1 ms a token
-  EXPECT_NEAR(p.Cap(), 5, 1);  // 0.5 x 10 ms / 1 ms, rounded down
+  EXPECT_NEAR(p.Cap(), 5, 1);              // 0.5 x 10 ms / 1 ms, rounded down
   // Steps with no decoding say nothing about isolation.
   PrefillPacer q(1.5, 2);
   q.Observe(0, 512, 0.5);

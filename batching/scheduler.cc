@@ -296,8 +296,8 @@ StepPlan Scheduler::Schedule() {
     // depend on how the prompt was chunked.
     if (r.num_computed + r.num_planned <= r.num_prompt_tokens) {
       s.kernel_tokens = r.num_prompt_tokens;
-    } else if (options_.exact_chunks &&
-               r.num_computed >= r.num_prompt_tokens && r.num_planned > 1) {
+    } else if (options_.exact_chunks && r.num_computed >= r.num_prompt_tokens &&
+               r.num_planned > 1) {
       s.kernel_tokens = 1;  // recomputed output tokens (NextChunk)
     }
   }

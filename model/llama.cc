@@ -224,8 +224,8 @@ void LlamaModel::QuantizeFor(const k::WeightMatrix* const* ws, int count,
     const k::DType act = k::ActivationDType(ws[i]->type);
     int same = -1;
     for (int j = 0; j < i && same < 0; ++j) {
-      if (out[j].type == act && (out[j].packed_tables != nullptr) ==
-                                    (ws[i]->packed != nullptr)) {
+      if (out[j].type == act &&
+          (out[j].packed_tables != nullptr) == (ws[i]->packed != nullptr)) {
         same = j;
       }
     }

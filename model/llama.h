@@ -97,16 +97,16 @@ class LlamaModel {
   // Activation buffers for up to `capacity` tokens.
   struct Scratch {
     int capacity = 0;
-    kernels::cpu::AlignedVector<float> x;  // [n, n_embd] residual stream
-    kernels::cpu::AlignedVector<float> h;  // [n, n_embd] normed input
-    kernels::cpu::AlignedVector<float> q;  // [n, n_head * head_dim]
-    kernels::cpu::AlignedVector<float> k;  // [n, kv_dim]
-    kernels::cpu::AlignedVector<float> v;  // [n, kv_dim]
+    kernels::cpu::AlignedVector<float> x;     // [n, n_embd] residual stream
+    kernels::cpu::AlignedVector<float> h;     // [n, n_embd] normed input
+    kernels::cpu::AlignedVector<float> q;     // [n, n_head * head_dim]
+    kernels::cpu::AlignedVector<float> k;     // [n, kv_dim]
+    kernels::cpu::AlignedVector<float> v;     // [n, kv_dim]
     kernels::cpu::AlignedVector<float> attn;  // [n, n_head * head_dim]
     kernels::cpu::AlignedVector<float> gate;  // [n, n_ff]
-    kernels::cpu::AlignedVector<float> up;  // [n, n_ff]
-    std::vector<int32_t> pos;       // [n]
-    std::vector<int32_t> tok_seq;   // [n] sequence of each token
+    kernels::cpu::AlignedVector<float> up;    // [n, n_ff]
+    std::vector<int32_t> pos;                 // [n]
+    std::vector<int32_t> tok_seq;             // [n] sequence of each token
     std::vector<int32_t> out_rows;  // [n] tokens whose logits are wanted
     std::vector<kernels::cpu::PagedAttentionSeq> seqs;  // [n_seq]
     std::vector<float> rope_cs;  // [n, n_rot] RoPE cos/sin per token
@@ -136,7 +136,7 @@ class LlamaModel {
   std::unique_ptr<GgufFile> file_;
   LlamaConfig config_;
   kernels::cpu::ThreadPool pool_;
-  const bool packed_matmul_;  // LoadOptions::packed_matmul
+  const bool packed_matmul_;               // LoadOptions::packed_matmul
   kernels::cpu::WeightMatrix token_embd_;  // [n_vocab, n_embd]
   kernels::cpu::WeightMatrix output_;      // [n_vocab, n_embd]
   std::vector<float> output_norm_;         // [n_embd]

@@ -2,9 +2,9 @@
 // batch-invariant, deterministic, validating.
 #include <algorithm>
 #include <cmath>
-#include <tuple>
 #include <memory>
 #include <random>
+#include <tuple>
 #include <vector>
 
 #include "absl/status/status.h"

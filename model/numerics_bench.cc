@@ -110,10 +110,11 @@ struct Tally {
     std::sort(s.begin(), s.end());
     double mean = 0;
     for (double v : s) mean += 1 - v;
-    std::printf("%-28s worst %.6f  p10 %.6f  median %.6f  mean(1-cos) %.2e  "
-                "top-1 as exact %d/%zu\n",
-                name, s.front(), s[s.size() / 10], s[s.size() / 2],
-                mean / s.size(), top_same, s.size());
+    std::printf(
+        "%-28s worst %.6f  p10 %.6f  median %.6f  mean(1-cos) %.2e  "
+        "top-1 as exact %d/%zu\n",
+        name, s.front(), s[s.size() / 10], s[s.size() / 2], mean / s.size(),
+        top_same, s.size());
   }
 };
 
@@ -166,9 +167,10 @@ int main(int argc, char** argv) {
     }
     std::fprintf(stderr, "prompt %zu done\n", p);
   }
-  std::printf("%zu prompts x %d positions, logits cosine against exact math "
-              "(double, dequantized weights):\n",
-              cases.size(), kNumTokens);
+  std::printf(
+      "%zu prompts x %d positions, logits cosine against exact math "
+      "(double, dequantized weights):\n",
+      cases.size(), kNumTokens);
   t_ggml.Print("braid default (ggml)");
   t_packed.Print("braid --packed_matmul");
   t_llama.Print("llama.cpp (fp16 fixture)");

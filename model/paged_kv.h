@@ -13,8 +13,8 @@
 #ifndef BRAID_MODEL_PAGED_KV_H_
 #define BRAID_MODEL_PAGED_KV_H_
 
-#include <cstdint>
 #include <cstddef>
+#include <cstdint>
 #include <memory>
 #include <vector>
 

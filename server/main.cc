@@ -47,10 +47,11 @@ ABSL_FLAG(std::string, model, "",
           "Path of the GGUF model to serve (default: $BRAID_MODEL).");
 ABSL_FLAG(int, threads, 0,
           "CPU threads for the model (0 = one per hardware thread).");
-ABSL_FLAG(bool, packed_matmul, false,
-          "Matrix products on weights repacked at load (AVX-512 + VNNI CPUs): "
-          "2.5-3.5x faster products, deterministic and batch-invariant, but "
-          "logits no longer bit-identical to llama.cpp's (docs/ARCHITECTURE.md).");
+ABSL_FLAG(
+    bool, packed_matmul, false,
+    "Matrix products on weights repacked at load (AVX-512 + VNNI CPUs): "
+    "2.5-3.5x faster products, deterministic and batch-invariant, but "
+    "logits no longer bit-identical to llama.cpp's (docs/ARCHITECTURE.md).");
 ABSL_FLAG(int, context_length, 4096,
           "Tokens per sequence (prompt plus output); capped at the model's "
           "trained context length.");

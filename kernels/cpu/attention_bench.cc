@@ -6,9 +6,9 @@
 //   bazel run //kernels/cpu:attention_bench -- --ctx=1500 --threads=2
 #include <algorithm>
 #include <chrono>
+#include <cstdio>
 #include <cstdlib>
 #include <memory>
-#include <cstdio>
 #include <numeric>
 #include <random>
 #include <vector>

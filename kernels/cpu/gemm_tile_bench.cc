@@ -59,21 +59,27 @@ int main(int argc, char** argv) {
         if (us < best[v]) best[v] = us;
       }
     }
-    const k::PackedWeights pw = k::PackWeights(s.type, w.data(), s.rows, s.cols);
+    const k::PackedWeights pw =
+        k::PackWeights(s.type, w.data(), s.rows, s.cols);
     std::vector<float> tables(k::PackedActivationFloats(s.cols, n_tok));
-    k::PreparePackedActivations(s.type, x.data(), xb, s.cols, n_tok, tables.data());
+    k::PreparePackedActivations(s.type, x.data(), xb, s.cols, n_tok,
+                                tables.data());
     double best_packed = 1e9;
     for (int round = 0; round < 20; ++round) {
       const auto t0 = std::chrono::steady_clock::now();
       for (int rep = 0; rep < 10; ++rep) {
-        k::PackedGemm(pw, x.data(), xb, tables.data(), n_tok, 0, s.rows, y.data(), s.rows, false);
+        k::PackedGemm(pw, x.data(), xb, tables.data(), n_tok, 0, s.rows,
+                      y.data(), s.rows, false);
       }
       const double us = std::chrono::duration<double, std::micro>(
-                            std::chrono::steady_clock::now() - t0).count() / 10;
+                            std::chrono::steady_clock::now() - t0)
+                            .count() /
+                        10;
       if (us < best_packed) best_packed = us;
     }
     const double eb = double(s.rows) * s.cols / 32 * n_tok;
-    std::printf("  packed: %.1f us (%.3f ns per element and block)\n", best_packed, best_packed * 1e3 / eb);
+    std::printf("  packed: %.1f us (%.3f ns per element and block)\n",
+                best_packed, best_packed * 1e3 / eb);
     std::printf(
         "%s %ldx%ld n_tok %ld: row-pair tiles %.1f us (%.3f ns per "
         "element and block), token-pair tiles %.1f us (%.3f)\n",
@@ -122,18 +128,23 @@ int main(int argc, char** argv) {
     // The packed kernels on the same matrix.
     const k::PackedWeights pw = k::PackWeights(type, w.data(), rows, cols);
     std::vector<float> ptables(k::PackedActivationFloats(cols, n_tok));
-    k::PreparePackedActivations(type, x.data(), xb, cols, n_tok, ptables.data());
+    k::PreparePackedActivations(type, x.data(), xb, cols, n_tok,
+                                ptables.data());
     double best_packed = 1e9;
     const int64_t per = getenv("PER") ? atoi(getenv("PER")) : rows;
     for (int round = 0; round < 5; ++round) {
       const auto t0 = std::chrono::steady_clock::now();
       for (int64_t r = 0; r < rows; r += per) {
-        k::PackedGemm(pw, x.data(), xb, ptables.data(), n_tok, r, std::min(rows, r + per), y.data(), rows, false);
+        k::PackedGemm(pw, x.data(), xb, ptables.data(), n_tok, r,
+                      std::min(rows, r + per), y.data(), rows, false);
       }
-      best_packed = std::min(best_packed, std::chrono::duration<double, std::micro>(
-                                std::chrono::steady_clock::now() - t0).count());
+      best_packed =
+          std::min(best_packed, std::chrono::duration<double, std::micro>(
+                                    std::chrono::steady_clock::now() - t0)
+                                    .count());
     }
-    std::printf("  packed from memory: %.0f us (%.1f GB/s)\n", best_packed, rows * wb / best_packed / 1e3);
+    std::printf("  packed from memory: %.0f us (%.1f GB/s)\n", best_packed,
+                rows * wb / best_packed / 1e3);
     const double eb = double(rows) * cols / 32 * n_tok;
     std::printf(
         "Q4_1 %ldx%ld from memory n_tok %ld: %.0f us (%.3f ns per element "

@@ -80,8 +80,8 @@ void MatMulRows(const WeightMatrix& w, const QuantizedActivations& xq,
                 int64_t r0, int64_t r1, float* y, int64_t ld_y,
                 bool accumulate) {
   if (w.packed != nullptr && xq.packed_tables != nullptr) {
-    PackedGemm(*w.packed, xq.data, xq.row_bytes, xq.packed_tables, xq.n_tok,
-               r0, r1, y, ld_y, accumulate);
+    PackedGemm(*w.packed, xq.data, xq.row_bytes, xq.packed_tables, xq.n_tok, r0,
+               r1, y, ld_y, accumulate);
     return;
   }
   GemmTile(w.type, static_cast<const uint8_t*>(w.data),

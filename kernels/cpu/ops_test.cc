@@ -28,7 +28,8 @@ TEST(OpsTest, RmsNorm) {
 TEST(OpsTest, RmsNormRowsTogetherEqualEachAlone) {
   const int64_t rows = 13, n = 576;
   std::vector<float> x(rows * n), w(n);
-  for (int64_t i = 0; i < rows * n; ++i) x[i] = std::sin(0.37f * i) * (1 + i % 7);
+  for (int64_t i = 0; i < rows * n; ++i)
+    x[i] = std::sin(0.37f * i) * (1 + i % 7);
   for (int64_t i = 0; i < n; ++i) w[i] = 0.5f + 0.01f * (i % 50);
   std::vector<float> together(rows * n), alone(rows * n);
   RmsNorm(x.data(), w.data(), rows, n, 1e-5f, together.data());

@@ -19,11 +19,6 @@ void Require(bool ok, const char* what) {
   }
 }
 
-// Bytes of one packed group of 16 rows: its scales (per block: d[16] f16,
-// Q4_1 also m[16]), padded to 64 bytes, then its chunks (64 bytes each).
-int64_t ScaleBytes(DType type) { return type == DType::kQ4_1 ? 64 : 32; }
-int64_t ChunkBytes(DType type) { return type == DType::kQ4_1 ? 256 : 512; }
-
 }  // namespace
 
 bool UsesPackedActivations(DType type) {
@@ -47,17 +42,17 @@ PackedWeights PackWeights(DType type, const void* w, int64_t rows,
   p.rows = rows;
   p.cols = cols;
   p.bytes = static_cast<size_t>(rows / kPackRows * group_bytes);
-  p.data.reset(static_cast<uint8_t*>(
-      std::aligned_alloc(64, (p.bytes + 63) / 64 * 64)));
-  std::memset(p.data.get(), 0, p.bytes);
+  p.data.reset(
+      static_cast<uint8_t*>(std::aligned_alloc(64, (p.bytes + 63) / 64 * 64)));
   Require(p.data != nullptr, "out of memory");
+  std::memset(p.data.get(), 0, p.bytes);
   const uint8_t* src = static_cast<const uint8_t*>(w);
   const size_t row_bytes = DTypeRowBytes(type, cols);
   for (int64_t g = 0; g < rows / kPackRows; ++g) {
     for (int64_t i = 0; i < nb; ++i) {
-      uint8_t* sc = p.data.get() + g * group_bytes + i * ScaleBytes(type);
+      uint8_t* sc = p.data.get() + g * group_bytes + i * PackedScaleBytes(type);
       uint8_t* ch = p.data.get() + g * group_bytes + scale_area +
-                    i * ChunkBytes(type);
+                    i * PackedChunkBytes(type);
       for (int64_t j = 0; j < kPackRows; ++j) {
         const uint8_t* row = src + (g * kPackRows + j) * row_bytes;
         if (type == DType::kQ4_1) {
@@ -125,8 +120,8 @@ void PackedGemm(const PackedWeights& w, const uint8_t* x, size_t x_row_bytes,
                              accumulate);
 }
 
-float PackedDotReference(DType type, const uint8_t* w_row,
-                         const uint8_t* x_row, int64_t cols) {
+float PackedDotReference(DType type, const uint8_t* w_row, const uint8_t* x_row,
+                         int64_t cols) {
   float acc = 0.0f;
   for (int64_t i = 0; i < cols / kQK; ++i) {
     if (type == DType::kQ4_1) {

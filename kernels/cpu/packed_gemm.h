@@ -60,13 +60,19 @@ struct PackedWeights {
   std::unique_ptr<uint8_t, Free> data;  // 64-byte aligned
 };
 
-// Bytes of a group's scale area (padded) and of a whole group, nb blocks.
+// Bytes per block of a group's scales and of its chunks; of a group's scale
+// area (padded) and of a whole group, nb blocks.
+inline int64_t PackedScaleBytes(DType type) {
+  return type == DType::kQ4_1 ? 64 : 32;
+}
+inline int64_t PackedChunkBytes(DType type) {
+  return type == DType::kQ4_1 ? 256 : 512;
+}
 inline int64_t PackedScaleAreaBytes(DType type, int64_t nb) {
-  return (nb * (type == DType::kQ4_1 ? 64 : 32) + 63) / 64 * 64;
+  return (nb * PackedScaleBytes(type) + 63) / 64 * 64;
 }
 inline int64_t PackedGroupBytes(DType type, int64_t nb) {
-  return PackedScaleAreaBytes(type, nb) +
-         nb * (type == DType::kQ4_1 ? 256 : 512);
+  return PackedScaleAreaBytes(type, nb) + nb * PackedChunkBytes(type);
 }
 
 // True when this CPU runs the packed kernels (AVX-512 F/BW/VL/DQ + VNNI, not
@@ -101,8 +107,8 @@ void PackedGemm(const PackedWeights& w, const uint8_t* x, size_t x_row_bytes,
 
 // One output element by the arithmetic above, from an unpacked weight row
 // and an activation row (scalar; the tests' oracle).
-float PackedDotReference(DType type, const uint8_t* w_row,
-                         const uint8_t* x_row, int64_t cols);
+float PackedDotReference(DType type, const uint8_t* w_row, const uint8_t* x_row,
+                         int64_t cols);
 
 namespace internal {
 void PackedGemmAvx512(const PackedWeights& w, const uint8_t* x,

@@ -32,13 +32,14 @@ BRAID_AVX512 inline __m512i Bcast32(const uint8_t* p) {
 }
 
 template <bool kQ41, int T>
-BRAID_AVX512 void Tile(const uint8_t* ws, const uint8_t* wc, int64_t nb, const uint8_t* x,
-                       size_t x_row_bytes, const float* xd, const float* xs,
-                       int64_t ld_s, float* y, int64_t ld_y, bool accumulate) {
-  constexpr int64_t kSB = kQ41 ? 64 : 32;         // scale bytes a block
-  constexpr int64_t kCB = kQ41 ? 256 : 512;       // chunk bytes a block
-  constexpr int64_t kXB = kQ41 ? 36 : 34;         // activation block bytes
-  constexpr int64_t kXQ = kQ41 ? 4 : 2;           // offset of its qs
+BRAID_AVX512 void Tile(const uint8_t* ws, const uint8_t* wc, int64_t nb,
+                       const uint8_t* x, size_t x_row_bytes, const float* xd,
+                       const float* xs, int64_t ld_s, float* y, int64_t ld_y,
+                       bool accumulate) {
+  constexpr int64_t kSB = kQ41 ? 64 : 32;    // scale bytes a block
+  constexpr int64_t kCB = kQ41 ? 256 : 512;  // chunk bytes a block
+  constexpr int64_t kXB = kQ41 ? 36 : 34;    // activation block bytes
+  constexpr int64_t kXQ = kQ41 ? 4 : 2;      // offset of its qs
   constexpr int64_t kChunks = kCB / 64;
   __m512 acc[T];
 #pragma GCC unroll 8
@@ -125,14 +126,30 @@ BRAID_AVX512 void Run(const PackedWeights& w, const uint8_t* x,
              xs + t * nb, nb, yg + t * ld_y, ld_y, accumulate);
       };
       switch (nt) {
-        case 1: run(Tile<kQ41, 1>); break;
-        case 2: run(Tile<kQ41, 2>); break;
-        case 3: run(Tile<kQ41, 3>); break;
-        case 4: run(Tile<kQ41, 4>); break;
-        case 5: run(Tile<kQ41, 5>); break;
-        case 6: run(Tile<kQ41, 6>); break;
-        case 7: run(Tile<kQ41, 7>); break;
-        default: run(Tile<kQ41, 8>); break;
+        case 1:
+          run(Tile<kQ41, 1>);
+          break;
+        case 2:
+          run(Tile<kQ41, 2>);
+          break;
+        case 3:
+          run(Tile<kQ41, 3>);
+          break;
+        case 4:
+          run(Tile<kQ41, 4>);
+          break;
+        case 5:
+          run(Tile<kQ41, 5>);
+          break;
+        case 6:
+          run(Tile<kQ41, 6>);
+          break;
+        case 7:
+          run(Tile<kQ41, 7>);
+          break;
+        default:
+          run(Tile<kQ41, 8>);
+          break;
       }
     }
   }

@@ -23,8 +23,14 @@ Data Make(DType type, int64_t rows, int64_t cols, int64_t n_tok,
           uint32_t seed) {
   std::mt19937 rng(seed);
   std::normal_distribution<float> dist(0.0f, 1.0f);
-  Data d{rows, cols, n_tok, DTypeRowBytes(type, cols),
-         DTypeRowBytes(ActivationDType(type), cols), {}, {}, {}};
+  Data d{rows,
+         cols,
+         n_tok,
+         DTypeRowBytes(type, cols),
+         DTypeRowBytes(ActivationDType(type), cols),
+         {},
+         {},
+         {}};
   std::vector<float> f(cols);
   d.w.resize(rows * d.w_bytes);
   d.x.resize(n_tok * d.x_bytes);
@@ -56,13 +62,13 @@ TEST(PackedGemmTest, BitIdenticalToReferenceForEveryTileShape) {
     std::vector<float> want(d.n_tok * d.rows);
     for (int64_t t = 0; t < d.n_tok; ++t) {
       for (int64_t r = 0; r < d.rows; ++r) {
-        want[t * d.rows + r] = PackedDotReference(
-            type, &d.w[r * d.w_bytes], &d.x[t * d.x_bytes], d.cols);
+        want[t * d.rows + r] = PackedDotReference(type, &d.w[r * d.w_bytes],
+                                                  &d.x[t * d.x_bytes], d.cols);
       }
     }
     for (int64_t tok : {1, 2, 3, 4, 5, 6, 7, 8, 9, 16, 27}) {
-      for (auto [r0, r1] : {std::pair<int64_t, int64_t>{0, 48}, {16, 32},
-                            {32, 48}}) {
+      for (auto [r0, r1] :
+           {std::pair<int64_t, int64_t>{0, 48}, {16, 32}, {32, 48}}) {
         std::vector<float> tables(PackedActivationFloats(d.cols, tok));
         PreparePackedActivations(type, d.x.data(), d.x_bytes, d.cols, tok,
                                  tables.data());
