@@ -55,14 +55,7 @@ TEST_F(SessionModelTest, KeptSessionResumesAsIfNeverClosed) {
 
   // Kept between the turns, on a fresh engine.
   SetUp();
-  auto sink = std::make_shared<RecordingSessionSink>();
-  auto h = engine_->OpenSession(o, sink);
-  ASSERT_TRUE(h.ok()) << h.status();
-  engine_->SessionAppend(*h, {"t1", 1, user, {2}});
-  ASSERT_TRUE(sink->WaitFor(Kind::kTurnEnd, 1));
-  WaitSettled(turn1);
-  engine_->CloseSession(*h, /*keep=*/true);
-  ASSERT_TRUE(sink->WaitFor(Kind::kClosed, 1));
+  auto sink = KeptAfterFirstTurn(o, user, turn1);
   EXPECT_TRUE(sink->events().back().status.ok());
   EngineStats st = engine_->Stats();
   EXPECT_EQ(st.sessions, 0);
@@ -79,10 +72,10 @@ TEST_F(SessionModelTest, KeptSessionResumesAsIfNeverClosed) {
   EXPECT_TRUE(absl::IsAlreadyExists(engine_->OpenSession(o, sink).status()));
   auto resumed = std::make_shared<RecordingSessionSink>();
   int num_streams = 0;
-  h = engine_->ResumeSession("client", "s1", resumed,
-                             [&](const SessionOptions& r) {
-                               num_streams = static_cast<int>(r.streams.size());
-                             });
+  auto h = engine_->ResumeSession(
+      "client", "s1", resumed, [&](const SessionOptions& r) {
+        num_streams = static_cast<int>(r.streams.size());
+      });
   ASSERT_TRUE(h.ok()) << h.status();
   EXPECT_EQ(num_streams, 2);
   EXPECT_TRUE(absl::IsFailedPrecondition(
@@ -127,14 +120,7 @@ TEST_F(SessionModelTest, EvictedKeptSessionIsRecomputed) {
       SecondTurnNeverClosed(o, user, user2, turn1);
   ASSERT_EQ(want.size(), 10u);
   Restart(eo);
-  auto sink = std::make_shared<RecordingSessionSink>();
-  auto h = engine_->OpenSession(o, sink);
-  ASSERT_TRUE(h.ok()) << h.status();
-  engine_->SessionAppend(*h, {"t1", 1, user, {2}});
-  ASSERT_TRUE(sink->WaitFor(Kind::kTurnEnd, 1));
-  WaitSettled(turn1);
-  engine_->CloseSession(*h, /*keep=*/true);
-  ASSERT_TRUE(sink->WaitFor(Kind::kClosed, 1));
+  KeptAfterFirstTurn(o, user, turn1);
   // Every block of the pool: prompt 318 + 2 output tokens.
   std::vector<int32_t> prompt;
   while (prompt.size() < 318) {
@@ -143,7 +129,8 @@ TEST_F(SessionModelTest, EvictedKeptSessionIsRecomputed) {
   prompt.resize(318);
   EXPECT_EQ(Generate(prompt, 2).size(), 2u);
   auto resumed = std::make_shared<RecordingSessionSink>();
-  h = engine_->ResumeSession("", "s2", resumed, [](const SessionOptions&) {});
+  auto h =
+      engine_->ResumeSession("", "s2", resumed, [](const SessionOptions&) {});
   ASSERT_TRUE(h.ok()) << h.status();
   const EngineStats before = engine_->Stats();
   engine_->SessionAppend(*h, {"t2", 1, user2, {2}});

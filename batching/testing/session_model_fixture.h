@@ -120,6 +120,32 @@ class SessionModelTest : public ::testing::Test {
     return sink->Chunks();
   }
 
+  // Opens session `o` and runs its first turn (input `user`, to stream 2)
+  // until its `turn1` entries are computed; the handle (0 on failure), the
+  // events in *sink.
+  uint64_t FirstTurn(const SessionOptions& o, const std::vector<int32_t>& user,
+                     int64_t turn1,
+                     const std::shared_ptr<RecordingSessionSink>& sink) {
+    auto h = engine_->OpenSession(o, sink);
+    EXPECT_TRUE(h.ok()) << h.status();
+    if (!h.ok()) return 0;
+    engine_->SessionAppend(*h, {"t1", 1, user, {2}});
+    EXPECT_TRUE(sink->WaitFor(Kind::kTurnEnd, 1));
+    WaitSettled(turn1);
+    return *h;
+  }
+
+  // FirstTurn, then closed with keep; its events.
+  std::shared_ptr<RecordingSessionSink> KeptAfterFirstTurn(
+      const SessionOptions& o, const std::vector<int32_t>& user,
+      int64_t turn1) {
+    auto sink = std::make_shared<RecordingSessionSink>();
+    const uint64_t h = FirstTurn(o, user, turn1, sink);
+    engine_->CloseSession(h, /*keep=*/true);
+    EXPECT_TRUE(sink->WaitFor(Kind::kClosed, 1));
+    return sink;
+  }
+
   // Two turns of session `o` never closed (turn 1 `user`, leaving `turn1`
   // entries; turn 2 `user2`), then closed; the tokens of stream 2's second
   // turn.
@@ -127,15 +153,10 @@ class SessionModelTest : public ::testing::Test {
       const SessionOptions& o, const std::vector<int32_t>& user,
       const std::vector<int32_t>& user2, int64_t turn1) {
     auto sink = std::make_shared<RecordingSessionSink>();
-    auto h = engine_->OpenSession(o, sink);
-    EXPECT_TRUE(h.ok()) << h.status();
-    if (!h.ok()) return {};
-    engine_->SessionAppend(*h, {"t1", 1, user, {2}});
-    EXPECT_TRUE(sink->WaitFor(Kind::kTurnEnd, 1));
-    WaitSettled(turn1);
-    engine_->SessionAppend(*h, {"t2", 1, user2, {2}});
+    const uint64_t h = FirstTurn(o, user, turn1, sink);
+    engine_->SessionAppend(h, {"t2", 1, user2, {2}});
     EXPECT_TRUE(sink->WaitFor(Kind::kTurnEnd, 2));
-    engine_->CloseSession(*h);
+    engine_->CloseSession(h);
     EXPECT_TRUE(sink->WaitFor(Kind::kClosed, 1));
     return TurnTokens(sink->events(), 2, 1);
   }
