@@ -1,5 +1,7 @@
 #include "kernels/cpu/attention.h"
 
+#include <immintrin.h>
+
 #include <algorithm>
 #include <array>
 #include <atomic>
@@ -84,17 +86,58 @@ T* Scratch(std::vector<T>& buf, int64_t n) {
 
 // A score row of n dots (ld >= pad16(n) floats) -> ggml's softmax weights of
 // scale * dots, rounded to fp16 as ggml stores them; the rest of the row 0.
+// row[j] *= scale for j < n; returns the largest (any order gives the same
+// maximum, signed zeros aside, which subtract alike in the exponent).
+__attribute__((target("avx2"))) float ScaleMaxAvx2(float* row, int64_t n,
+                                                   float scale) {
+  const __m256 s = _mm256_set1_ps(scale);
+  __m256 m = _mm256_set1_ps(-INFINITY);
+  int64_t j = 0;
+  for (; j + 8 <= n; j += 8) {
+    const __m256 v = _mm256_mul_ps(_mm256_loadu_ps(row + j), s);
+    _mm256_storeu_ps(row + j, v);
+    m = _mm256_max_ps(m, v);
+  }
+  alignas(32) float lanes[8];
+  _mm256_store_ps(lanes, m);
+  float max = lanes[0];
+  for (int l = 1; l < 8; ++l) max = std::max(max, lanes[l]);
+  for (; j < n; ++j) {
+    row[j] *= scale;
+    max = std::max(max, row[j]);
+  }
+  return max;
+}
+
+__attribute__((target("avx2"))) void ScaleAvx2(float* row, int64_t n,
+                                               float scale) {
+  const __m256 s = _mm256_set1_ps(scale);
+  int64_t j = 0;
+  for (; j + 8 <= n; j += 8) {
+    _mm256_storeu_ps(row + j, _mm256_mul_ps(_mm256_loadu_ps(row + j), s));
+  }
+  for (; j < n; ++j) row[j] *= scale;
+}
+
 void SoftmaxRow(float* row, int64_t n, int64_t ld, float scale) {
   const int64_t n_pad = (n + kLanes - 1) / kLanes * kLanes;
   float max = -INFINITY;
-  for (int64_t j = 0; j < n; ++j) {
-    row[j] *= scale;
-    max = std::max(max, row[j]);
+  if (UseAvx2()) {
+    max = ScaleMaxAvx2(row, n, scale);
+  } else {
+    for (int64_t j = 0; j < n; ++j) {
+      row[j] *= scale;
+      max = std::max(max, row[j]);
+    }
   }
   std::fill(row + n, row + n_pad, -INFINITY);
   const double sum = ExpShiftedSum(row, max, row, n_pad);
   const float inv_sum = static_cast<float>(1.0 / sum);
-  for (int64_t j = 0; j < n; ++j) row[j] *= inv_sum;
+  if (UseAvx2()) {
+    ScaleAvx2(row, n, inv_sum);
+  } else {
+    for (int64_t j = 0; j < n; ++j) row[j] *= inv_sum;
+  }
   RoundToFp16Row(row, row, n);
   std::fill(row + n, row + ld, 0.0f);
 }
