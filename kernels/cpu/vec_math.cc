@@ -25,6 +25,7 @@ float ExpGgml(float x) {
 }
 
 double ExpShiftedSum(const float* x, float max, float* y, int64_t n) {
+  if (UseAvx512()) return internal::ExpShiftedSumAvx512(x, max, y, n);
   return UseAvx2() ? internal::ExpShiftedSumAvx2(x, max, y, n)
                    : internal::ExpShiftedSumScalar(x, max, y, n);
 }

@@ -5,8 +5,9 @@
 // in its AVX-512 build. This model family amplifies 1-ulp differences through
 // its layers, so to reproduce llama.cpp's logits we mirror that arithmetic lane
 // for lane: ExpGgml is the AVX-512 flavour (j = 1 + p(b), result scalef(j, n)),
-// computed here with AVX2 (8 lanes, identical per-lane operations) or scalar
-// fmaf; both paths give bit-identical results. Rows are processed in groups of
+// computed here with AVX-512 as ggml does (ExpShiftedSum), AVX2 (8 lanes,
+// identical per-lane operations, scalef emulated) or scalar fmaf; every path
+// gives bit-identical results. Rows are processed in groups of
 // 16 like ggml, with ggml's libm tail for the last n % 16 elements.
 // Pure functions; thread-safe.
 #ifndef BRAID_KERNELS_CPU_VEC_MATH_H_
@@ -31,6 +32,7 @@ namespace internal {
 double ExpShiftedSumScalar(const float* x, float max, float* y, int64_t n);
 void SwiGluScalar(const float* x, const float* g, float* y, int64_t n);
 double ExpShiftedSumAvx2(const float* x, float max, float* y, int64_t n);
+double ExpShiftedSumAvx512(const float* x, float max, float* y, int64_t n);
 void SwiGluAvx2(const float* x, const float* g, float* y, int64_t n);
 // Lanes of one ggml vector in its AVX-512 build.
 inline constexpr int64_t kGgmlLanes = 16;

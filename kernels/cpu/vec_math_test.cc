@@ -42,13 +42,18 @@ TEST(VecMathTest, ExpShiftedSumGroupsOf16ThenLibmTail) {
     x[5] = -INFINITY;     // A masked entry weighs 0.
     x[7] = max - 95.0f;   // Subnormal result: the AVX2 path's slow lane.
     x[9] = max - 150.0f;  // Below ggml's cut-off: exactly 0.
-    std::vector<float> fast(n), slow(n);
+    std::vector<float> fast(n), avx2(n), slow(n);
     const double fast_sum = ExpShiftedSum(x.data(), max, fast.data(), n);
+    SetDisableAvx512ForTesting(true);
+    const double avx2_sum = ExpShiftedSum(x.data(), max, avx2.data(), n);
+    SetDisableAvx512ForTesting(false);
     SetForceScalarForTesting(true);
     const double slow_sum = ExpShiftedSum(x.data(), max, slow.data(), n);
     SetForceScalarForTesting(false);
     EXPECT_TRUE(SameBits(fast, slow)) << n;
+    EXPECT_TRUE(SameBits(avx2, slow)) << n;
     EXPECT_EQ(fast_sum, slow_sum) << n;
+    EXPECT_EQ(avx2_sum, slow_sum) << n;
     double ref = 0;
     for (int i = 0; i < n; ++i) {
       const float want =
