@@ -7,11 +7,16 @@
 // each against a double-precision forward pass over the dequantized weights
 // (model/testing/masked_reference: no activation quantization, no fp16 K/V),
 // per position: cosine similarity and whether the top token agrees.
+// With --text FILE it also reports the perplexity of the file's first
+// --windows x --window tokens under each (braid's prompt path, one window a
+// call; exact math by the same double-precision pass).
 //   bazel run -c opt //model:numerics_bench -- --model=PATH [--prompts=12]
+//       [--text=docs/ARCHITECTURE.md]
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <fstream>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -24,12 +29,17 @@
 #include "model/llama.h"
 #include "model/testing/masked_reference.h"
 #include "model/testing/sequence_runner.h"
+#include "model/tokenizer/gguf_loader.h"
+#include "model/tokenizer/tokenizer.h"
 
 ABSL_FLAG(std::string, model, "", "the GGUF of the fixtures (SmolLM2)");
 ABSL_FLAG(std::string, fixtures, "tests/golden/testdata",
           "directory of generate_golden.tsv and generate_logits.f16");
 ABSL_FLAG(int, prompts, 12, "golden prompts to use");
 ABSL_FLAG(int, threads, 2, "threads for braid's forward passes");
+ABSL_FLAG(std::string, text, "", "a text file for the perplexity comparison");
+ABSL_FLAG(int, window, 256, "tokens a perplexity window");
+ABSL_FLAG(int, windows, 4, "perplexity windows");
 
 namespace {
 
@@ -118,6 +128,70 @@ struct Tally {
   }
 };
 
+// Mean negative log-likelihood (nats) of tokens[1..] given their prefixes,
+// from logits rows [n, n_vocab] (row i predicts token i + 1).
+double MeanNll(const std::vector<float>& logits, const std::vector<int32_t>& t,
+               int n_vocab) {
+  double sum = 0;
+  for (size_t i = 0; i + 1 < t.size(); ++i) {
+    const float* row = logits.data() + i * n_vocab;
+    const float m = *std::max_element(row, row + n_vocab);
+    double z = 0;
+    for (int v = 0; v < n_vocab; ++v) z += std::exp(double{row[v]} - m);
+    sum += std::log(z) + m - row[t[i + 1]];
+  }
+  return sum / static_cast<double>(t.size() - 1);
+}
+
+// Perplexity of --text under braid's two arithmetics and exact math.
+void Perplexity(LlamaModel& ggml, LlamaModel& packed) {
+  std::ifstream in(absl::GetFlag(FLAGS_text));
+  if (!in) Die("cannot read " + absl::GetFlag(FLAGS_text));
+  std::stringstream ss;
+  ss << in.rdbuf();
+  auto file = GgufFile::Open(absl::GetFlag(FLAGS_model));
+  if (!file.ok()) Die(std::string(file.status().message()));
+  auto data = braid::model::TokenizerDataFromGguf(**file);
+  if (!data.ok()) Die(std::string(data.status().message()));
+  auto tok = braid::model::Tokenizer::Create(*std::move(data));
+  if (!tok.ok()) Die(std::string(tok.status().message()));
+  const std::vector<int32_t> all = (*tok)->Encode(ss.str(), false, false);
+  const int w = absl::GetFlag(FLAGS_window);
+  const int n_vocab = ggml.config().n_vocab;
+  double nll[3] = {0, 0, 0};
+  int windows = 0;
+  for (int k = 0; k < absl::GetFlag(FLAGS_windows) &&
+                  (k + 1) * static_cast<size_t>(w) <= all.size();
+       ++k, ++windows) {
+    const std::vector<int32_t> t(all.begin() + k * w, all.begin() + (k + 1) * w);
+    for (int m = 0; m < 2; ++m) {
+      LlamaModel& model = m == 0 ? ggml : packed;
+      braid::model::testing::SequenceRunner run(model, w);
+      std::vector<float> logits;
+      const absl::Status st = run.Forward(t, true, &logits);
+      if (!st.ok()) Die(std::string(st.message()));
+      nll[m] += MeanNll(logits, t, n_vocab);
+    }
+    std::vector<braid::model::testing::MaskedEntry> entries;
+    for (int i = 0; i < w; ++i) entries.push_back({t[i], 0, i});
+    const auto exact =
+        braid::model::testing::MaskedFullForward(ggml, entries, {{0}});
+    std::vector<float> flat;
+    for (const auto& row : exact) flat.insert(flat.end(), row.begin(), row.end());
+    nll[2] += MeanNll(flat, t, n_vocab);
+    std::fprintf(stderr, "window %d done\n", k);
+  }
+  if (windows == 0) Die("text too short for one window");
+  std::printf("perplexity of %d x %d tokens of %s:\n", windows, w,
+              absl::GetFlag(FLAGS_text).c_str());
+  const char* names[3] = {"braid default (ggml)", "braid --packed_matmul",
+                          "exact math (double)"};
+  for (int m = 0; m < 3; ++m) {
+    std::printf("%-28s %.4f (mean NLL %.6f nats)\n", names[m],
+                std::exp(nll[m] / windows), nll[m] / windows);
+  }
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -177,5 +251,6 @@ int main(int argc, char** argv) {
   std::printf("against llama.cpp's fixture:\n");
   t_ggml_llama.Print("braid default (ggml)");
   t_packed_llama.Print("braid --packed_matmul");
+  if (!absl::GetFlag(FLAGS_text).empty()) Perplexity(*ggml, *packed);
   return 0;
 }
