@@ -138,6 +138,32 @@ TEST_P(PagedForwardTest, RecomputedOutputsWithOneTokenKernelsEqualDecoding) {
   EXPECT_EQ(got, want);
 }
 
+// The thread count changes no bit: a prompt and decode steps give the same
+// logits on 1, 2 and 3 threads (every task computes whole output elements).
+TEST_P(PagedForwardTest, ThreadCountChangesNoBit) {
+  std::vector<std::vector<float>> runs;
+  for (int threads : {1, 2, 3}) {
+    auto model =
+        LoadRandom(std::get<0>(GetParam()), threads, std::get<1>(GetParam()));
+    ASSERT_NE(model, nullptr);
+    std::vector<int32_t> prompt;
+    for (int i = 0; i < 70; ++i) prompt.push_back((i * 29 + 3) % 96);
+    testing::SequenceRunner run(*model, 80);
+    std::vector<float> all, logits;
+    ASSERT_TRUE(run.Forward(prompt, true, &logits).ok());
+    all = logits;
+    for (int step = 0; step < 5; ++step) {
+      ASSERT_TRUE(
+          run.Forward({static_cast<int32_t>(step * 7 + 1)}, false, &logits)
+              .ok());
+      all.insert(all.end(), logits.begin(), logits.end());
+    }
+    runs.push_back(std::move(all));
+  }
+  EXPECT_EQ(runs[1], runs[0]);
+  EXPECT_EQ(runs[2], runs[0]);
+}
+
 // 16 sequences of different lengths, prefilled and then decoded together,
 // give bit-identical logits to each run alone; and a rerun repeats them.
 TEST_P(PagedForwardTest, BatchOfSixteenEqualsEachAloneAndIsDeterministic) {
