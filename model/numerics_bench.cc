@@ -163,7 +163,8 @@ void Perplexity(LlamaModel& ggml, LlamaModel& packed) {
   for (int k = 0; k < absl::GetFlag(FLAGS_windows) &&
                   (k + 1) * static_cast<size_t>(w) <= all.size();
        ++k, ++windows) {
-    const std::vector<int32_t> t(all.begin() + k * w, all.begin() + (k + 1) * w);
+    const std::vector<int32_t> t(all.begin() + k * w,
+                                 all.begin() + (k + 1) * w);
     for (int m = 0; m < 2; ++m) {
       LlamaModel& model = m == 0 ? ggml : packed;
       braid::model::testing::SequenceRunner run(model, w);
@@ -177,7 +178,8 @@ void Perplexity(LlamaModel& ggml, LlamaModel& packed) {
     const auto exact =
         braid::model::testing::MaskedFullForward(ggml, entries, {{0}});
     std::vector<float> flat;
-    for (const auto& row : exact) flat.insert(flat.end(), row.begin(), row.end());
+    for (const auto& row : exact)
+      flat.insert(flat.end(), row.begin(), row.end());
     nll[2] += MeanNll(flat, t, n_vocab);
     std::fprintf(stderr, "window %d done\n", k);
   }

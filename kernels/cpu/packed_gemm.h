@@ -62,16 +62,16 @@ struct PackedWeights {
 
 // Bytes per block of a group's scales and of its chunks; of a group's scale
 // area (padded) and of a whole group, nb blocks.
-inline int64_t PackedScaleBytes(DType type) {
+constexpr int64_t PackedScaleBytes(DType type) {
   return type == DType::kQ4_1 ? 64 : 32;
 }
-inline int64_t PackedChunkBytes(DType type) {
+constexpr int64_t PackedChunkBytes(DType type) {
   return type == DType::kQ4_1 ? 256 : 512;
 }
-inline int64_t PackedScaleAreaBytes(DType type, int64_t nb) {
+constexpr int64_t PackedScaleAreaBytes(DType type, int64_t nb) {
   return (nb * PackedScaleBytes(type) + 63) / 64 * 64;
 }
-inline int64_t PackedGroupBytes(DType type, int64_t nb) {
+constexpr int64_t PackedGroupBytes(DType type, int64_t nb) {
   return PackedScaleAreaBytes(type, nb) + nb * PackedChunkBytes(type);
 }
 

@@ -36,10 +36,11 @@ BRAID_AVX512 void Tile(const uint8_t* ws, const uint8_t* wc, int64_t nb,
                        const uint8_t* x, size_t x_row_bytes, const float* xd,
                        const float* xs, int64_t ld_s, float* y, int64_t ld_y,
                        bool accumulate) {
-  constexpr int64_t kSB = kQ41 ? 64 : 32;    // scale bytes a block
-  constexpr int64_t kCB = kQ41 ? 256 : 512;  // chunk bytes a block
-  constexpr int64_t kXB = kQ41 ? 36 : 34;    // activation block bytes
-  constexpr int64_t kXQ = kQ41 ? 4 : 2;      // offset of its qs
+  constexpr DType kType = kQ41 ? DType::kQ4_1 : DType::kQ8_0;
+  constexpr int64_t kSB = PackedScaleBytes(kType);  // scale bytes a block
+  constexpr int64_t kCB = PackedChunkBytes(kType);  // chunk bytes a block
+  constexpr int64_t kXB = kQ41 ? 36 : 34;           // activation block bytes
+  constexpr int64_t kXQ = kQ41 ? 4 : 2;             // offset of its qs
   constexpr int64_t kChunks = kCB / 64;
   __m512 acc[T];
 #pragma GCC unroll 8
