@@ -24,10 +24,13 @@ namespace braid::kernels::cpu {
 // out itself, ~0.5 us, a quarter of a 60-row range's work at 8 tokens).
 // Built by PrepareGemmTileActivations; views into the caller's buffer.
 struct GemmTileActivations {
-  const float* xd = nullptr;       // f32 scales [block][token]
-  const float* xs = nullptr;       // Q4_1: f32 sums [block][token]
-  const uint8_t* xp = nullptr;     // token pairs (batches of 3+)
-  const uint8_t* xinit = nullptr;  // Q8_0: dpbusd start values
+  const float* xd = nullptr;  // f32 scales [block][token]
+  const float* xs = nullptr;  // Q4_1: f32 sums [block][token]
+  // Batches of 3+ tokens (gemm_tile_avx512.cc's quad tiles): each block's
+  // groups doubled (Q8_0: + 128), scales (Q4_1: and sums) four times each.
+  const uint8_t* xq = nullptr;
+  const float* dpat = nullptr;
+  const float* spat = nullptr;
   int64_t n_tok = 0;
 };
 
@@ -69,10 +72,10 @@ bool PrepareGemmTileActivationsAvx512(DType type, const uint8_t* x,
                                       size_t x_row_bytes, int64_t n,
                                       int64_t n_tok, uint8_t* buf,
                                       GemmTileActivations* out);
-// The AVX-512 path's token-pair tiles (batches of 3+ tokens) off (true: the
+// The AVX-512 path's quad tiles (batches of 3+ tokens) off (true: the
 // paired-row tiles serve every batch) or on. Testing and benchmarking only
 // (not synchronized with running kernels).
-void SetDisablePairTilesForTesting(bool disable);
+void SetDisableQuadTilesForTesting(bool disable);
 }  // namespace internal
 
 }  // namespace braid::kernels::cpu

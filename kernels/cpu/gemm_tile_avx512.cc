@@ -18,8 +18,10 @@
 #include <immintrin.h>
 
 // GCC 12's AVX-512 intrinsics trip -Wmaybe-uninitialized on their own
-// _mm512_undefined_* placeholders (GCC bug 105593).
+// _mm512_undefined_* placeholders (GCC bug 105593), and -Wuninitialized on
+// _mm512_shuffle_f32x4's.
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#pragma GCC diagnostic ignored "-Wuninitialized"
 
 #include <algorithm>
 #include <cstdint>
@@ -50,6 +52,9 @@ struct Q41 {
   static constexpr bool kSigned = false;
   static constexpr int kQsOffset = 4;  // offsetof(BlockQ4_1, qs)
   static constexpr int kXQsOffset = 4;
+  BRAID_AVX512 static __m512i Dot(__m512i start, __m512i w, __m512i x) {
+    return _mm512_dpbusd_epi32(start, w, x);  // w unsigned, x signed
+  }
   // Rows r and r + 1 of block i (at p and p + row_bytes) as unsigned bytes:
   // [r low nibbles, r high nibbles, r+1 low, r+1 high], ggml's element order.
   BRAID_AVX512 static __m512i Pair(const uint8_t* p, size_t row_bytes) {
@@ -63,16 +68,18 @@ struct Q41 {
     return _mm512_and_si512(_mm512_srlv_epi64(dup, shift),
                             _mm512_set1_epi8(0x0F));
   }
-  // One row's block (qs at p) with every 32-bit group of ggml's element
-  // order doubled: lanes 2k and 2k + 1 hold ggml's group k.
-  BRAID_AVX512 static __m512i RowDup(const uint8_t* p) {
-    const __m512i q = _mm512_castsi128_si512(
+  // Rows r and r + 1 of block i (qs at p and p + row_bytes) interleaved:
+  // lanes 2k and 2k + 1 hold ggml's group k of row r and of row r + 1.
+  BRAID_AVX512 static __m512i Inter(const uint8_t* p, size_t row_bytes) {
+    const __m512i a = _mm512_castsi128_si512(
         _mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
-    const __m512i idx =
-        _mm512_set_epi32(3, 3, 2, 2, 1, 1, 0, 0, 3, 3, 2, 2, 1, 1, 0, 0);
+    const __m512i c = _mm512_castsi128_si512(
+        _mm_loadu_si128(reinterpret_cast<const __m128i*>(p + row_bytes)));
+    const __m512i idx = _mm512_set_epi32(19, 3, 18, 2, 17, 1, 16, 0, 19, 3, 18,
+                                         2, 17, 1, 16, 0);
     const __m512i shift = _mm512_set_epi64(4, 4, 4, 4, 0, 0, 0, 0);
     return _mm512_and_si512(
-        _mm512_srlv_epi64(_mm512_permutexvar_epi32(idx, q), shift),
+        _mm512_srlv_epi64(_mm512_permutex2var_epi32(a, idx, c), shift),
         _mm512_set1_epi8(0x0F));
   }
 };
@@ -85,6 +92,10 @@ struct Q80 {
   static constexpr bool kSigned = true;
   static constexpr int kQsOffset = 2;
   static constexpr int kXQsOffset = 2;
+  // x + 128 unsigned (the quad tiles' layout), w signed.
+  BRAID_AVX512 static __m512i Dot(__m512i start, __m512i w, __m512i x) {
+    return _mm512_dpbusd_epi32(start, x, w);
+  }
   BRAID_AVX512 static __m512i Pair(const uint8_t* p, size_t row_bytes) {
     const __m256i q0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p));
     const __m256i q1 =
@@ -92,13 +103,14 @@ struct Q80 {
     const __m512i q = _mm512_inserti64x4(_mm512_castsi256_si512(q0), q1, 1);
     return _mm512_xor_si512(q, _mm512_set1_epi8(static_cast<char>(0x80)));
   }
-  BRAID_AVX512 static __m512i RowDup(const uint8_t* p) {
-    const __m512i q = _mm512_castsi256_si512(
+  BRAID_AVX512 static __m512i Inter(const uint8_t* p, size_t row_bytes) {
+    const __m512i a = _mm512_castsi256_si512(
         _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)));
-    const __m512i idx =
-        _mm512_set_epi32(7, 7, 6, 6, 5, 5, 4, 4, 3, 3, 2, 2, 1, 1, 0, 0);
-    return _mm512_xor_si512(_mm512_permutexvar_epi32(idx, q),
-                            _mm512_set1_epi8(static_cast<char>(0x80)));
+    const __m512i c = _mm512_castsi256_si512(
+        _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + row_bytes)));
+    const __m512i idx = _mm512_set_epi32(23, 7, 22, 6, 21, 5, 20, 4, 19, 3, 18,
+                                         2, 17, 1, 16, 0);
+    return _mm512_permutex2var_epi32(a, idx, c);
   }
 };
 
@@ -206,197 +218,221 @@ BRAID_AVX512 void Tile(const uint8_t* w, size_t w_row_bytes, const uint8_t* x,
   }
 }
 
-// Token-pair tiles (batches of 3+ tokens). A 512-bit accumulator holds two
-// output elements of one row, tokens t and t + 1, interleaved: lane 2k is
-// ggml's accumulator lane k of (r, t), lane 2k + 1 that of (r, t + 1). The
-// activations of a token pair are laid out once per call the same way (xp:
-// 32-bit groups of t and t + 1 alternating), each weight row's block once per
-// tile with its groups doubled (RowDup), so one dpbusd gives both elements'
-// exact integer block sums. The two float products d_w * d_x(t) and
-// d_w * d_x(t + 1) are adjacent in a table computed ahead for a segment of
-// blocks (16 products per multiply), so the fma takes them as one 64-bit
-// broadcast load: per element pair and block the vector pipes see dpbusd,
-// the conversion and the fma, and no multiply. Per element the operations are
-// still the row dot's, in block order (see the file comment), and Q4_1's min
-// term is fma(m_w, s_x, summs) in block order, 16 elements per fma.
-template <typename F, int R, int TP>
-BRAID_AVX512 void PairTile(const uint8_t* w, size_t w_row_bytes,
-                           const uint8_t* xp, const uint8_t* xinit,
-                           int64_t pair_stride, const float* xd,
-                           const float* xs, int64_t ld_s, int64_t nb,
-                           int n_valid, float* y, int64_t ld_y,
-                           bool accumulate) {
-  static_assert(R % 4 == 0 && TP >= 1 && TP <= 4, "tile shape");
-  constexpr int P = R / 2;
+// Quad tiles (batches of 3+ tokens): 4 rows x T tokens (T = 4 or 8). A
+// 512-bit accumulator holds two rows r and r + 1 of one token, interleaved:
+// lane 2k is ggml's accumulator lane k of (r, t), lane 2k + 1 that of
+// (r + 1, t). The two rows' blocks are interleaved the same way when loaded
+// (F::Inter), and each token's activation block is laid out once per call
+// with its 32-bit groups doubled (LayOutQuads), so one dpbusd gives both
+// elements' exact integer block sums, and a weight block is unpacked once
+// for the T tokens. The products d_w(r) * d_x(t) and d_w(r + 1) * d_x(t) are
+// adjacent in a table computed ahead for a segment of blocks (16 products
+// per multiply, from the activations' scales laid out 4 times each, dpat),
+// so the fma takes them as one 64-bit broadcast: per element pair and block
+// the vector pipes see dpbusd, the conversion and the fma. Per element the
+// operations are still the row dot's, in block order (see the file
+// comment); Q4_1's min term is fma(m_w, s_x, summs) in block order, 16
+// elements per fma. The 8-lane sums are HorizontalSum8's tree done on 16
+// accumulators at once (QuadSums).
+//
+// Activation tables (per call or chunk of tokens) come in quads of 4
+// tokens, tokens past the end zero: xq [quad][block][token][64 bytes] (and
+// the signed weights' dpbusd start values, xinit, the same way), dpat and
+// spat [quad][block][token][4 floats].
+
+// HorizontalSum8 of every (row, token) of a quad tile's accumulators
+// a[0][j] (rows 0 and 1, token j) and a[1][j] (rows 2 and 3), j < 4, each
+// sum with exactly HorizontalSum8's additions: lanes k + (k + 4), then
+// those of k and k + 2, then the two. 128-bit lane j of the result holds
+// token j's rows 0..3.
+BRAID_AVX512 inline __m512 QuadLevel1(__m512 a, __m512 b) {
+  return _mm512_add_ps(_mm512_shuffle_f32x4(a, b, 0x44),
+                       _mm512_shuffle_f32x4(a, b, 0xEE));
+}
+BRAID_AVX512 inline __m512 QuadLevel2(__m512 a, __m512 b) {
+  return _mm512_add_ps(_mm512_shuffle_f32x4(a, b, 0x88),
+                       _mm512_shuffle_f32x4(a, b, 0xDD));
+}
+BRAID_AVX512 inline __m512 QuadSums(const __m512* a0, const __m512* a1) {
+  const __m512 p =
+      QuadLevel2(QuadLevel1(a0[0], a0[1]), QuadLevel1(a0[2], a0[3]));
+  const __m512 q =
+      QuadLevel2(QuadLevel1(a1[0], a1[1]), QuadLevel1(a1[2], a1[3]));
+  return _mm512_add_ps(_mm512_shuffle_ps(p, q, _MM_SHUFFLE(1, 0, 1, 0)),
+                       _mm512_shuffle_ps(p, q, _MM_SHUFFLE(3, 2, 3, 2)));
+}
+
+template <typename F, int T>
+BRAID_AVX512 void QuadTile(const uint8_t* w, size_t w_row_bytes,
+                           const uint8_t* xq, int64_t quad_bytes,
+                           const float* dpat, const float* spat,
+                           int64_t quad_floats, int64_t nb, int n_valid,
+                           float* y, int64_t ld_y, bool accumulate) {
+  static_assert(T == 4 || T == 8, "tile shape");
+  constexpr int U = T / 4;  // quads
   constexpr int64_t kWB = sizeof(typename F::W);
   constexpr int kSeg = 16;
-  // prod[s][p]: lanes 0..7 = d_w(row 2p) * d_x(t), 8..15 row 2p + 1.
-  alignas(64) float prod[kSeg][P][16];
-  __m512 acc[R][TP];
-  __m512 summs[P];  // Same layout as prod.
+  // prod[s][4t + r] = d_w(r) * d_x(t) at block i0 + s.
+  alignas(64) float prod[kSeg][4 * T];
+  __m512 acc[2][T];
+  __m512 summs[U];  // [t][r], like prod.
 #pragma GCC unroll 8
-  for (int r = 0; r < R; ++r) {
-#pragma GCC unroll 4
-    for (int tp = 0; tp < TP; ++tp) acc[r][tp] = _mm512_setzero_ps();
+  for (int t = 0; t < T; ++t) {
+    acc[0][t] = _mm512_setzero_ps();
+    acc[1][t] = _mm512_setzero_ps();
   }
-#pragma GCC unroll 4
-  for (int p = 0; p < P; ++p) summs[p] = _mm512_setzero_ps();
-  const __m512i pick01 =
-      _mm512_set_epi32(2, 2, 2, 2, 2, 2, 2, 2, 0, 0, 0, 0, 0, 0, 0, 0);
-  const __m512i pick23 =
-      _mm512_set_epi32(6, 6, 6, 6, 6, 6, 6, 6, 4, 4, 4, 4, 4, 4, 4, 4);
-  const __m512i pickm01 =
-      _mm512_set_epi32(3, 3, 3, 3, 3, 3, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1);
-  const __m512i pickm23 =
-      _mm512_set_epi32(7, 7, 7, 7, 7, 7, 7, 7, 5, 5, 5, 5, 5, 5, 5, 5);
-  const __mmask8 tok_mask = static_cast<__mmask8>((1u << n_valid) - 1);
+#pragma GCC unroll 2
+  for (int u = 0; u < U; ++u) summs[u] = _mm512_setzero_ps();
+  // Of [d0 m0 d1 m1 d2 m2 d3 m3]: d0..d3 (m0..m3) four times.
+  const __m512i pick_d =
+      _mm512_set_epi32(6, 4, 2, 0, 6, 4, 2, 0, 6, 4, 2, 0, 6, 4, 2, 0);
+  const __m512i pick_m =
+      _mm512_set_epi32(7, 5, 3, 1, 7, 5, 3, 1, 7, 5, 3, 1, 7, 5, 3, 1);
   for (int64_t i0 = 0; i0 < nb; i0 += kSeg) {
     const int ns = static_cast<int>(std::min<int64_t>(kSeg, nb - i0));
     for (int s = 0; s < ns; ++s) {
       const int64_t i = i0 + s;
-      const __m512 xdv = _mm512_broadcast_f32x8(
-          _mm256_maskz_loadu_ps(tok_mask, xd + i * ld_s));
-      __m512 xsv = _mm512_setzero_ps();
-      if constexpr (F::kMin) {
-        xsv = _mm512_broadcast_f32x8(
-            _mm256_maskz_loadu_ps(tok_mask, xs + i * ld_s));
+      // (d, m) of the 4 rows as f16 pairs (Q8_0: d and the first two
+      // quants, which are ignored).
+      const uint8_t* b = w + i * kWB;
+      const __m128i dm16 =
+          _mm_set_epi32(static_cast<int>(Load32Bits(b + 3 * w_row_bytes)),
+                        static_cast<int>(Load32Bits(b + 2 * w_row_bytes)),
+                        static_cast<int>(Load32Bits(b + w_row_bytes)),
+                        static_cast<int>(Load32Bits(b)));
+      const __m512 dm = _mm512_castps256_ps512(_mm256_cvtph_ps(dm16));
+      const __m512 dw = _mm512_permutexvar_ps(pick_d, dm);
+#pragma GCC unroll 2
+      for (int u = 0; u < U; ++u) {
+        _mm512_store_ps(
+            prod[s] + 16 * u,
+            _mm512_mul_ps(dw, _mm512_load_ps(dpat + u * quad_floats + i * 16)));
       }
-#pragma GCC unroll 4
-      for (int g = 0; g < R / 4; ++g) {
-        const uint8_t* b = w + i * kWB + 4 * g * w_row_bytes;
-        const __m128i dm16 =
-            _mm_set_epi32(static_cast<int>(Load32Bits(b + 3 * w_row_bytes)),
-                          static_cast<int>(Load32Bits(b + 2 * w_row_bytes)),
-                          static_cast<int>(Load32Bits(b + w_row_bytes)),
-                          static_cast<int>(Load32Bits(b)));
-        const __m512 dm = _mm512_castps256_ps512(_mm256_cvtph_ps(dm16));
-        _mm512_store_ps(prod[s][2 * g],
-                        _mm512_mul_ps(_mm512_permutexvar_ps(pick01, dm), xdv));
-        _mm512_store_ps(prod[s][2 * g + 1],
-                        _mm512_mul_ps(_mm512_permutexvar_ps(pick23, dm), xdv));
-        if constexpr (F::kMin) {
-          summs[2 * g] = _mm512_fmadd_ps(_mm512_permutexvar_ps(pickm01, dm),
-                                         xsv, summs[2 * g]);
-          summs[2 * g + 1] = _mm512_fmadd_ps(_mm512_permutexvar_ps(pickm23, dm),
-                                             xsv, summs[2 * g + 1]);
+      if constexpr (F::kMin) {
+        const __m512 mw = _mm512_permutexvar_ps(pick_m, dm);
+#pragma GCC unroll 2
+        for (int u = 0; u < U; ++u) {
+          summs[u] = _mm512_fmadd_ps(
+              mw, _mm512_load_ps(spat + u * quad_floats + i * 16), summs[u]);
         }
       }
     }
     for (int s = 0; s < ns; ++s) {
       const int64_t i = i0 + s;
-      __m512i q[R];
-#pragma GCC unroll 8
-      for (int r = 0; r < R; ++r) {
-        q[r] = F::RowDup(w + r * w_row_bytes + i * kWB + F::kQsOffset);
-      }
-#pragma GCC unroll 4
-      for (int tp = 0; tp < TP; ++tp) {
-        const int64_t off = tp * pair_stride + i * 64;
-        const __m512i xv = _mm512_load_si512(xp + off);
-        __m512i start = _mm512_setzero_si512();
-        if constexpr (F::kSigned) start = _mm512_load_si512(xinit + off);
-#pragma GCC unroll 8
-        for (int r = 0; r < R; ++r) {
-          const __m512 sum =
-              _mm512_cvtepi32_ps(_mm512_dpbusd_epi32(start, q[r], xv));
-          double pr;
-          std::memcpy(&pr, &prod[s][r / 2][(r % 2) * 8 + 2 * tp], 8);
-          acc[r][tp] = _mm512_fmadd_ps(_mm512_castpd_ps(_mm512_set1_pd(pr)),
-                                       sum, acc[r][tp]);
-        }
-      }
-    }
-  }
-  const __m512i even =
-      _mm512_set_epi32(15, 13, 11, 9, 7, 5, 3, 1, 14, 12, 10, 8, 6, 4, 2, 0);
-#pragma GCC unroll 4
-  for (int p = 0; p < P; ++p) {
-    alignas(64) float m[16];
-    _mm512_store_ps(m, summs[p]);
-#pragma GCC unroll 2
-    for (int h = 0; h < 2; ++h) {
-      const int r = 2 * p + h;
-#pragma GCC unroll 4
-      for (int tp = 0; tp < TP; ++tp) {
-        // Lanes 0..7: token 2tp's 8 lanes; 8..15: token 2tp + 1's.
-        const __m512 a = _mm512_permutexvar_ps(even, acc[r][tp]);
-#pragma GCC unroll 2
-        for (int u = 0; u < 2; ++u) {
-          const int t = 2 * tp + u;
-          if (t >= n_valid) break;
-          float v = HorizontalSum8(_mm512_extractf32x8_ps(a, u));
-          if constexpr (F::kMin) v = v + m[8 * h + t];
-          float& out = y[t * ld_y + r];
-          out = accumulate ? out + v : v;
-        }
-      }
-    }
-  }
-}
-
-// Lays out a chunk of nc tokens' activation blocks in token pairs (xp, see
-// PairTile; an odd last token is paired with zeros) and, for signed weights,
-// each pair block's dpbusd start value -128 * sum(x) per lane (xinit).
-template <typename F>
-BRAID_AVX512 void LayOutPairs(const uint8_t* x, size_t x_row_bytes, int64_t nc,
-                              int64_t nb, uint8_t* xp, uint8_t* xinit) {
-  constexpr int64_t kXB = sizeof(typename F::X);
-  const __m512i inter =
-      _mm512_set_epi32(23, 7, 22, 6, 21, 5, 20, 4, 19, 3, 18, 2, 17, 1, 16, 0);
-  for (int64_t t = 0; t < nc; t += 2) {
-    const uint8_t* a = x + t * x_row_bytes + F::kXQsOffset;
-    const uint8_t* b = a + x_row_bytes;
-    uint8_t* out = xp + (t / 2) * nb * 64;
-    uint8_t* init = xinit + (t / 2) * nb * 64;
-    for (int64_t i = 0; i < nb; ++i) {
-      const __m512i va = _mm512_castsi256_si512(
-          _mm256_loadu_si256(reinterpret_cast<const __m256i*>(a + i * kXB)));
-      const __m512i vb =
-          t + 1 < nc ? _mm512_castsi256_si512(_mm256_loadu_si256(
-                           reinterpret_cast<const __m256i*>(b + i * kXB)))
-                     : _mm512_setzero_si512();
-      const __m512i v = _mm512_permutex2var_epi32(va, inter, vb);
-      _mm512_store_si512(out + i * 64, v);
+      const uint8_t* b = w + i * kWB + F::kQsOffset;
+      const __m512i q0 = F::Inter(b, w_row_bytes);
+      const __m512i q1 = F::Inter(b + 2 * w_row_bytes, w_row_bytes);
+      // Signed weights: the activations are x + 128 (unsigned), so each
+      // lane starts at -128 * sum(w) of its group.
+      __m512i start0 = _mm512_setzero_si512(), start1 = start0;
       if constexpr (F::kSigned) {
-        const __m512i off =
-            _mm512_dpbusd_epi32(_mm512_setzero_si512(),
-                                _mm512_set1_epi8(static_cast<char>(0x80)), v);
-        _mm512_store_si512(init + i * 64,
-                           _mm512_sub_epi32(_mm512_setzero_si512(), off));
+        const __m512i k128 = _mm512_set1_epi8(static_cast<char>(0x80));
+        start0 =
+            _mm512_sub_epi32(start0, _mm512_dpbusd_epi32(start0, k128, q0));
+        start1 =
+            _mm512_sub_epi32(start1, _mm512_dpbusd_epi32(start1, k128, q1));
+      }
+#pragma GCC unroll 8
+      for (int t = 0; t < T; ++t) {
+        const int64_t off = (t / 4) * quad_bytes + (i * 4 + t % 4) * 64;
+        const __m512i xv = _mm512_load_si512(xq + off);
+        double pr[2];
+        std::memcpy(pr, &prod[s][4 * t], 16);
+        acc[0][t] = _mm512_fmadd_ps(_mm512_castpd_ps(_mm512_set1_pd(pr[0])),
+                                    _mm512_cvtepi32_ps(F::Dot(start0, q0, xv)),
+                                    acc[0][t]);
+        acc[1][t] = _mm512_fmadd_ps(_mm512_castpd_ps(_mm512_set1_pd(pr[1])),
+                                    _mm512_cvtepi32_ps(F::Dot(start1, q1, xv)),
+                                    acc[1][t]);
+      }
+    }
+  }
+#pragma GCC unroll 2
+  for (int u = 0; u < U; ++u) {
+    __m512 v = QuadSums(&acc[0][4 * u], &acc[1][4 * u]);
+    if constexpr (F::kMin) v = _mm512_add_ps(v, summs[u]);
+    alignas(64) float out[16];
+    _mm512_store_ps(out, v);
+#pragma GCC unroll 4
+    for (int j = 0; j < 4; ++j) {
+      const int t = 4 * u + j;
+      if (t >= n_valid) break;
+      float* dst = y + t * ld_y;
+      __m128 r = _mm_load_ps(out + 4 * j);
+      if (accumulate) r = _mm_add_ps(_mm_loadu_ps(dst), r);
+      _mm_storeu_ps(dst, r);
+    }
+  }
+}
+
+// Lays out a chunk of nc tokens' activations in quads (see QuadTile): each
+// block's 32-bit groups doubled (xq), for signed weights each lane's dpbusd
+// start value -128 * sum(x) (xinit), and the scales (and Q4_1's sums) four
+// times each (dpat, spat); tokens past nc are zero.
+template <typename F>
+BRAID_AVX512 void LayOutQuads(const uint8_t* x, size_t x_row_bytes, int64_t nc,
+                              int64_t nb, uint8_t* xq, float* dpat,
+                              float* spat) {
+  constexpr int64_t kXB = sizeof(typename F::X);
+  const __m512i dup =
+      _mm512_set_epi32(7, 7, 6, 6, 5, 5, 4, 4, 3, 3, 2, 2, 1, 1, 0, 0);
+  const int64_t n_quads = (nc + 3) / 4;
+  for (int64_t qd = 0; qd < n_quads; ++qd) {
+    for (int64_t i = 0; i < nb; ++i) {
+      for (int64_t j = 0; j < 4; ++j) {
+        const int64_t t = qd * 4 + j;
+        const int64_t at = (qd * nb + i) * 4 + j;
+        __m512i v = _mm512_setzero_si512();
+        float d = 0.0f, s = 0.0f;
+        if (t < nc) {
+          const uint8_t* xb = x + t * x_row_bytes + i * kXB;
+          v = _mm512_permutexvar_epi32(
+              dup, _mm512_castsi256_si512(_mm256_loadu_si256(
+                       reinterpret_cast<const __m256i*>(xb + F::kXQsOffset))));
+          uint16_t h[2];
+          std::memcpy(h, xb, 4);
+          d = _cvtsh_ss(h[0]);
+          s = _cvtsh_ss(h[1]);
+        }
+        if constexpr (F::kSigned) {
+          v = _mm512_xor_si512(v, _mm512_set1_epi8(static_cast<char>(0x80)));
+        }
+        _mm512_store_si512(xq + at * 64, v);
+        _mm_store_ps(dpat + at * 4, _mm_set1_ps(d));
+        if constexpr (F::kMin) _mm_store_ps(spat + at * 4, _mm_set1_ps(s));
       }
     }
   }
 }
 
+// Rows [r, r + 4) for the chunk's nc tokens: tiles of 8 tokens (two quads),
+// and one of 4 for a last single quad.
 template <typename F>
-BRAID_AVX512 void RunPairRows(const uint8_t* w, size_t w_row_bytes,
-                              const uint8_t* xp, const uint8_t* xinit,
-                              const float* xd, const float* xs, int64_t ld_s,
-                              int64_t nb, int64_t r, int64_t n_tok, float* y,
-                              int64_t ld_y, bool accumulate) {
-  constexpr int R = 4;
+BRAID_AVX512 void RunQuadRows(const uint8_t* w, size_t w_row_bytes,
+                              const uint8_t* xq, const float* dpat,
+                              const float* spat, int64_t nb, int64_t r,
+                              int64_t nc, float* y, int64_t ld_y,
+                              bool accumulate) {
   const uint8_t* wr = w + r * w_row_bytes;
-  const int64_t stride = nb * 64;
-  for (int64_t t = 0; t < n_tok; t += 8) {
-    const int n_valid = static_cast<int>(std::min<int64_t>(8, n_tok - t));
-    const int64_t o = (t / 2) * stride;
+  const int64_t quad_bytes = nb * 4 * 64;
+  const int64_t quad_floats = nb * 16;
+  for (int64_t t = 0; t < nc; t += 8) {
+    const int n_valid = static_cast<int>(std::min<int64_t>(8, nc - t));
+    const int64_t qd = t / 4;
     auto run = [&](auto tile) {
-      tile(wr, w_row_bytes, xp + o, xinit + o, stride, xd + t, xs + t, ld_s, nb,
+      tile(wr, w_row_bytes, xq + qd * quad_bytes, quad_bytes,
+           dpat + qd * quad_floats, spat + qd * quad_floats, quad_floats, nb,
            n_valid, y + t * ld_y + r, ld_y, accumulate);
     };
-    if (n_valid > 6) {
-      run(PairTile<F, R, 4>);
-    } else if (n_valid > 4) {
-      run(PairTile<F, R, 3>);
-    } else if (n_valid > 2) {
-      run(PairTile<F, R, 2>);
+    if (n_valid > 4) {
+      run(QuadTile<F, 8>);
     } else {
-      run(PairTile<F, R, 1>);
+      run(QuadTile<F, 4>);
     }
   }
 }
 
-bool g_disable_pair_tiles = false;
+bool g_disable_quad_tiles = false;
 
 // How far ahead (in tiles) weights are prefetched into L2.
 constexpr int64_t kFarTiles = 8;
@@ -446,14 +482,43 @@ int64_t ChunkTokens(int64_t nb) {
   return std::max<int64_t>(chunk / 8 * 8, 1);
 }
 
-// The per-chunk activation tables of nc tokens (row stride x_row_bytes):
-// f32 scales [block][token] (xd; Q4_1's sums in xs) and, for the token-pair
-// tiles, the pair layout (xp; signed weights' start values in xinit).
+// Where each activation table of a chunk of nc tokens lies in one 64-byte
+// aligned buffer (byte offsets, each a multiple of 64): f32 scales
+// [block][token] (xd; Q4_1's sums in xs) for the row tiles, and for the
+// quad tiles (quads: batches of 3+ tokens) the quad layout (see QuadTile).
+struct TableLayout {
+  size_t xd = 0, xs = 0, xq = 0, dpat = 0, spat = 0, bytes = 0;
+};
+TableLayout LayOutTables(int64_t nb, int64_t nc, bool quads) {
+  auto round64 = [](size_t b) { return (b + 63) / 64 * 64; };
+  TableLayout t;
+  const size_t scales = round64(static_cast<size_t>(nb * nc) * sizeof(float));
+  t.xs = scales;
+  size_t at = 2 * scales;
+  if (quads) {
+    const size_t tokens = static_cast<size_t>((nc + 3) / 4 * 4);
+    const size_t q = tokens * nb * 64, pat = tokens * nb * 4 * sizeof(float);
+    t.xq = at;
+    t.dpat = at + q;
+    t.spat = at + q + pat;
+    at += q + 2 * pat;
+  }
+  t.bytes = at;
+  return t;
+}
+
+// Fills the tables of a chunk of nc tokens (row stride x_row_bytes) into
+// buf (laid out as LayOutTables says).
 template <typename F>
-BRAID_AVX512 void PrepareChunk(const uint8_t* xc, size_t x_row_bytes,
-                               int64_t nc, int64_t nb, bool pairs, float* xd,
-                               float* xs, uint8_t* xp, uint8_t* xinit) {
+BRAID_AVX512 GemmTileActivations PrepareChunk(const uint8_t* xc,
+                                              size_t x_row_bytes, int64_t nc,
+                                              int64_t nb, bool quads,
+                                              uint8_t* buf) {
   constexpr int64_t kXB = sizeof(typename F::X);
+  const TableLayout l = LayOutTables(nb, nc, quads);
+  GemmTileActivations out;
+  float* xd = reinterpret_cast<float*>(buf + l.xd);
+  float* xs = reinterpret_cast<float*>(buf + l.xs);
   for (int64_t t = 0; t < nc; ++t) {
     const uint8_t* xt = xc + t * x_row_bytes;
     for (int64_t i = 0; i < nb; ++i) {
@@ -463,7 +528,23 @@ BRAID_AVX512 void PrepareChunk(const uint8_t* xc, size_t x_row_bytes,
       if constexpr (F::kMin) xs[i * nc + t] = _cvtsh_ss(h[1]);
     }
   }
-  if (pairs) LayOutPairs<F>(xc, x_row_bytes, nc, nb, xp, xinit);
+  out.xd = xd;
+  out.xs = xs;
+  if (quads) {
+    out.xq = buf + l.xq;
+    out.dpat = reinterpret_cast<float*>(buf + l.dpat);
+    out.spat = reinterpret_cast<float*>(buf + l.spat);
+    LayOutQuads<F>(xc, x_row_bytes, nc, nb, buf + l.xq,
+                   reinterpret_cast<float*>(buf + l.dpat),
+                   reinterpret_cast<float*>(buf + l.spat));
+  }
+  out.n_tok = nc;
+  return out;
+}
+
+uint8_t* Align64(uint8_t* p) {
+  return reinterpret_cast<uint8_t*>((reinterpret_cast<uintptr_t>(p) + 63) &
+                                    ~uintptr_t{63});
 }
 
 template <typename F>
@@ -472,53 +553,35 @@ BRAID_AVX512 void Run(const uint8_t* w, size_t w_row_bytes, const uint8_t* x,
                       int64_t n_tok, float* y, int64_t ld_y, bool accumulate,
                       DType type, const GemmTileActivations* prepared) {
   const int64_t nb = n / kQK;
-
-  alignas(64) float xd[kScaleFloats];
-  alignas(64) float xs[F::kMin ? kScaleFloats : 1];
   const int64_t chunk = ChunkTokens(nb);
   if (nb * chunk > kScaleFloats) {  // Rows too long for the tables.
     GemmTileAvx2(type, w, w_row_bytes, x, x_row_bytes, n, r0, r1, n_tok, y,
                  ld_y, accumulate);
     return;
   }
-  // Batches of 3+ tokens take the token-pair tiles (4 rows each); for two
-  // tokens their single pair leaves too few independent chains.
-  const bool pairs = n_tok >= 3 && !g_disable_pair_tiles;
-  const int R = pairs ? 4 : n_tok < 4 ? 8 : 4;
+  // Batches of 3+ tokens take the quad tiles (4 rows each); for two
+  // tokens a quad tile would compute as many padding tokens as real ones.
+  const bool quads = n_tok >= 3 && !g_disable_quad_tiles;
+  const int R = quads ? 4 : n_tok < 4 ? 8 : 4;
   const int64_t r_end = r0 + (r1 - r0) / R * R;
   // Tables laid out once for the whole call (one chunk of tokens), or
   // here, per chunk.
   const bool use_prepared = prepared != nullptr && prepared->n_tok == n_tok &&
                             n_tok <= chunk &&
-                            (!pairs || prepared->xp != nullptr);
-  thread_local std::vector<uint8_t> xp_buf, xinit_buf;
-  if (pairs && !use_prepared) {
-    const size_t need = static_cast<size_t>((chunk + 1) / 2) * nb * 64 + 64;
-    if (xp_buf.size() < need) xp_buf.resize(need);
-    if (F::kSigned && xinit_buf.size() < need) xinit_buf.resize(need);
+                            (!quads || prepared->xq != nullptr);
+  thread_local std::vector<uint8_t> table_buf;
+  uint8_t* buf = nullptr;
+  if (!use_prepared) {
+    const size_t need = LayOutTables(nb, chunk, quads).bytes + 64;
+    if (table_buf.size() < need) table_buf.resize(need);
+    buf = Align64(table_buf.data());
   }
-  // 64-byte aligned views of the pair tables.
-  auto align64 = [](uint8_t* p) {
-    return reinterpret_cast<uint8_t*>((reinterpret_cast<uintptr_t>(p) + 63) &
-                                      ~uintptr_t{63});
-  };
-  uint8_t* xp = pairs ? align64(xp_buf.data()) : nullptr;
-  uint8_t* xinit = pairs && F::kSigned ? align64(xinit_buf.data()) : xp;
   for (int64_t t0 = 0; t0 < n_tok; t0 += chunk) {
     const int64_t nc = std::min(chunk, n_tok - t0);
     const uint8_t* xc = x + t0 * x_row_bytes;
-    const float* cxd = xd;
-    const float* cxs = xs;
-    const uint8_t* cxp = xp;
-    const uint8_t* cxinit = xinit;
-    if (use_prepared) {
-      cxd = prepared->xd;
-      cxs = prepared->xs;
-      cxp = prepared->xp;
-      cxinit = prepared->xinit;
-    } else {
-      PrepareChunk<F>(xc, x_row_bytes, nc, nb, pairs, xd, xs, xp, xinit);
-    }
+    const GemmTileActivations tab =
+        use_prepared ? *prepared
+                     : PrepareChunk<F>(xc, x_row_bytes, nc, nb, quads, buf);
     float* yc = y + t0 * ld_y;
     for (int64_t r = r0; r < r_end; r += R) {
       // The rows stream from memory once: on the first chunk, fetch the
@@ -540,15 +603,15 @@ BRAID_AVX512 void Run(const uint8_t* w, size_t w_row_bytes, const uint8_t* x,
           _mm_prefetch(reinterpret_cast<const char*>(p), _MM_HINT_T1);
         }
       }
-      if (pairs) {
-        RunPairRows<F>(w, w_row_bytes, cxp, cxinit, cxd, cxs, nc, nb, r, nc, yc,
-                       ld_y, accumulate);
+      if (quads) {
+        RunQuadRows<F>(w, w_row_bytes, tab.xq, tab.dpat, tab.spat, nb, r, nc,
+                       yc, ld_y, accumulate);
       } else if (R == 8) {
-        RunRows<F, 8>(w, w_row_bytes, xc, x_row_bytes, cxd, cxs, nc, nb, r, nc,
-                      yc, ld_y, accumulate);
+        RunRows<F, 8>(w, w_row_bytes, xc, x_row_bytes, tab.xd, tab.xs, nc, nb,
+                      r, nc, yc, ld_y, accumulate);
       } else {
-        RunRows<F, 4>(w, w_row_bytes, xc, x_row_bytes, cxd, cxs, nc, nb, r, nc,
-                      yc, ld_y, accumulate);
+        RunRows<F, 4>(w, w_row_bytes, xc, x_row_bytes, tab.xd, tab.xs, nc, nb,
+                      r, nc, yc, ld_y, accumulate);
       }
     }
     if (r_end < r1) {
@@ -560,8 +623,8 @@ BRAID_AVX512 void Run(const uint8_t* w, size_t w_row_bytes, const uint8_t* x,
 
 }  // namespace
 
-void SetDisablePairTilesForTesting(bool disable) {
-  g_disable_pair_tiles = disable;
+void SetDisableQuadTilesForTesting(bool disable) {
+  g_disable_quad_tiles = disable;
 }
 
 bool GemmTileAvx512(DType type, const uint8_t* w, size_t w_row_bytes,
@@ -584,30 +647,19 @@ bool GemmTileAvx512(DType type, const uint8_t* w, size_t w_row_bytes,
 
 namespace {
 
-// Bytes of each prepared table (64-byte multiples), or false when the
-// AVX-512 tiles would not take prepared tables for this call.
-struct TableSizes {
-  size_t scales = 0, pairs = 0;
-};
-bool PreparedSizes(DType type, int64_t n, int64_t n_tok, TableSizes* out) {
+// Whether the AVX-512 tiles take prepared tables for this call.
+bool TakesPrepared(DType type, int64_t n, int64_t n_tok) {
   if (type != DType::kQ4_1 && type != DType::kQ8_0) return false;
   const int64_t nb = n / kQK;
-  if (n_tok < 1 || n_tok > ChunkTokens(nb) ||
-      nb * ChunkTokens(nb) > kScaleFloats) {
-    return false;
-  }
-  auto round64 = [](size_t b) { return (b + 63) / 64 * 64; };
-  out->scales = round64(static_cast<size_t>(nb * n_tok) * sizeof(float));
-  out->pairs = n_tok >= 3 ? static_cast<size_t>((n_tok + 1) / 2) * nb * 64 : 0;
-  return true;
+  return n_tok >= 1 && n_tok <= ChunkTokens(nb) &&
+         nb * ChunkTokens(nb) <= kScaleFloats;
 }
 
 }  // namespace
 
 size_t GemmTileActivationsBytesAvx512(DType type, int64_t n, int64_t n_tok) {
-  TableSizes t;
-  if (!PreparedSizes(type, n, n_tok, &t)) return 0;
-  return 2 * t.scales + 2 * t.pairs + 64;  // + alignment
+  if (!TakesPrepared(type, n, n_tok)) return 0;
+  return LayOutTables(n / kQK, n_tok, n_tok >= 3).bytes + 64;  // + alignment
 }
 
 BRAID_AVX512 bool PrepareGemmTileActivationsAvx512(DType type, const uint8_t* x,
@@ -615,23 +667,13 @@ BRAID_AVX512 bool PrepareGemmTileActivationsAvx512(DType type, const uint8_t* x,
                                                    int64_t n, int64_t n_tok,
                                                    uint8_t* buf,
                                                    GemmTileActivations* out) {
-  TableSizes t;
-  if (!PreparedSizes(type, n, n_tok, &t)) return false;
-  uint8_t* p = reinterpret_cast<uint8_t*>(
-      (reinterpret_cast<uintptr_t>(buf) + 63) & ~uintptr_t{63});
-  float* xd = reinterpret_cast<float*>(p);
-  float* xs = reinterpret_cast<float*>(p + t.scales);
-  uint8_t* xp = p + 2 * t.scales;
-  uint8_t* xinit = xp + t.pairs;
+  if (!TakesPrepared(type, n, n_tok)) return false;
+  uint8_t* p = Align64(buf);
   const int64_t nb = n / kQK;
-  const bool pairs = n_tok >= 3;
-  if (type == DType::kQ4_1) {
-    PrepareChunk<Q41>(x, x_row_bytes, n_tok, nb, pairs, xd, xs, xp, xinit);
-  } else {
-    PrepareChunk<Q80>(x, x_row_bytes, n_tok, nb, pairs, xd, xs, xp, xinit);
-  }
-  *out = GemmTileActivations{xd, xs, pairs ? xp : nullptr,
-                             pairs ? xinit : nullptr, n_tok};
+  const bool quads = n_tok >= 3;
+  *out = type == DType::kQ4_1
+             ? PrepareChunk<Q41>(x, x_row_bytes, n_tok, nb, quads, p)
+             : PrepareChunk<Q80>(x, x_row_bytes, n_tok, nb, quads, p);
   return true;
 }
 

@@ -1,4 +1,4 @@
-// Microbenchmark of GemmTile's AVX-512 tiles (row-pair against token-pair,
+// Microbenchmark of GemmTile's AVX-512 tiles (row-pair against quad tiles,
 // alternating in one process) and of the packed kernels (packed_gemm.h) on one
 // thread (best of 20 runs of 10 calls; weights small enough to stay in cache,
 // so this is the arithmetic alone) for the SmolLM2-135M matrix shapes:
@@ -46,7 +46,7 @@ int main(int argc, char** argv) {
     double best[2] = {1e9, 1e9};
     for (int round = 0; round < 20; ++round) {
       for (int v = 0; v < 2; ++v) {
-        k::internal::SetDisablePairTilesForTesting(v == 0);
+        k::internal::SetDisableQuadTilesForTesting(v == 0);
         const auto t0 = std::chrono::steady_clock::now();
         for (int rep = 0; rep < 10; ++rep) {
           k::GemmTile(s.type, w.data(), wb, x.data(), xb, s.cols, 0, s.rows,
@@ -80,14 +80,14 @@ int main(int argc, char** argv) {
     const double eb = double(s.rows) * s.cols / 32 * n_tok;
     std::printf(
         "%s %ldx%ld n_tok %ld: row-pair tiles %.1f us (%.3f ns per "
-        "element and block), token-pair tiles %.1f us (%.3f)\n",
+        "element and block), quad tiles %.1f us (%.3f)\n",
         k::DTypeName(s.type), s.rows, s.cols, n_tok, best[0],
         best[0] * 1e3 / eb, best[1], best[1] * 1e3 / eb);
     std::printf("  packed: %.1f us (%.3f ns per element and block)\n",
                 best_packed, best_packed * 1e3 / eb);
   }
   // Out of cache: a 64 MiB Q4_1 matrix of 576 columns (weights stream from
-  // memory, as in a decode step), token-pair tiles, one thread.
+  // memory, as in a decode step), quad tiles, one thread.
   {
     const k::DType type = k::DType::kQ4_1;
     const int64_t cols = 576, rows = (int64_t{64} << 20) / 360 / 16 * 16;
@@ -105,7 +105,7 @@ int main(int argc, char** argv) {
       k::QuantizeRow(act, f.data(), &x[t * xb], cols);
     }
     std::vector<float> y(n_tok * rows);
-    k::internal::SetDisablePairTilesForTesting(false);
+    k::internal::SetDisableQuadTilesForTesting(false);
     double best = 1e9;
     for (int round = 0; round < 5; ++round) {
       const auto t0 = std::chrono::steady_clock::now();

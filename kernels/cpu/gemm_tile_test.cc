@@ -13,16 +13,16 @@ namespace {
 
 // Kernel selections under test: AVX-512 (where the CPU has it), AVX2 with
 // and without VNNI, scalar.
-// Mode 4: AVX-512 without its token-pair tiles.
+// Mode 4: AVX-512 without its quad tiles.
 void SetMode(int mode) {
   SetDisableAvx512ForTesting(mode != 0 && mode != 4);
   SetDisableVnniForTesting(mode == 2);
   SetForceScalarForTesting(mode == 3);
-  internal::SetDisablePairTilesForTesting(mode == 4);
+  internal::SetDisableQuadTilesForTesting(mode == 4);
 }
 
 // Every element of every tile shape equals DotRow bit for bit, on the
-// AVX-512 path (token-pair tiles for 3+ tokens, and without them), the AVX2
+// AVX-512 path (quad tiles for 3+ tokens, and without them), the AVX2
 // path with and without VNNI, and the scalar path.
 // Row counts and starts cover full tiles of 4 and 8 rows and leftovers;
 // token counts every tile width (8, 4, 2, 1) and chunks of 64 tokens.
