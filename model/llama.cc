@@ -201,23 +201,15 @@ void LlamaModel::EnsureScratch(int n) {
   s.matmul3.resize(mm);
 }
 
-void LlamaModel::NormRows(const float* x, const float* weight, int n,
-                          float* h) {
+void LlamaModel::NormQuantizeFor(const float* x, const float* weight, int n,
+                                 const k::WeightMatrix* const* ws, int count,
+                                 k::QuantizedActivations* out) {
   const LlamaConfig& c = config_;
-  constexpr int kRowsPerTask = 16;
-  auto rows = [&](int64_t t0, int64_t t1) {
+  float* h = scratch_.h.data();
+  auto norm = [&](int64_t t0, int64_t t1) {
     k::RmsNorm(x + t0 * c.n_embd, weight, t1 - t0, c.n_embd, c.rms_eps,
                h + t0 * c.n_embd);
   };
-  if (n < 2 * kRowsPerTask) return rows(0, n);
-  pool_.ParallelFor((n + kRowsPerTask - 1) / kRowsPerTask, [&](int64_t i) {
-    rows(i * kRowsPerTask, std::min<int64_t>(n, (i + 1) * kRowsPerTask));
-  });
-}
-
-void LlamaModel::QuantizeFor(const k::WeightMatrix* const* ws, int count,
-                             const float* in, int n,
-                             k::QuantizedActivations* out) {
   std::vector<uint8_t>* bufs[] = {&scratch_.matmul, &scratch_.matmul2,
                                   &scratch_.matmul3};
   for (int i = 0; i < count; ++i) {
@@ -229,8 +221,13 @@ void LlamaModel::QuantizeFor(const k::WeightMatrix* const* ws, int count,
         same = j;
       }
     }
-    out[i] = same >= 0 ? out[same]
-                       : k::QuantizeActivations(*ws[i], in, n, bufs[i], &pool_);
+    if (same >= 0) {
+      out[i] = out[same];
+    } else if (i == 0) {  // The norm runs in the first one's tasks.
+      out[i] = k::QuantizeActivations(*ws[i], h, n, bufs[i], &pool_, norm);
+    } else {
+      out[i] = k::QuantizeActivations(*ws[i], h, n, bufs[i], &pool_);
+    }
   }
 }
 
@@ -253,10 +250,9 @@ void LlamaModel::RunLayer(int il, const Batch& batch, const KvView& kv) {
   const int64_t q_dim = c.n_head * hd;
   const int64_t kv_dim = c.kv_dim();
 
-  NormRows(s.x.data(), l.attn_norm.data(), n, s.h.data());
   const k::WeightMatrix* qkv[3] = {&l.wq, &l.wk, &l.wv};
   k::QuantizedActivations qkv_in[3];
-  QuantizeFor(qkv, 3, s.h.data(), n, qkv_in);
+  NormQuantizeFor(s.x.data(), l.attn_norm.data(), n, qkv, 3, qkv_in);
   uint16_t* k_layer = kv.k + il * kv.layer_stride;
   uint16_t* v_layer = kv.v + il * kv.layer_stride;
   // Units: n_head Q heads, then n_head_kv K heads, then n_head_kv V heads;
@@ -306,10 +302,9 @@ void LlamaModel::RunLayer(int il, const Batch& batch, const KvView& kv) {
   k::MatMul(l.wo, s.attn.data(), n, s.x.data(), /*accumulate=*/true, &pool_,
             &s.matmul);
 
-  NormRows(s.x.data(), l.ffn_norm.data(), n, s.h.data());
   const k::WeightMatrix* gate_up[2] = {&l.w_gate, &l.w_up};
   k::QuantizedActivations ffn_in[2];
-  QuantizeFor(gate_up, 2, s.h.data(), n, ffn_in);
+  NormQuantizeFor(s.x.data(), l.ffn_norm.data(), n, gate_up, 2, ffn_in);
   // Multiples of 64 rows keep SwiGlu's 16-element groups aligned with
   // ggml's rows.
   const int64_t ffn_rows =
@@ -439,16 +434,19 @@ void LlamaModel::ForwardBatch(const Batch& b, const KvView& kv,
   k::RopeTable(s.pos.data(), n, c.n_rot, c.rope_base, s.rope_cs.data());
   for (int il = 0; il < c.n_layer; ++il) RunLayer(il, b, kv);
 
-  // Final norm and vocabulary projection of the wanted rows.
-  for (int r = 0; r < n_out; ++r) {
-    k::RmsNorm(s.x.data() + static_cast<size_t>(s.out_rows[r]) * c.n_embd,
-               output_norm_.data(), 1, c.n_embd, c.rms_eps,
-               s.h.data() + static_cast<size_t>(r) * c.n_embd);
-  }
+  // Final norm (in the projection's quantization tasks) and vocabulary
+  // projection of the wanted rows.
   logits->resize(static_cast<size_t>(n_out) * c.n_vocab);
   if (n_out > 0) {
+    auto norm = [&](int64_t r0, int64_t r1) {
+      for (int64_t r = r0; r < r1; ++r) {
+        k::RmsNorm(s.x.data() + static_cast<size_t>(s.out_rows[r]) * c.n_embd,
+                   output_norm_.data(), 1, c.n_embd, c.rms_eps,
+                   s.h.data() + static_cast<size_t>(r) * c.n_embd);
+      }
+    };
     k::MatMul(output_, s.h.data(), n_out, logits->data(), false, &pool_,
-              &s.matmul);
+              &s.matmul, norm);
   }
 }
 

@@ -125,13 +125,12 @@ class LlamaModel {
   void ForwardBatch(const Batch& batch, const KvView& kv,
                     std::vector<float>* logits);
   void RunLayer(int il, const Batch& batch, const KvView& kv);
-  // h = RmsNorm(x) * weight for the batch's n rows (in parallel when many).
-  void NormRows(const float* x, const float* weight, int n, float* h);
-  // Quantizes `in` [n, ws[i]->cols] once per distinct activation type (and
-  // packing) of ws into out[i] for ws[i].
-  void QuantizeFor(const kernels::cpu::WeightMatrix* const* ws, int count,
-                   const float* in, int n,
-                   kernels::cpu::QuantizedActivations* out);
+  // Quantizes h = RmsNorm(x) * weight [n, ws[i]->cols] (into scratch h)
+  // once per distinct activation type (and packing) of ws into out[i] for
+  // ws[i]; the norm runs in the first quantization's parallel tasks.
+  void NormQuantizeFor(const float* x, const float* weight, int n,
+                       const kernels::cpu::WeightMatrix* const* ws, int count,
+                       kernels::cpu::QuantizedActivations* out);
 
   std::unique_ptr<GgufFile> file_;
   LlamaConfig config_;

@@ -12,9 +12,11 @@ size_t GemmTileActivationsBytes(DType type, int64_t n, int64_t n_tok) {
 
 bool PrepareGemmTileActivations(DType type, const uint8_t* x,
                                 size_t x_row_bytes, int64_t n, int64_t n_tok,
-                                uint8_t* buf, GemmTileActivations* out) {
-  return UseAvx512() && internal::PrepareGemmTileActivationsAvx512(
-                            type, x, x_row_bytes, n, n_tok, buf, out);
+                                uint8_t* buf, GemmTileActivations* out,
+                                int64_t t0, int64_t t1) {
+  return UseAvx512() &&
+         internal::PrepareGemmTileActivationsAvx512(
+             type, x, x_row_bytes, n, n_tok, buf, out, t0, t1 < 0 ? n_tok : t1);
 }
 
 void GemmTile(DType type, const uint8_t* w, size_t w_row_bytes,

@@ -41,10 +41,12 @@ size_t GemmTileActivationsBytes(DType type, int64_t n, int64_t n_tok);
 
 // Lays out the tables of activations x (as for GemmTile) into buf (at least
 // GemmTileActivationsBytes bytes); false (nothing done) when that is 0.
+// Only tokens [t0, t1) (t1 < 0: n_tok) are written, so disjoint ranges can
+// be laid out in parallel; *out is the same for every range.
 bool PrepareGemmTileActivations(DType type, const uint8_t* x,
                                 size_t x_row_bytes, int64_t n, int64_t n_tok,
-                                uint8_t* buf, GemmTileActivations* out);
-
+                                uint8_t* buf, GemmTileActivations* out,
+                                int64_t t0 = 0, int64_t t1 = -1);
 // y[t * ld_y + r] (= or += when accumulate) for rows r in [r0, r1) of the
 // weight matrix w (rows of w_row_bytes bytes) and tokens t in [0, n_tok) of
 // the activations x (rows of x_row_bytes, already in ActivationDType(type)),
@@ -71,7 +73,8 @@ size_t GemmTileActivationsBytesAvx512(DType type, int64_t n, int64_t n_tok);
 bool PrepareGemmTileActivationsAvx512(DType type, const uint8_t* x,
                                       size_t x_row_bytes, int64_t n,
                                       int64_t n_tok, uint8_t* buf,
-                                      GemmTileActivations* out);
+                                      GemmTileActivations* out, int64_t t0,
+                                      int64_t t1);
 // The AVX-512 path's quad tiles (batches of 3+ tokens) off (true: the
 // paired-row tiles serve every batch) or on. Testing and benchmarking only
 // (not synchronized with running kernels).

@@ -365,42 +365,40 @@ BRAID_AVX512 void QuadTile(const uint8_t* w, size_t w_row_bytes,
   }
 }
 
-// Lays out a chunk of nc tokens' activations in quads (see QuadTile): each
-// block's 32-bit groups doubled (xq), for signed weights each lane's dpbusd
-// start value -128 * sum(x) (xinit), and the scales (and Q4_1's sums) four
-// times each (dpat, spat); tokens past nc are zero.
+// Lays out tokens [t0, t1) of a chunk of nc tokens' activations in quads
+// (see QuadTile): each block's 32-bit groups doubled (xq; signed weights'
+// activations + 128), and the scales (and Q4_1's sums) four times each
+// (dpat, spat); with t1 == nc also the last quad's tokens past nc, as zeros.
 template <typename F>
 BRAID_AVX512 void LayOutQuads(const uint8_t* x, size_t x_row_bytes, int64_t nc,
-                              int64_t nb, uint8_t* xq, float* dpat,
-                              float* spat) {
+                              int64_t nb, int64_t t0, int64_t t1, uint8_t* xq,
+                              float* dpat, float* spat) {
   constexpr int64_t kXB = sizeof(typename F::X);
   const __m512i dup =
       _mm512_set_epi32(7, 7, 6, 6, 5, 5, 4, 4, 3, 3, 2, 2, 1, 1, 0, 0);
-  const int64_t n_quads = (nc + 3) / 4;
-  for (int64_t qd = 0; qd < n_quads; ++qd) {
+  const int64_t end = t1 == nc ? (nc + 3) / 4 * 4 : t1;
+  for (int64_t t = t0; t < end; ++t) {
+    const int64_t qd = t / 4, j = t % 4;
     for (int64_t i = 0; i < nb; ++i) {
-      for (int64_t j = 0; j < 4; ++j) {
-        const int64_t t = qd * 4 + j;
-        const int64_t at = (qd * nb + i) * 4 + j;
-        __m512i v = _mm512_setzero_si512();
-        float d = 0.0f, s = 0.0f;
-        if (t < nc) {
-          const uint8_t* xb = x + t * x_row_bytes + i * kXB;
-          v = _mm512_permutexvar_epi32(
-              dup, _mm512_castsi256_si512(_mm256_loadu_si256(
-                       reinterpret_cast<const __m256i*>(xb + F::kXQsOffset))));
-          uint16_t h[2];
-          std::memcpy(h, xb, 4);
-          d = _cvtsh_ss(h[0]);
-          s = _cvtsh_ss(h[1]);
-        }
+      const int64_t at = (qd * nb + i) * 4 + j;
+      __m512i v = _mm512_setzero_si512();
+      float d = 0.0f, s = 0.0f;
+      if (t < nc) {
+        const uint8_t* xb = x + t * x_row_bytes + i * kXB;
+        v = _mm512_permutexvar_epi32(
+            dup, _mm512_castsi256_si512(_mm256_loadu_si256(
+                     reinterpret_cast<const __m256i*>(xb + F::kXQsOffset))));
         if constexpr (F::kSigned) {
           v = _mm512_xor_si512(v, _mm512_set1_epi8(static_cast<char>(0x80)));
         }
-        _mm512_store_si512(xq + at * 64, v);
-        _mm_store_ps(dpat + at * 4, _mm_set1_ps(d));
-        if constexpr (F::kMin) _mm_store_ps(spat + at * 4, _mm_set1_ps(s));
+        uint16_t h[2];
+        std::memcpy(h, xb, 4);
+        d = _cvtsh_ss(h[0]);
+        s = _cvtsh_ss(h[1]);
       }
+      _mm512_store_si512(xq + at * 64, v);
+      _mm_store_ps(dpat + at * 4, _mm_set1_ps(d));
+      if constexpr (F::kMin) _mm_store_ps(spat + at * 4, _mm_set1_ps(s));
     }
   }
 }
@@ -507,19 +505,20 @@ TableLayout LayOutTables(int64_t nb, int64_t nc, bool quads) {
   return t;
 }
 
-// Fills the tables of a chunk of nc tokens (row stride x_row_bytes) into
-// buf (laid out as LayOutTables says).
+// Fills tokens [t0, t1) of the tables of a chunk of nc tokens (row stride
+// x_row_bytes; xc is token 0) into buf (laid out as LayOutTables says).
 template <typename F>
 BRAID_AVX512 GemmTileActivations PrepareChunk(const uint8_t* xc,
                                               size_t x_row_bytes, int64_t nc,
                                               int64_t nb, bool quads,
-                                              uint8_t* buf) {
+                                              uint8_t* buf, int64_t t0,
+                                              int64_t t1) {
   constexpr int64_t kXB = sizeof(typename F::X);
   const TableLayout l = LayOutTables(nb, nc, quads);
   GemmTileActivations out;
   float* xd = reinterpret_cast<float*>(buf + l.xd);
   float* xs = reinterpret_cast<float*>(buf + l.xs);
-  for (int64_t t = 0; t < nc; ++t) {
+  for (int64_t t = t0; t < t1; ++t) {
     const uint8_t* xt = xc + t * x_row_bytes;
     for (int64_t i = 0; i < nb; ++i) {
       uint16_t h[2];
@@ -534,7 +533,7 @@ BRAID_AVX512 GemmTileActivations PrepareChunk(const uint8_t* xc,
     out.xq = buf + l.xq;
     out.dpat = reinterpret_cast<float*>(buf + l.dpat);
     out.spat = reinterpret_cast<float*>(buf + l.spat);
-    LayOutQuads<F>(xc, x_row_bytes, nc, nb, buf + l.xq,
+    LayOutQuads<F>(xc, x_row_bytes, nc, nb, t0, t1, buf + l.xq,
                    reinterpret_cast<float*>(buf + l.dpat),
                    reinterpret_cast<float*>(buf + l.spat));
   }
@@ -580,8 +579,9 @@ BRAID_AVX512 void Run(const uint8_t* w, size_t w_row_bytes, const uint8_t* x,
     const int64_t nc = std::min(chunk, n_tok - t0);
     const uint8_t* xc = x + t0 * x_row_bytes;
     const GemmTileActivations tab =
-        use_prepared ? *prepared
-                     : PrepareChunk<F>(xc, x_row_bytes, nc, nb, quads, buf);
+        use_prepared
+            ? *prepared
+            : PrepareChunk<F>(xc, x_row_bytes, nc, nb, quads, buf, 0, nc);
     float* yc = y + t0 * ld_y;
     for (int64_t r = r0; r < r_end; r += R) {
       // The rows stream from memory once: on the first chunk, fetch the
@@ -662,18 +662,16 @@ size_t GemmTileActivationsBytesAvx512(DType type, int64_t n, int64_t n_tok) {
   return LayOutTables(n / kQK, n_tok, n_tok >= 3).bytes + 64;  // + alignment
 }
 
-BRAID_AVX512 bool PrepareGemmTileActivationsAvx512(DType type, const uint8_t* x,
-                                                   size_t x_row_bytes,
-                                                   int64_t n, int64_t n_tok,
-                                                   uint8_t* buf,
-                                                   GemmTileActivations* out) {
+BRAID_AVX512 bool PrepareGemmTileActivationsAvx512(
+    DType type, const uint8_t* x, size_t x_row_bytes, int64_t n, int64_t n_tok,
+    uint8_t* buf, GemmTileActivations* out, int64_t t0, int64_t t1) {
   if (!TakesPrepared(type, n, n_tok)) return false;
   uint8_t* p = Align64(buf);
   const int64_t nb = n / kQK;
   const bool quads = n_tok >= 3;
   *out = type == DType::kQ4_1
-             ? PrepareChunk<Q41>(x, x_row_bytes, n_tok, nb, quads, p)
-             : PrepareChunk<Q80>(x, x_row_bytes, n_tok, nb, quads, p);
+             ? PrepareChunk<Q41>(x, x_row_bytes, n_tok, nb, quads, p, t0, t1)
+             : PrepareChunk<Q80>(x, x_row_bytes, n_tok, nb, quads, p, t0, t1);
   return true;
 }
 

@@ -32,47 +32,61 @@ size_t MatMulScratchBytes(const WeightMatrix& w, int64_t n_tok) {
   return DTypeRowBytes(act, w.cols) * n_tok + TableBytes(w, n_tok);
 }
 
-QuantizedActivations QuantizeActivations(const WeightMatrix& w, const float* x,
-                                         int64_t n_tok,
-                                         std::vector<uint8_t>* scratch,
-                                         ThreadPool* pool) {
+QuantizedActivations QuantizeActivations(
+    const WeightMatrix& w, const float* x, int64_t n_tok,
+    std::vector<uint8_t>* scratch, ThreadPool* pool,
+    absl::FunctionRef<void(int64_t, int64_t)> before) {
   const DType weight_type = w.type;
   const int64_t cols = w.cols;
   const DType act = ActivationDType(weight_type);
   QuantizedActivations q{act, reinterpret_cast<const uint8_t*>(x),
                          cols * sizeof(float), n_tok, cols};
-  if (act == DType::kF32) return q;
-  q.row_bytes = DTypeRowBytes(act, cols);
-  const size_t rows_bytes = q.row_bytes * n_tok;
-  const size_t need = rows_bytes + TableBytes(w, n_tok);
-  if (scratch->size() < need) scratch->resize(need);
-  uint8_t* out = scratch->data();
+  uint8_t* out = nullptr;
+  size_t rows_bytes = 0;
+  if (act != DType::kF32) {
+    q.row_bytes = DTypeRowBytes(act, cols);
+    rows_bytes = q.row_bytes * n_tok;
+    const size_t need = rows_bytes + TableBytes(w, n_tok);
+    if (scratch->size() < need) scratch->resize(need);
+    out = scratch->data();
+    q.data = out;
+    q.has_tiles = w.packed == nullptr &&
+                  GemmTileActivationsBytes(weight_type, cols, n_tok) > 0;
+  }
+  // Each task: its tokens' `before`, then their rows and their part of the
+  // tiles' tables.
   auto rows = [&](int64_t t0, int64_t t1) {
+    before(t0, t1);
+    if (act == DType::kF32) return;
     for (int64_t t = t0; t < t1; ++t) {
       QuantizeRow(act, x + t * cols, out + t * q.row_bytes, cols);
     }
+    if (q.has_tiles) {
+      PrepareGemmTileActivations(weight_type, out, q.row_bytes, cols, n_tok,
+                                 out + rows_bytes, &q.tiles, t0, t1);
+    }
   };
-  constexpr int64_t kRowsPerTask = 16;
-  if (pool == nullptr || n_tok < 2 * kRowsPerTask) {
+  // Tasks of at least 4 tokens, at most 16, and at least one per thread
+  // when there are 8+ tokens (a decode step's batch: serial, this work
+  // would leave the other threads waiting).
+  const int num_threads = pool == nullptr ? 1 : pool->num_threads();
+  const int64_t n_tasks = std::min<int64_t>(
+      (n_tok + 3) / 4, std::max<int64_t>(num_threads, (n_tok + 15) / 16));
+  if (pool == nullptr || n_tasks <= 1) {
     rows(0, n_tok);
   } else {
-    pool->ParallelFor(
-        (n_tok + kRowsPerTask - 1) / kRowsPerTask, [&](int64_t i) {
-          rows(i * kRowsPerTask, std::min(n_tok, (i + 1) * kRowsPerTask));
-        });
+    pool->ParallelFor(n_tasks, [&](int64_t i) {
+      rows(i * n_tok / n_tasks, (i + 1) * n_tok / n_tasks);
+    });
   }
-  q.data = out;
-  if (w.packed != nullptr) {
+  if (w.packed != nullptr && act != DType::kF32) {
     // After the rows, 64-byte aligned (rows_bytes need not be).
     float* tables = reinterpret_cast<float*>(
         (reinterpret_cast<uintptr_t>(out + rows_bytes) + 63) & ~uintptr_t{63});
     PreparePackedActivations(weight_type, out, q.row_bytes, cols, n_tok,
                              tables);
     q.packed_tables = tables;
-    return q;
   }
-  q.has_tiles = PrepareGemmTileActivations(weight_type, out, q.row_bytes, cols,
-                                           n_tok, out + rows_bytes, &q.tiles);
   return q;
 }
 
@@ -98,9 +112,10 @@ int64_t RowsPerTask(int64_t rows, int num_threads, int64_t align) {
 }
 
 void MatMul(const WeightMatrix& w, const float* x, int64_t n_tok, float* y,
-            bool accumulate, ThreadPool* pool, std::vector<uint8_t>* scratch) {
+            bool accumulate, ThreadPool* pool, std::vector<uint8_t>* scratch,
+            absl::FunctionRef<void(int64_t, int64_t)> before) {
   const QuantizedActivations xq =
-      QuantizeActivations(w, x, n_tok, scratch, pool);
+      QuantizeActivations(w, x, n_tok, scratch, pool, before);
   const int num_threads = pool != nullptr ? pool->num_threads() : 1;
   const int64_t per = RowsPerTask(w.rows, num_threads, kPackRows);
   const int64_t n_tasks = (w.rows + per - 1) / per;

@@ -22,6 +22,7 @@
 #include <memory>
 #include <vector>
 
+#include "absl/functional/function_ref.h"
 #include "kernels/cpu/gemm_tile.h"
 #include "kernels/cpu/packed_gemm.h"
 #include "kernels/cpu/quant.h"
@@ -71,10 +72,12 @@ size_t MatMulScratchBytes(const WeightMatrix& w, int64_t n_tok);
 // too small), with the tables w's kernels take (packed or tiled); float
 // weight types use x in place. pool may be null. The result serves any
 // matrix of the same type, packed the same way (w.packed or not).
-QuantizedActivations QuantizeActivations(const WeightMatrix& w, const float* x,
-                                         int64_t n_tok,
-                                         std::vector<uint8_t>* scratch,
-                                         ThreadPool* pool);
+// Batches of 8+ tokens are split into parallel tasks of token ranges;
+// before(t0, t1) runs first in each task (e.g. to compute those rows of x).
+QuantizedActivations QuantizeActivations(
+    const WeightMatrix& w, const float* x, int64_t n_tok,
+    std::vector<uint8_t>* scratch, ThreadPool* pool,
+    absl::FunctionRef<void(int64_t, int64_t)> before = [](int64_t, int64_t) {});
 
 // y[t * ld_y + r] (= or +=) for rows [r0, r1) of w and every token of xq
 // (xq.type must be ActivationDType(w.type), xq.cols == w.cols).
@@ -98,9 +101,11 @@ int64_t RowsPerTask(int64_t rows, int num_threads, int64_t align);
 // Preconditions (checked by callers at model load): w.cols is a multiple of the
 // block size of w.type; w.type is not Q8_1. `scratch` grows if too small (so a
 // caller that reuses it allocates only on the first, largest call). pool may be
-// null.
-void MatMul(const WeightMatrix& w, const float* x, int64_t n_tok, float* y,
-            bool accumulate, ThreadPool* pool, std::vector<uint8_t>* scratch);
+// null. before: as for QuantizeActivations.
+void MatMul(
+    const WeightMatrix& w, const float* x, int64_t n_tok, float* y,
+    bool accumulate, ThreadPool* pool, std::vector<uint8_t>* scratch,
+    absl::FunctionRef<void(int64_t, int64_t)> before = [](int64_t, int64_t) {});
 
 }  // namespace braid::kernels::cpu
 
