@@ -290,18 +290,13 @@ BRAID_AVX512 void QuadTile(const uint8_t* w, size_t w_row_bytes,
       _mm512_set_epi32(7, 5, 3, 1, 7, 5, 3, 1, 7, 5, 3, 1, 7, 5, 3, 1);
   for (int64_t i0 = 0; i0 < nb; i0 += kSeg) {
     const int ns = static_cast<int>(std::min<int64_t>(kSeg, nb - i0));
-    for (int s = 0; s < ns; ++s) {
+    // prod[s] (and the min terms) from dm, whose lanes 8h..8h + 7 are the
+    // 4 rows' (d, m) at block i0 + s.
+    auto products = [&](__m512 dm, int h, int s) BRAID_AVX512 {
       const int64_t i = i0 + s;
-      // (d, m) of the 4 rows as f16 pairs (Q8_0: d and the first two
-      // quants, which are ignored).
-      const uint8_t* b = w + i * kWB;
-      const __m128i dm16 =
-          _mm_set_epi32(static_cast<int>(Load32Bits(b + 3 * w_row_bytes)),
-                        static_cast<int>(Load32Bits(b + 2 * w_row_bytes)),
-                        static_cast<int>(Load32Bits(b + w_row_bytes)),
-                        static_cast<int>(Load32Bits(b)));
-      const __m512 dm = _mm512_castps256_ps512(_mm256_cvtph_ps(dm16));
-      const __m512 dw = _mm512_permutexvar_ps(pick_d, dm);
+      const __m512i off = _mm512_set1_epi32(8 * h);
+      const __m512 dw =
+          _mm512_permutexvar_ps(_mm512_add_epi32(pick_d, off), dm);
 #pragma GCC unroll 2
       for (int u = 0; u < U; ++u) {
         _mm512_store_ps(
@@ -309,13 +304,48 @@ BRAID_AVX512 void QuadTile(const uint8_t* w, size_t w_row_bytes,
             _mm512_mul_ps(dw, _mm512_load_ps(dpat + u * quad_floats + i * 16)));
       }
       if constexpr (F::kMin) {
-        const __m512 mw = _mm512_permutexvar_ps(pick_m, dm);
+        const __m512 mw =
+            _mm512_permutexvar_ps(_mm512_add_epi32(pick_m, off), dm);
 #pragma GCC unroll 2
         for (int u = 0; u < U; ++u) {
           summs[u] = _mm512_fmadd_ps(
               mw, _mm512_load_ps(spat + u * quad_floats + i * 16), summs[u]);
         }
       }
+    };
+    int s = 0;
+    if constexpr (F::kMin) {
+      // Four blocks at a time: a 64-byte load from block i of a row holds
+      // the (d, m) of blocks i..i + 3 at 32-bit lanes 0, 5, 10 and 15.
+      const __m512i idx = _mm512_set_epi32(31, 15, 31, 15, 26, 10, 26, 10, 21,
+                                           5, 21, 5, 16, 0, 16, 0);
+      for (; s + 4 <= ns; s += 4) {
+        const uint8_t* b = w + (i0 + s) * kWB;
+        const __m512i a = _mm512_permutex2var_epi32(
+            _mm512_loadu_si512(b), idx, _mm512_loadu_si512(b + w_row_bytes));
+        const __m512i c = _mm512_permutex2var_epi32(
+            _mm512_loadu_si512(b + 2 * w_row_bytes), idx,
+            _mm512_loadu_si512(b + 3 * w_row_bytes));
+        // Blocks i..i + 3, each as rows 0..3's (d, m).
+        const __m512i dm16 = _mm512_mask_blend_epi32(0xCCCC, a, c);
+        const __m512 lo = _mm512_cvtph_ps(_mm512_castsi512_si256(dm16));
+        const __m512 hi = _mm512_cvtph_ps(_mm512_extracti64x4_epi64(dm16, 1));
+        products(lo, 0, s);
+        products(lo, 1, s + 1);
+        products(hi, 0, s + 2);
+        products(hi, 1, s + 3);
+      }
+    }
+    for (; s < ns; ++s) {
+      // (d, m) of the 4 rows as f16 pairs (Q8_0: d and the first two
+      // quants, which are ignored).
+      const uint8_t* b = w + (i0 + s) * kWB;
+      const __m128i dm16 =
+          _mm_set_epi32(static_cast<int>(Load32Bits(b + 3 * w_row_bytes)),
+                        static_cast<int>(Load32Bits(b + 2 * w_row_bytes)),
+                        static_cast<int>(Load32Bits(b + w_row_bytes)),
+                        static_cast<int>(Load32Bits(b)));
+      products(_mm512_castps256_ps512(_mm256_cvtph_ps(dm16)), 0, s);
     }
     for (int s = 0; s < ns; ++s) {
       const int64_t i = i0 + s;

@@ -25,13 +25,14 @@ void SetMode(int mode) {
 // AVX-512 path (quad tiles for 3+ tokens, and without them), the AVX2
 // path with and without VNNI, and the scalar path.
 // Row counts and starts cover full tiles of 4 and 8 rows and leftovers;
-// token counts every tile width (8, 4, 2, 1) and chunks of 64 tokens.
+// token counts every tile width (8, 4, 2, 1) and chunks of 64 tokens; 9
+// blocks per row: the quad tiles' scales of 4 blocks at a time and the rest.
 TEST(GemmTileTest, BitIdenticalToDotRowForEveryTileShape) {
   int prepared_calls = 0;
   std::mt19937 rng(9);
   std::normal_distribution<float> dist(0.0f, 1.0f);
   for (DType type : {DType::kQ4_0, DType::kQ4_1, DType::kQ8_0, DType::kF16}) {
-    const int64_t rows = 21, cols = 96, n_tok = 75;
+    const int64_t rows = 21, cols = 288, n_tok = 75;
     const DType act = ActivationDType(type);
     const size_t w_bytes = DTypeRowBytes(type, cols);
     const size_t x_bytes = DTypeRowBytes(act, cols);
