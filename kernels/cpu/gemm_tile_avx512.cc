@@ -548,7 +548,8 @@ BRAID_AVX512 GemmTileActivations PrepareChunk(const uint8_t* xc,
   GemmTileActivations out;
   float* xd = reinterpret_cast<float*>(buf + l.xd);
   float* xs = reinterpret_cast<float*>(buf + l.xs);
-  for (int64_t t = t0; t < t1; ++t) {
+  // The row tiles' scales (the quad tiles have their own).
+  for (int64_t t = t0; t < t1 && !quads; ++t) {
     const uint8_t* xt = xc + t * x_row_bytes;
     for (int64_t i = 0; i < nb; ++i) {
       uint16_t h[2];
@@ -597,7 +598,7 @@ BRAID_AVX512 void Run(const uint8_t* w, size_t w_row_bytes, const uint8_t* x,
   // here, per chunk.
   const bool use_prepared = prepared != nullptr && prepared->n_tok == n_tok &&
                             n_tok <= chunk &&
-                            (!quads || prepared->xq != nullptr);
+                            quads == (prepared->xq != nullptr);
   thread_local std::vector<uint8_t> table_buf;
   uint8_t* buf = nullptr;
   if (!use_prepared) {
@@ -698,7 +699,7 @@ BRAID_AVX512 bool PrepareGemmTileActivationsAvx512(
   if (!TakesPrepared(type, n, n_tok)) return false;
   uint8_t* p = Align64(buf);
   const int64_t nb = n / kQK;
-  const bool quads = n_tok >= 3;
+  const bool quads = n_tok >= 3 && !g_disable_quad_tiles;
   *out = type == DType::kQ4_1
              ? PrepareChunk<Q41>(x, x_row_bytes, n_tok, nb, quads, p, t0, t1)
              : PrepareChunk<Q80>(x, x_row_bytes, n_tok, nb, quads, p, t0, t1);
