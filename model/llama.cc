@@ -51,13 +51,14 @@ absl::StatusOr<k::WeightMatrix> Matrix(const GgufFile& f,
   return k::WeightMatrix{ToDType(t->type), t->data, rows, cols};
 }
 
-// Adds the packed copy of w (kernels/cpu/packed_gemm.h) when this CPU takes
+// Adds the packed copy of w (kernels/cpu/packed_gemm.h; packed) or its
+// quad layout (kernels/cpu/gemm_tile.h; the default) when this CPU takes
 // it, then drops the file's pages of the original from this process (they
-// were read to pack them; kept, they would count twice in its memory). The
-// original stays mapped: a read faults its pages back in (the tied
+// were read to repack them; kept, they would count twice in its memory).
+// The original stays mapped: a read faults its pages back in (the tied
 // embeddings' rows are looked up there).
-void Pack(const GgufFile& f, k::WeightMatrix* w) {
-  if (!k::PackWeightMatrix(w)) return;
+void Repack(const GgufFile& f, k::WeightMatrix* w, bool packed) {
+  if (!(packed ? k::PackWeightMatrix(w) : k::RepackQuadMatrix(w))) return;
   f.ReleasePages(w->data, k::DTypeRowBytes(w->type, w->cols) * w->rows);
 }
 
@@ -138,14 +139,12 @@ absl::Status LlamaModel::BindWeights() {
     BRAID_ASSIGN(l.w_gate, Matrix(f, p + "ffn_gate.weight", c.n_ff, c.n_embd));
     BRAID_ASSIGN(l.w_up, Matrix(f, p + "ffn_up.weight", c.n_ff, c.n_embd));
     BRAID_ASSIGN(l.w_down, Matrix(f, p + "ffn_down.weight", c.n_embd, c.n_ff));
-    if (packed_matmul_) {
-      for (k::WeightMatrix* w :
-           {&l.wq, &l.wk, &l.wv, &l.wo, &l.w_gate, &l.w_up, &l.w_down}) {
-        Pack(f, w);
-      }
+    for (k::WeightMatrix* w :
+         {&l.wq, &l.wk, &l.wv, &l.wo, &l.w_gate, &l.w_up, &l.w_down}) {
+      Repack(f, w, packed_matmul_);
     }
   }
-  if (packed_matmul_) Pack(f, &output_);
+  Repack(f, &output_, packed_matmul_);
 #undef BRAID_ASSIGN
   return absl::OkStatus();
 }
@@ -217,7 +216,8 @@ void LlamaModel::NormQuantizeFor(const float* x, const float* weight, int n,
     int same = -1;
     for (int j = 0; j < i && same < 0; ++j) {
       if (out[j].type == act &&
-          (out[j].packed_tables != nullptr) == (ws[i]->packed != nullptr)) {
+          (out[j].packed_tables != nullptr) == (ws[i]->packed != nullptr) &&
+          (ws[j]->quads != nullptr) == (ws[i]->quads != nullptr)) {
         same = j;
       }
     }

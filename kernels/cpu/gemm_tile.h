@@ -14,6 +14,8 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <cstdlib>
+#include <memory>
 
 #include "kernels/cpu/quant.h"
 
@@ -26,8 +28,9 @@ namespace braid::kernels::cpu {
 struct GemmTileActivations {
   const float* xd = nullptr;  // f32 scales [block][token]
   const float* xs = nullptr;  // Q4_1: f32 sums [block][token]
-  // Batches of 3+ tokens (gemm_tile_avx512.cc's quad tiles): each block's
-  // groups doubled (Q8_0: + 128), scales (Q4_1: and sums) four times each.
+  // Batches of 3+ tokens (gemm_tile_avx512.cc's quad tiles), and every
+  // batch against the quad layout: each block's groups doubled (Q8_0:
+  // + 128), scales (Q4_1: and sums) four times each.
   const uint8_t* xq = nullptr;
   const float* dpat = nullptr;
   const float* spat = nullptr;
@@ -43,10 +46,13 @@ size_t GemmTileActivationsBytes(DType type, int64_t n, int64_t n_tok);
 // GemmTileActivationsBytes bytes); false (nothing done) when that is 0.
 // Only tokens [t0, t1) (t1 < 0: n_tok) are written, so disjoint ranges can
 // be laid out in parallel; *out is the same for every range.
+// quad_layout: for weights in the quad layout (GemmTileQuads).
 bool PrepareGemmTileActivations(DType type, const uint8_t* x,
                                 size_t x_row_bytes, int64_t n, int64_t n_tok,
                                 uint8_t* buf, GemmTileActivations* out,
-                                int64_t t0 = 0, int64_t t1 = -1);
+                                int64_t t0 = 0, int64_t t1 = -1,
+                                bool quad_layout = false);
+
 // y[t * ld_y + r] (= or += when accumulate) for rows r in [r0, r1) of the
 // weight matrix w (rows of w_row_bytes bytes) and tokens t in [0, n_tok) of
 // the activations x (rows of x_row_bytes, already in ActivationDType(type)),
@@ -58,6 +64,42 @@ void GemmTile(DType type, const uint8_t* w, size_t w_row_bytes,
               int64_t r1, int64_t n_tok, float* y, int64_t ld_y,
               bool accumulate, const GemmTileActivations* prepared = nullptr);
 
+// A Q4_1 or Q8_0 matrix in the quad layout: the same bytes as the GGUF
+// rows, permuted within each group of 4 rows so a block of the 4 rows is
+// one contiguous run (their scales, then rows 0 and 1's quants with their
+// 32-bit groups alternating, then rows 2 and 3's): the AVX-512 tiles load a
+// row pair's block in the form their accumulators take (two rows per
+// register, lanes alternating) and the 4 rows' scales with one load.
+// Products are the row dot's bit for bit, like GemmTile's.
+struct QuadWeights {
+  struct Free {
+    void operator()(uint8_t* p) const { std::free(p); }
+  };
+  DType type = DType::kF32;
+  int64_t rows = 0;
+  int64_t cols = 0;
+  std::unique_ptr<uint8_t, Free> data;  // 64-byte aligned
+};
+
+// Whether this CPU's kernels take the quad layout for such a matrix:
+// AVX-512 with VNNI, Q4_1 or Q8_0, rows a multiple of 4, at most 4096
+// blocks a row.
+bool CanRepackQuads(DType type, int64_t rows, int64_t cols);
+
+// The quad layout of w (rows of DTypeRowBytes(type, cols) bytes).
+QuadWeights RepackQuads(DType type, const void* w, int64_t rows, int64_t cols);
+
+// Row r of a quad-layout matrix back in its GGUF form (tests).
+void UnpackQuadRow(const QuadWeights& w, int64_t r, uint8_t* out);
+
+// GemmTile for quad-layout weights, rows [r0, r1) (the tiles take whole
+// quads; rows of a quad the range cuts go one by one through DotRow).
+// `prepared`: tables laid out with quad_layout (or null).
+void GemmTileQuads(const QuadWeights& w, const uint8_t* x, size_t x_row_bytes,
+                   int64_t r0, int64_t r1, int64_t n_tok, float* y,
+                   int64_t ld_y, bool accumulate,
+                   const GemmTileActivations* prepared = nullptr);
+
 namespace internal {
 // The AVX2 tiled path; false if it does not serve `type`.
 bool GemmTileAvx2(DType type, const uint8_t* w, size_t w_row_bytes,
@@ -65,16 +107,18 @@ bool GemmTileAvx2(DType type, const uint8_t* w, size_t w_row_bytes,
                   int64_t r1, int64_t n_tok, float* y, int64_t ld_y,
                   bool accumulate);
 // The AVX-512 tiled path (Q4_1 and Q8_0); false if it does not serve `type`.
+// quad_layout: w is in the quad layout (rows r0, r1 multiples of 4).
 bool GemmTileAvx512(DType type, const uint8_t* w, size_t w_row_bytes,
                     const uint8_t* x, size_t x_row_bytes, int64_t n, int64_t r0,
                     int64_t r1, int64_t n_tok, float* y, int64_t ld_y,
-                    bool accumulate, const GemmTileActivations* prepared);
+                    bool accumulate, const GemmTileActivations* prepared,
+                    bool quad_layout = false);
 size_t GemmTileActivationsBytesAvx512(DType type, int64_t n, int64_t n_tok);
 bool PrepareGemmTileActivationsAvx512(DType type, const uint8_t* x,
                                       size_t x_row_bytes, int64_t n,
                                       int64_t n_tok, uint8_t* buf,
                                       GemmTileActivations* out, int64_t t0,
-                                      int64_t t1);
+                                      int64_t t1, bool quad_layout);
 // The AVX-512 path's quad tiles (batches of 3+ tokens) off (true: the
 // paired-row tiles serve every batch) or on. Testing and benchmarking only
 // (not synchronized with running kernels).

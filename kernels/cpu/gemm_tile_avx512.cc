@@ -55,6 +55,24 @@ struct Q41 {
   BRAID_AVX512 static __m512i Dot(__m512i start, __m512i w, __m512i x) {
     return _mm512_dpbusd_epi32(start, w, x);  // w unsigned, x signed
   }
+  // Quad layout (RepackQuads): a block of 4 rows is their 4 (d, m) pairs,
+  // then rows 0 and 1's quants with their 32-bit groups alternating, then
+  // rows 2 and 3's.
+  static constexpr int kQuadPairOffset = 16;
+  static constexpr int kQuadPairBytes = 32;
+  // The 4 rows' (d, m) as f32 [d0 m0 d1 m1 d2 m2 d3 m3] in lanes 0..7.
+  BRAID_AVX512 static __m512 QuadScales(const uint8_t* b) {
+    return _mm512_castps256_ps512(
+        _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(b))));
+  }
+  // Row pair h of a quad block, as Inter gives it.
+  BRAID_AVX512 static __m512i QuadPair(const uint8_t* b, int h) {
+    const __m512i q = _mm512_broadcast_i64x4(
+        _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b + 16 + 32 * h)));
+    return _mm512_and_si512(
+        _mm512_srlv_epi64(q, _mm512_set_epi64(4, 4, 4, 4, 0, 0, 0, 0)),
+        _mm512_set1_epi8(0x0F));
+  }
   // Rows r and r + 1 of block i (at p and p + row_bytes) as unsigned bytes:
   // [r low nibbles, r high nibbles, r+1 low, r+1 high], ggml's element order.
   BRAID_AVX512 static __m512i Pair(const uint8_t* p, size_t row_bytes) {
@@ -95,6 +113,19 @@ struct Q80 {
   // x + 128 unsigned (the quad tiles' layout), w signed.
   BRAID_AVX512 static __m512i Dot(__m512i start, __m512i w, __m512i x) {
     return _mm512_dpbusd_epi32(start, x, w);
+  }
+  // Quad layout: the 4 rows' d, then rows 0 and 1's quants with their
+  // 32-bit groups alternating, then rows 2 and 3's.
+  static constexpr int kQuadPairOffset = 8;
+  static constexpr int kQuadPairBytes = 64;
+  // [d0 0 d1 0 d2 0 d3 0] in lanes 0..7 (Q4_1's places of d).
+  BRAID_AVX512 static __m512 QuadScales(const uint8_t* b) {
+    const __m128i d = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(b));
+    return _mm512_castps256_ps512(
+        _mm256_cvtph_ps(_mm_unpacklo_epi16(d, _mm_setzero_si128())));
+  }
+  BRAID_AVX512 static __m512i QuadPair(const uint8_t* b, int h) {
+    return _mm512_loadu_si512(b + 8 + 64 * h);
   }
   BRAID_AVX512 static __m512i Pair(const uint8_t* p, size_t row_bytes) {
     const __m256i q0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p));
@@ -262,7 +293,9 @@ BRAID_AVX512 inline __m512 QuadSums(const __m512* a0, const __m512* a1) {
                        _mm512_shuffle_ps(p, q, _MM_SHUFFLE(3, 2, 3, 2)));
 }
 
-template <typename F, int T>
+// kQL: w is in the quad layout (RepackQuads), its block i at w + 4 * i *
+// sizeof(block); otherwise rows of w_row_bytes.
+template <typename F, int T, bool kQL>
 BRAID_AVX512 void QuadTile(const uint8_t* w, size_t w_row_bytes,
                            const uint8_t* xq, int64_t quad_bytes,
                            const float* dpat, const float* spat,
@@ -314,7 +347,9 @@ BRAID_AVX512 void QuadTile(const uint8_t* w, size_t w_row_bytes,
       }
     };
     int s = 0;
-    if constexpr (F::kMin) {
+    if constexpr (kQL) {
+      for (; s < ns; ++s) products(F::QuadScales(w + 4 * (i0 + s) * kWB), 0, s);
+    } else if constexpr (F::kMin) {
       // Four blocks at a time: a 64-byte load from block i of a row holds
       // the (d, m) of blocks i..i + 3 at 32-bit lanes 0, 5, 10 and 15.
       const __m512i idx = _mm512_set_epi32(31, 15, 31, 15, 26, 10, 26, 10, 21,
@@ -349,9 +384,15 @@ BRAID_AVX512 void QuadTile(const uint8_t* w, size_t w_row_bytes,
     }
     for (int s = 0; s < ns; ++s) {
       const int64_t i = i0 + s;
-      const uint8_t* b = w + i * kWB + F::kQsOffset;
-      const __m512i q0 = F::Inter(b, w_row_bytes);
-      const __m512i q1 = F::Inter(b + 2 * w_row_bytes, w_row_bytes);
+      __m512i q0, q1;
+      if constexpr (kQL) {
+        q0 = F::QuadPair(w + 4 * i * kWB, 0);
+        q1 = F::QuadPair(w + 4 * i * kWB, 1);
+      } else {
+        const uint8_t* b = w + i * kWB + F::kQsOffset;
+        q0 = F::Inter(b, w_row_bytes);
+        q1 = F::Inter(b + 2 * w_row_bytes, w_row_bytes);
+      }
       // Signed weights: the activations are x + 128 (unsigned), so each
       // lane starts at -128 * sum(w) of its group.
       __m512i start0 = _mm512_setzero_si512(), start1 = start0;
@@ -435,7 +476,7 @@ BRAID_AVX512 void LayOutQuads(const uint8_t* x, size_t x_row_bytes, int64_t nc,
 
 // Rows [r, r + 4) for the chunk's nc tokens: tiles of 8 tokens (two quads),
 // and one of 4 for a last single quad.
-template <typename F>
+template <typename F, bool kQL>
 BRAID_AVX512 void RunQuadRows(const uint8_t* w, size_t w_row_bytes,
                               const uint8_t* xq, const float* dpat,
                               const float* spat, int64_t nb, int64_t r,
@@ -453,17 +494,128 @@ BRAID_AVX512 void RunQuadRows(const uint8_t* w, size_t w_row_bytes,
            n_valid, y + t * ld_y + r, ld_y, accumulate);
     };
     if (n_valid > 4) {
-      run(QuadTile<F, 8>);
+      run(QuadTile<F, 8, kQL>);
     } else {
-      run(QuadTile<F, 4>);
+      run(QuadTile<F, 4, kQL>);
     }
+  }
+}
+
+// Batches of 1 or 2 tokens on the quad layout: 4Q rows (Q quads) x T
+// tokens, the accumulators as in QuadTile (row pairs interleaved), so a
+// block's unpacked row pair serves T tokens and its 64-bit product pair
+// comes from a table computed ahead per segment (4Q products per multiply).
+// The 8-lane sums: QuadSums with rows 4j..4j + 3 in 128-bit lane j.
+template <typename F, int T, int Q>
+BRAID_AVX512 void RowQuadTile(const uint8_t* w, const uint8_t* xq,
+                              const float* dpat, const float* spat, int64_t nb,
+                              int n_valid, float* y, int64_t ld_y,
+                              bool accumulate) {
+  static_assert((T == 1 || T == 2) && (Q == 1 || Q == 4), "tile shape");
+  constexpr int P = 2 * Q;                            // row pairs
+  constexpr int64_t kQB = 4 * sizeof(typename F::W);  // a quad's block
+  constexpr int kSeg = 16;
+  // prod[s][t][r] = d_w(r) * d_x(t) at block i0 + s (r < 4Q).
+  alignas(64) float prod[kSeg][T][16];
+  __m512 acc[P][T];
+  __m512 summs[T];  // lanes: rows
+#pragma GCC unroll 8
+  for (int p = 0; p < P; ++p) {
+#pragma GCC unroll 2
+    for (int t = 0; t < T; ++t) acc[p][t] = _mm512_setzero_ps();
+  }
+#pragma GCC unroll 2
+  for (int t = 0; t < T; ++t) summs[t] = _mm512_setzero_ps();
+  // Of quads g's [d0 m0 d1 m1 d2 m2 d3 m3] at lanes 8g..8g + 7 of two
+  // registers (g = 0, 1 | 2, 3): every d (m) in row order.
+  const __m512i even = _mm512_set_epi32(30, 28, 26, 24, 22, 20, 18, 16, 14, 12,
+                                        10, 8, 6, 4, 2, 0);
+  const __m512i odd = _mm512_add_epi32(even, _mm512_set1_epi32(1));
+  const int64_t quad_stride = nb * kQB;  // bytes from quad to quad
+  for (int64_t i0 = 0; i0 < nb; i0 += kSeg) {
+    const int ns = static_cast<int>(std::min<int64_t>(kSeg, nb - i0));
+    for (int s = 0; s < ns; ++s) {
+      const int64_t i = i0 + s;
+      const uint8_t* b = w + i * kQB;
+      __m512 dw, mw;
+      if constexpr (Q == 4) {
+        const __m512 lo = _mm512_insertf32x8(
+            F::QuadScales(b),
+            _mm512_castps512_ps256(F::QuadScales(b + quad_stride)), 1);
+        const __m512 hi = _mm512_insertf32x8(
+            F::QuadScales(b + 2 * quad_stride),
+            _mm512_castps512_ps256(F::QuadScales(b + 3 * quad_stride)), 1);
+        dw = _mm512_permutex2var_ps(lo, even, hi);
+        mw = _mm512_permutex2var_ps(lo, odd, hi);
+      } else {
+        const __m512 dm = F::QuadScales(b);
+        dw = _mm512_permutexvar_ps(even, dm);
+        mw = _mm512_permutexvar_ps(odd, dm);
+      }
+#pragma GCC unroll 2
+      for (int t = 0; t < T; ++t) {
+        // The tables' scales of token t at block i (quad 0 of tokens).
+        const int64_t at = (i * 4 + t) * 4;
+        _mm512_store_ps(prod[s][t],
+                        _mm512_mul_ps(dw, _mm512_set1_ps(dpat[at])));
+        if constexpr (F::kMin) {
+          summs[t] = _mm512_fmadd_ps(mw, _mm512_set1_ps(spat[at]), summs[t]);
+        }
+      }
+    }
+    for (int s = 0; s < ns; ++s) {
+      const int64_t i = i0 + s;
+      __m512i xv[T];
+#pragma GCC unroll 2
+      for (int t = 0; t < T; ++t) {
+        xv[t] = _mm512_load_si512(xq + (i * 4 + t) * 64);
+      }
+#pragma GCC unroll 8
+      for (int p = 0; p < P; ++p) {
+        const __m512i q =
+            F::QuadPair(w + (p / 2) * quad_stride + i * kQB, p % 2);
+        __m512i start = _mm512_setzero_si512();
+        if constexpr (F::kSigned) {
+          start = _mm512_sub_epi32(
+              start, _mm512_dpbusd_epi32(
+                         start, _mm512_set1_epi8(static_cast<char>(0x80)), q));
+        }
+#pragma GCC unroll 2
+        for (int t = 0; t < T; ++t) {
+          double pr;
+          std::memcpy(&pr, &prod[s][t][2 * p], 8);
+          acc[p][t] = _mm512_fmadd_ps(
+              _mm512_castpd_ps(_mm512_set1_pd(pr)),
+              _mm512_cvtepi32_ps(F::Dot(start, q, xv[t])), acc[p][t]);
+        }
+      }
+    }
+  }
+#pragma GCC unroll 2
+  for (int t = 0; t < T; ++t) {
+    if (t >= n_valid) break;
+    // Pairs 2j and 2j + 1 are rows 4j..4j + 3.
+    __m512 a0[4], a1[4];
+#pragma GCC unroll 4
+    for (int j = 0; j < 4; ++j) {
+      a0[j] = j < Q ? acc[2 * j][t] : _mm512_setzero_ps();
+      a1[j] = j < Q ? acc[2 * j + 1][t] : _mm512_setzero_ps();
+    }
+    __m512 v = QuadSums(a0, a1);
+    if constexpr (F::kMin) v = _mm512_add_ps(v, summs[t]);
+    constexpr __mmask16 kRows = Q == 4 ? 0xFFFF : 0x000F;
+    float* dst = y + t * ld_y;
+    if (accumulate) v = _mm512_add_ps(_mm512_maskz_loadu_ps(kRows, dst), v);
+    _mm512_mask_storeu_ps(dst, kRows, v);
   }
 }
 
 bool g_disable_quad_tiles = false;
 
-// How far ahead (in tiles) weights are prefetched into L2.
-constexpr int64_t kFarTiles = 8;
+// How far ahead (in rows) weights are prefetched into L2: 32 rows, 8 quad
+// tiles or 2 row-quad tiles (128 rows for the 16-row tiles: one-stream
+// decode 392 -> 416-420 tok/s at 32, 16 or 48 rows; 8 streams unchanged).
+constexpr int64_t kFarRows = 32;
 
 // Tokens per chunk whose scale tables fit the stack buffers.
 constexpr int64_t kScaleFloats = 4096;
@@ -581,18 +733,25 @@ template <typename F>
 BRAID_AVX512 void Run(const uint8_t* w, size_t w_row_bytes, const uint8_t* x,
                       size_t x_row_bytes, int64_t n, int64_t r0, int64_t r1,
                       int64_t n_tok, float* y, int64_t ld_y, bool accumulate,
-                      DType type, const GemmTileActivations* prepared) {
+                      DType type, const GemmTileActivations* prepared,
+                      bool quad_layout) {
   const int64_t nb = n / kQK;
   const int64_t chunk = ChunkTokens(nb);
   if (nb * chunk > kScaleFloats) {  // Rows too long for the tables.
+    // (CanRepackQuads rules this out for the quad layout.)
     GemmTileAvx2(type, w, w_row_bytes, x, x_row_bytes, n, r0, r1, n_tok, y,
                  ld_y, accumulate);
     return;
   }
   // Batches of 3+ tokens take the quad tiles (4 rows each); for two
   // tokens a quad tile would compute as many padding tokens as real ones.
-  const bool quads = n_tok >= 3 && !g_disable_quad_tiles;
-  const int R = quads ? 4 : n_tok < 4 ? 8 : 4;
+  // The quad layout: quad tiles for 3+ tokens, row-quad tiles of 16 rows
+  // (and single quads) for 1 or 2; both read the quad tables.
+  const bool quads = quad_layout || (n_tok >= 3 && !g_disable_quad_tiles);
+  const int R = quad_layout ? (n_tok >= 3 ? 4 : 16)
+                            : (quads       ? 4
+                               : n_tok < 4 ? 8
+                                           : 4);
   const int64_t r_end = r0 + (r1 - r0) / R * R;
   // Tables laid out once for the whole call (one chunk of tokens), or
   // here, per chunk.
@@ -625,18 +784,25 @@ BRAID_AVX512 void Run(const uint8_t* w, size_t w_row_bytes, const uint8_t* x,
         for (size_t off = 0; off < bytes; off += 64) {
           _mm_prefetch(reinterpret_cast<const char*>(ahead + off), _MM_HINT_T0);
         }
-        // And the tile kFarTiles ahead into L2, so its DRAM latency
+        // And the rows kFarRows ahead into L2, so their DRAM latency
         // overlaps several tiles' arithmetic (8-sequence decode ~3%
         // faster, best of 5 alternating runs; one stream unchanged).
-        const uint8_t* far = w + (r + kFarTiles * R) * w_row_bytes;
+        const uint8_t* far = w + (r + kFarRows) * w_row_bytes;
         const uint8_t* far_end = std::min(far + R * w_row_bytes, ahead_end);
         for (const uint8_t* p = far; p < far_end; p += 64) {
           _mm_prefetch(reinterpret_cast<const char*>(p), _MM_HINT_T1);
         }
       }
-      if (quads) {
-        RunQuadRows<F>(w, w_row_bytes, tab.xq, tab.dpat, tab.spat, nb, r, nc,
-                       yc, ld_y, accumulate);
+      if (quad_layout && nc <= 2) {
+        auto tile = nc == 2 ? RowQuadTile<F, 2, 4> : RowQuadTile<F, 1, 4>;
+        tile(w + r * w_row_bytes, tab.xq, tab.dpat, tab.spat, nb,
+             static_cast<int>(nc), yc + r, ld_y, accumulate);
+      } else if (quad_layout) {
+        RunQuadRows<F, true>(w, w_row_bytes, tab.xq, tab.dpat, tab.spat, nb, r,
+                             nc, yc, ld_y, accumulate);
+      } else if (quads) {
+        RunQuadRows<F, false>(w, w_row_bytes, tab.xq, tab.dpat, tab.spat, nb, r,
+                              nc, yc, ld_y, accumulate);
       } else if (R == 8) {
         RunRows<F, 8>(w, w_row_bytes, xc, x_row_bytes, tab.xd, tab.xs, nc, nb,
                       r, nc, yc, ld_y, accumulate);
@@ -645,7 +811,13 @@ BRAID_AVX512 void Run(const uint8_t* w, size_t w_row_bytes, const uint8_t* x,
                       r, nc, yc, ld_y, accumulate);
       }
     }
-    if (r_end < r1) {
+    if (quad_layout) {  // Quads left over from the 16-row tiles.
+      for (int64_t r = r_end; r < r1; r += 4) {
+        auto tile = nc == 2 ? RowQuadTile<F, 2, 1> : RowQuadTile<F, 1, 1>;
+        tile(w + r * w_row_bytes, tab.xq, tab.dpat, tab.spat, nb,
+             static_cast<int>(nc), yc + r, ld_y, accumulate);
+      }
+    } else if (r_end < r1) {
       GemmTileAvx2(type, w, w_row_bytes, xc, x_row_bytes, n, r_end, r1, nc, yc,
                    ld_y, accumulate);
     }
@@ -661,15 +833,16 @@ void SetDisableQuadTilesForTesting(bool disable) {
 bool GemmTileAvx512(DType type, const uint8_t* w, size_t w_row_bytes,
                     const uint8_t* x, size_t x_row_bytes, int64_t n, int64_t r0,
                     int64_t r1, int64_t n_tok, float* y, int64_t ld_y,
-                    bool accumulate, const GemmTileActivations* prepared) {
+                    bool accumulate, const GemmTileActivations* prepared,
+                    bool quad_layout) {
   switch (type) {
     case DType::kQ4_1:
       Run<Q41>(w, w_row_bytes, x, x_row_bytes, n, r0, r1, n_tok, y, ld_y,
-               accumulate, type, prepared);
+               accumulate, type, prepared, quad_layout);
       return true;
     case DType::kQ8_0:
       Run<Q80>(w, w_row_bytes, x, x_row_bytes, n, r0, r1, n_tok, y, ld_y,
-               accumulate, type, prepared);
+               accumulate, type, prepared, quad_layout);
       return true;
     default:
       return false;
@@ -690,16 +863,17 @@ bool TakesPrepared(DType type, int64_t n, int64_t n_tok) {
 
 size_t GemmTileActivationsBytesAvx512(DType type, int64_t n, int64_t n_tok) {
   if (!TakesPrepared(type, n, n_tok)) return 0;
-  return LayOutTables(n / kQK, n_tok, n_tok >= 3).bytes + 64;  // + alignment
+  return LayOutTables(n / kQK, n_tok, true).bytes + 64;  // + alignment
 }
 
 BRAID_AVX512 bool PrepareGemmTileActivationsAvx512(
     DType type, const uint8_t* x, size_t x_row_bytes, int64_t n, int64_t n_tok,
-    uint8_t* buf, GemmTileActivations* out, int64_t t0, int64_t t1) {
+    uint8_t* buf, GemmTileActivations* out, int64_t t0, int64_t t1,
+    bool quad_layout) {
   if (!TakesPrepared(type, n, n_tok)) return false;
   uint8_t* p = Align64(buf);
   const int64_t nb = n / kQK;
-  const bool quads = n_tok >= 3 && !g_disable_quad_tiles;
+  const bool quads = quad_layout || (n_tok >= 3 && !g_disable_quad_tiles);
   *out = type == DType::kQ4_1
              ? PrepareChunk<Q41>(x, x_row_bytes, n_tok, nb, quads, p, t0, t1)
              : PrepareChunk<Q80>(x, x_row_bytes, n_tok, nb, quads, p, t0, t1);

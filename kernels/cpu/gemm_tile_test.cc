@@ -1,6 +1,8 @@
 #include "kernels/cpu/gemm_tile.h"
 
+#include <cstring>
 #include <random>
+#include <utility>
 #include <vector>
 
 #include "gtest/gtest.h"
@@ -105,6 +107,80 @@ TEST(GemmTileTest, BitIdenticalToDotRowForEveryTileShape) {
   // Prepared tables were exercised where the CPU has AVX-512.
   if (UseAvx512()) {
     EXPECT_GT(prepared_calls, 0);
+  }
+}
+
+// The quad layout (RepackQuads): every row comes back unpacked, and
+// GemmTileQuads equals DotRow bit for bit for 1-2 tokens (row-quad tiles of
+// 16 rows and single quads), 3+ (quad tiles), row ranges of whole quads and
+// cutting quads, with and without prepared tables, = and +=.
+TEST(GemmTileTest, QuadLayoutBitIdenticalToDotRow) {
+  if (!CanRepackQuads(DType::kQ4_1, 4, 32)) {
+    GTEST_SKIP() << "no AVX-512 VNNI: the quad layout is not used here";
+  }
+  std::mt19937 rng(17);
+  std::normal_distribution<float> dist(0.0f, 1.0f);
+  for (DType type : {DType::kQ4_1, DType::kQ8_0}) {
+    const int64_t rows = 40, cols = 288, n_tok = 75;
+    const DType act = ActivationDType(type);
+    const size_t w_bytes = DTypeRowBytes(type, cols);
+    const size_t x_bytes = DTypeRowBytes(act, cols);
+    std::vector<float> f(rows * cols), xf(n_tok * cols);
+    for (float& v : f) v = dist(rng);
+    for (float& v : xf) v = dist(rng) * 3.0f;
+    std::vector<uint8_t> w(rows * w_bytes), x(n_tok * x_bytes);
+    for (int64_t r = 0; r < rows; ++r) {
+      QuantizeRow(type, &f[r * cols], &w[r * w_bytes], cols);
+    }
+    for (int64_t t = 0; t < n_tok; ++t) {
+      QuantizeRow(act, &xf[t * cols], &x[t * x_bytes], cols);
+    }
+    ASSERT_TRUE(CanRepackQuads(type, rows, cols));
+    const QuadWeights q = RepackQuads(type, w.data(), rows, cols);
+    std::vector<uint8_t> row(w_bytes);
+    for (int64_t r = 0; r < rows; ++r) {
+      UnpackQuadRow(q, r, row.data());
+      ASSERT_EQ(0, std::memcmp(row.data(), &w[r * w_bytes], w_bytes)) << r;
+    }
+    for (int64_t tok : {1, 2, 3, 4, 5, 8, 9, 16, 64, 75}) {
+      for (auto [r0, r1] : {std::pair<int64_t, int64_t>{0, 40},
+                            {4, 40},
+                            {8, 24},
+                            {36, 40},
+                            {2, 38},
+                            {5, 7}}) {
+        for (bool use_tables : {false, true}) {
+          std::vector<uint8_t> buf(GemmTileActivationsBytes(type, cols, tok));
+          GemmTileActivations tables;
+          const GemmTileActivations* prepared = nullptr;
+          if (use_tables &&
+              PrepareGemmTileActivations(type, x.data(), x_bytes, cols, tok,
+                                         buf.data(), &tables, 0, -1,
+                                         /*quad_layout=*/true)) {
+            prepared = &tables;
+          }
+          std::vector<float> y(n_tok * rows, 7.0f);
+          GemmTileQuads(q, x.data(), x_bytes, r0, r1, tok, y.data(), rows,
+                        /*accumulate=*/false, prepared);
+          for (int64_t t = 0; t < n_tok; ++t) {
+            for (int64_t r = 0; r < rows; ++r) {
+              const float want =
+                  (t < tok && r >= r0 && r < r1)
+                      ? DotRow(type, &w[r * w_bytes], &x[t * x_bytes], cols)
+                      : 7.0f;
+              ASSERT_EQ(y[t * rows + r], want)
+                  << DTypeName(type) << " tok " << tok << " rows " << r0 << ".."
+                  << r1 << " tables " << use_tables << " at " << t << "," << r;
+            }
+          }
+          GemmTileQuads(q, x.data(), x_bytes, r0, r1, tok, y.data(), rows,
+                        /*accumulate=*/true, prepared);
+          const float last = DotRow(type, &w[(r1 - 1) * w_bytes],
+                                    &x[(tok - 1) * x_bytes], cols);
+          ASSERT_EQ(y[(tok - 1) * rows + r1 - 1], last + last);
+        }
+      }
+    }
   }
 }
 

@@ -26,6 +26,13 @@ bool PackWeightMatrix(WeightMatrix* w) {
   return true;
 }
 
+bool RepackQuadMatrix(WeightMatrix* w) {
+  if (!CanRepackQuads(w->type, w->rows, w->cols)) return false;
+  w->quads = std::make_shared<const QuadWeights>(
+      RepackQuads(w->type, w->data, w->rows, w->cols));
+  return true;
+}
+
 size_t MatMulScratchBytes(const WeightMatrix& w, int64_t n_tok) {
   const DType act = ActivationDType(w.type);
   if (act == DType::kF32) return 0;
@@ -52,6 +59,7 @@ QuantizedActivations QuantizeActivations(
     q.data = out;
     q.has_tiles = w.packed == nullptr &&
                   GemmTileActivationsBytes(weight_type, cols, n_tok) > 0;
+    q.quad_tables = q.has_tiles && w.quads != nullptr;
   }
   // Each task: its tokens' `before`, then their rows and their part of the
   // tiles' tables.
@@ -63,7 +71,8 @@ QuantizedActivations QuantizeActivations(
     }
     if (q.has_tiles) {
       PrepareGemmTileActivations(weight_type, out, q.row_bytes, cols, n_tok,
-                                 out + rows_bytes, &q.tiles, t0, t1);
+                                 out + rows_bytes, &q.tiles, t0, t1,
+                                 q.quad_tables);
     }
   };
   // Tasks of at least 4 tokens, at most 16, and at least one per thread
@@ -96,6 +105,11 @@ void MatMulRows(const WeightMatrix& w, const QuantizedActivations& xq,
   if (w.packed != nullptr && xq.packed_tables != nullptr) {
     PackedGemm(*w.packed, xq.data, xq.row_bytes, xq.packed_tables, xq.n_tok, r0,
                r1, y, ld_y, accumulate);
+    return;
+  }
+  if (w.quads != nullptr) {
+    GemmTileQuads(*w.quads, xq.data, xq.row_bytes, r0, r1, xq.n_tok, y, ld_y,
+                  accumulate, xq.has_tiles ? &xq.tiles : nullptr);
     return;
   }
   GemmTile(w.type, static_cast<const uint8_t*>(w.data),

@@ -39,6 +39,9 @@ struct WeightMatrix {
   // The same weights repacked for the packed kernels (packed_gemm.h) when
   // this CPU and shape allow it (PackWeightMatrix); products then use them.
   std::shared_ptr<const PackedWeights> packed;
+  // Or in the quad layout (RepackQuadMatrix, gemm_tile.h): the same
+  // arithmetic as the GGUF rows, faster tiles.
+  std::shared_ptr<const QuadWeights> quads;
 
   const uint8_t* Row(int64_t r) const {
     return static_cast<const uint8_t*>(data) + r * DTypeRowBytes(type, cols);
@@ -56,6 +59,7 @@ struct QuantizedActivations {
   // MatMulRows call on them (when has_tiles).
   GemmTileActivations tiles;
   bool has_tiles = false;
+  bool quad_tables = false;  // tiles laid out for quad-layout weights
   // The packed kernels' tables (packed_gemm.h), when the weight type uses
   // them on this CPU.
   const float* packed_tables = nullptr;
@@ -64,6 +68,9 @@ struct QuantizedActivations {
 // Adds the packed copy of w's weights (w->packed) when CanPackWeights; true
 // if it did. The products of w then follow packed_gemm.h's arithmetic.
 bool PackWeightMatrix(WeightMatrix* w);
+
+// Adds w's quad layout (w->quads) when CanRepackQuads; true if it did.
+bool RepackQuadMatrix(WeightMatrix* w);
 
 // Bytes of scratch MatMul needs for n_tok rows against `w`.
 size_t MatMulScratchBytes(const WeightMatrix& w, int64_t n_tok);
