@@ -100,17 +100,20 @@ void GemmTileQuads(const QuadWeights& w, const uint8_t* x, size_t x_row_bytes,
                              w.cols, a, b, n_tok, y, ld_y, accumulate, prepared,
                              /*quad_layout=*/true);
   }
-  thread_local std::vector<uint8_t> row;
-  for (int64_t r = r0; r < r1; ++r) {
-    if (r >= a && r < b) continue;
-    row.resize(DTypeRowBytes(w.type, w.cols));
-    UnpackQuadRow(w, r, row.data());
-    for (int64_t t = 0; t < n_tok; ++t) {
-      const float v = DotRow(w.type, row.data(), x + t * x_row_bytes, w.cols);
-      float& out = y[t * ld_y + r];
-      out = accumulate ? out + v : v;
+  auto one_by_one = [&](int64_t from, int64_t to) {
+    thread_local std::vector<uint8_t> row;
+    for (int64_t r = from; r < to; ++r) {
+      row.resize(DTypeRowBytes(w.type, w.cols));
+      UnpackQuadRow(w, r, row.data());
+      for (int64_t t = 0; t < n_tok; ++t) {
+        const float v = DotRow(w.type, row.data(), x + t * x_row_bytes, w.cols);
+        float& out = y[t * ld_y + r];
+        out = accumulate ? out + v : v;
+      }
     }
-  }
+  };
+  one_by_one(r0, a);
+  one_by_one(b, r1);
 }
 
 void GemmTile(DType type, const uint8_t* w, size_t w_row_bytes,

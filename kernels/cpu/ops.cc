@@ -56,19 +56,47 @@ int64_t ArgMax(const float* x, int64_t n) {
   return std::max_element(x, x + n) - x;
 }
 
+namespace {
+
+// The squares of G rows summed as ggml sums one row's (float squares added
+// in ggml_float, double, in element order), G rows at a time: each row
+// keeps its own sequence of additions, the rows' chains interleave.
+template <int G>
+void SumSquares(const float* x, int64_t n, double* sums) {
+  double s[G] = {};
+  for (int64_t i = 0; i < n; ++i) {
+    for (int g = 0; g < G; ++g) {
+      const float square = x[g * n + i] * x[g * n + i];
+      s[g] += static_cast<double>(square);
+    }
+  }
+  for (int g = 0; g < G; ++g) sums[g] = s[g];
+}
+
+}  // namespace
+
 void RmsNorm(const float* x, const float* weight, int64_t n_rows, int64_t n,
              float eps, float* y) {
-  for (int64_t r = 0; r < n_rows; ++r) {
-    const float* xr = x + r * n;
-    float* yr = y + r * n;
-    // As ggml: float squares summed in ggml_float (double).
-    double sum = 0.0;
-    for (int64_t i = 0; i < n; ++i) {
-      const float square = xr[i] * xr[i];
-      sum += static_cast<double>(square);
+  int64_t r = 0;
+  while (r < n_rows) {
+    // Rows 8 (or 4, or 1) at a time: one row's chain of double additions
+    // is latency-bound (~4 cycles an element).
+    double sums[8];
+    const int g = n_rows - r >= 8 ? 8 : n_rows - r >= 4 ? 4 : 1;
+    if (g == 8) {
+      SumSquares<8>(x + r * n, n, sums);
+    } else if (g == 4) {
+      SumSquares<4>(x + r * n, n, sums);
+    } else {
+      SumSquares<1>(x + r * n, n, sums);
     }
-    const float scale = 1.0f / std::sqrt(static_cast<float>(sum / n) + eps);
-    for (int64_t i = 0; i < n; ++i) yr[i] = xr[i] * scale * weight[i];
+    for (int j = 0; j < g; ++j, ++r) {
+      const float* xr = x + r * n;
+      float* yr = y + r * n;
+      const float scale =
+          1.0f / std::sqrt(static_cast<float>(sums[j] / n) + eps);
+      for (int64_t i = 0; i < n; ++i) yr[i] = xr[i] * scale * weight[i];
+    }
   }
 }
 
