@@ -1,8 +1,13 @@
-// Microbenchmark of GemmTile's AVX-512 tiles (row-pair against quad tiles,
-// alternating in one process) and of the packed kernels (packed_gemm.h) on one
-// thread (best of 20 runs of 10 calls; weights small enough to stay in cache,
-// so this is the arithmetic alone) for the SmolLM2-135M matrix shapes:
+// Microbenchmark of the AVX-512 GEMM kernels on one thread, for the
+// SmolLM2-135M matrix shapes and n_tok tokens, three ways in one process:
+// GemmTile on the GGUF rows, GemmTileQuads on the quad layout (the default
+// on AVX-512, the same bits) and the packed kernels (packed_gemm.h, the
+// opt-in arithmetic). First with weights small enough to stay in cache (the
+// arithmetic alone: best of 20 runs of 10 calls), then a 64 MiB Q4_1
+// matrix that streams from memory as in a decode step (best of 5).
 //   bazel run -c opt //kernels/cpu:gemm_tile_bench -- [n_tok]
+// PER=rows: rows per call in the from-memory runs (as the model's tasks).
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -16,8 +21,95 @@
 
 namespace k = braid::kernels::cpu;
 
+namespace {
+
+// Best microseconds of `rounds` runs of `reps` calls of fn, per call.
+template <typename Fn>
+double BestUs(int rounds, int reps, Fn&& fn) {
+  double best = 1e18;
+  for (int round = 0; round < rounds; ++round) {
+    const auto t0 = std::chrono::steady_clock::now();
+    for (int rep = 0; rep < reps; ++rep) fn();
+    best = std::min(best, std::chrono::duration<double, std::micro>(
+                              std::chrono::steady_clock::now() - t0)
+                                  .count() /
+                              reps);
+  }
+  return best;
+}
+
+// One matrix of `type` [rows, cols] against n_tok activation rows, with the
+// tables of each kernel laid out once (as MatMul does).
+struct Case {
+  k::DType type;
+  int64_t rows, cols, n_tok;
+  size_t wb, xb;
+  std::vector<uint8_t> w, x, tables, quad_tables;
+  k::GemmTileActivations tab, quad_tab;
+  bool has_tab = false, has_quad_tab = false;
+  k::QuadWeights quads;
+  k::PackedWeights packed;
+  std::vector<float> packed_tables, y;
+
+  Case(k::DType t, int64_t r, int64_t c, int64_t n, std::mt19937& rng,
+       bool same_rows)
+      : type(t), rows(r), cols(c), n_tok(n) {
+    const k::DType act = k::ActivationDType(type);
+    wb = k::DTypeRowBytes(type, cols);
+    xb = k::DTypeRowBytes(act, cols);
+    std::normal_distribution<float> dist(0.0f, 1.0f);
+    std::vector<float> f(cols);
+    w.resize(rows * wb);
+    x.resize(n_tok * xb);
+    for (int64_t i = 0; i < rows; ++i) {
+      if (i == 0 || !same_rows) {
+        for (float& v : f) v = dist(rng);
+        k::QuantizeRow(type, f.data(), &w[i * wb], cols);
+      } else {
+        std::memcpy(&w[i * wb], w.data(), wb);
+      }
+    }
+    for (int64_t t = 0; t < n_tok; ++t) {
+      for (float& v : f) v = dist(rng);
+      k::QuantizeRow(act, f.data(), &x[t * xb], cols);
+    }
+    tables.resize(k::GemmTileActivationsBytes(type, cols, n_tok));
+    quad_tables.resize(tables.size());
+    has_tab = k::PrepareGemmTileActivations(type, x.data(), xb, cols, n_tok,
+                                            tables.data(), &tab);
+    has_quad_tab = k::PrepareGemmTileActivations(
+        type, x.data(), xb, cols, n_tok, quad_tables.data(), &quad_tab, 0, -1,
+        /*quad_layout=*/true);
+    quads = k::RepackQuads(type, w.data(), rows, cols);
+    packed = k::PackWeights(type, w.data(), rows, cols);
+    packed_tables.resize(k::PackedActivationFloats(cols, n_tok));
+    k::PreparePackedActivations(type, x.data(), xb, cols, n_tok,
+                                packed_tables.data());
+    y.resize(n_tok * rows);
+  }
+  void Gguf(int64_t r0, int64_t r1) {
+    k::GemmTile(type, w.data(), wb, x.data(), xb, cols, r0, r1, n_tok, y.data(),
+                rows, false, has_tab ? &tab : nullptr);
+  }
+  void Quads(int64_t r0, int64_t r1) {
+    k::GemmTileQuads(quads, x.data(), xb, r0, r1, n_tok, y.data(), rows, false,
+                     has_quad_tab ? &quad_tab : nullptr);
+  }
+  void Packed(int64_t r0, int64_t r1) {
+    k::PackedGemm(packed, x.data(), xb, packed_tables.data(), n_tok, r0, r1,
+                  y.data(), rows, false);
+  }
+  double ElementBlocks() const { return double(rows) * cols / 32 * n_tok; }
+};
+
+}  // namespace
+
 int main(int argc, char** argv) {
   const int64_t n_tok = argc > 1 ? std::atoi(argv[1]) : 8;
+  if (!k::CanRepackQuads(k::DType::kQ4_1, 4, 32)) {
+    std::fprintf(stderr, "needs AVX-512 with VNNI\n");
+    return 1;
+  }
   struct Shape {
     k::DType type;
     int64_t rows, cols;
@@ -27,129 +119,37 @@ int main(int argc, char** argv) {
                           {k::DType::kQ4_1, 576, 576},
                           {k::DType::kQ8_0, 4096, 576}};
   std::mt19937 rng(1);
-  std::normal_distribution<float> dist(0.0f, 1.0f);
+  std::printf("ns per element and block (and token); one thread\n");
   for (const Shape& s : shapes) {
-    const k::DType act = k::ActivationDType(s.type);
-    const size_t wb = k::DTypeRowBytes(s.type, s.cols);
-    const size_t xb = k::DTypeRowBytes(act, s.cols);
-    std::vector<float> f(s.cols);
-    std::vector<uint8_t> w(s.rows * wb), x(n_tok * xb);
-    for (int64_t r = 0; r < s.rows; ++r) {
-      for (float& v : f) v = dist(rng);
-      k::QuantizeRow(s.type, f.data(), &w[r * wb], s.cols);
-    }
-    for (int64_t t = 0; t < n_tok; ++t) {
-      for (float& v : f) v = dist(rng);
-      k::QuantizeRow(act, f.data(), &x[t * xb], s.cols);
-    }
-    std::vector<float> y(n_tok * s.rows);
-    double best[2] = {1e9, 1e9};
-    for (int round = 0; round < 20; ++round) {
-      for (int v = 0; v < 2; ++v) {
-        k::internal::SetDisableQuadTilesForTesting(v == 0);
-        const auto t0 = std::chrono::steady_clock::now();
-        for (int rep = 0; rep < 10; ++rep) {
-          k::GemmTile(s.type, w.data(), wb, x.data(), xb, s.cols, 0, s.rows,
-                      n_tok, y.data(), s.rows, false);
-        }
-        const double us = std::chrono::duration<double, std::micro>(
-                              std::chrono::steady_clock::now() - t0)
-                              .count() /
-                          10;
-        if (us < best[v]) best[v] = us;
-      }
-    }
-    const k::PackedWeights pw =
-        k::PackWeights(s.type, w.data(), s.rows, s.cols);
-    std::vector<float> tables(k::PackedActivationFloats(s.cols, n_tok));
-    k::PreparePackedActivations(s.type, x.data(), xb, s.cols, n_tok,
-                                tables.data());
-    double best_packed = 1e9;
-    for (int round = 0; round < 20; ++round) {
-      const auto t0 = std::chrono::steady_clock::now();
-      for (int rep = 0; rep < 10; ++rep) {
-        k::PackedGemm(pw, x.data(), xb, tables.data(), n_tok, 0, s.rows,
-                      y.data(), s.rows, false);
-      }
-      const double us = std::chrono::duration<double, std::micro>(
-                            std::chrono::steady_clock::now() - t0)
-                            .count() /
-                        10;
-      if (us < best_packed) best_packed = us;
-    }
-    const double eb = double(s.rows) * s.cols / 32 * n_tok;
+    Case c(s.type, s.rows, s.cols, n_tok, rng, /*same_rows=*/false);
+    const double eb = c.ElementBlocks() / 1e3;
+    const double gguf = BestUs(20, 10, [&] { c.Gguf(0, c.rows); });
+    const double quads = BestUs(20, 10, [&] { c.Quads(0, c.rows); });
+    const double packed = BestUs(20, 10, [&] { c.Packed(0, c.rows); });
     std::printf(
-        "%s %ldx%ld n_tok %ld: row-pair tiles %.1f us (%.3f ns per "
-        "element and block), quad tiles %.1f us (%.3f)\n",
-        k::DTypeName(s.type), s.rows, s.cols, n_tok, best[0],
-        best[0] * 1e3 / eb, best[1], best[1] * 1e3 / eb);
-    std::printf("  packed: %.1f us (%.3f ns per element and block)\n",
-                best_packed, best_packed * 1e3 / eb);
+        "%s %ldx%ld n_tok %ld in cache: GGUF rows %.3f, quad layout %.3f, "
+        "packed %.3f\n",
+        k::DTypeName(s.type), s.rows, s.cols, n_tok, gguf / eb, quads / eb,
+        packed / eb);
   }
-  // Out of cache: a 64 MiB Q4_1 matrix of 576 columns (weights stream from
-  // memory, as in a decode step), quad tiles, one thread.
-  {
-    const k::DType type = k::DType::kQ4_1;
-    const int64_t cols = 576, rows = (int64_t{64} << 20) / 360 / 16 * 16;
-    const size_t wb = k::DTypeRowBytes(type, cols);
-    const k::DType act = k::ActivationDType(type);
-    const size_t xb = k::DTypeRowBytes(act, cols);
-    std::vector<float> f(cols);
-    for (float& v : f) v = dist(rng);
-    std::vector<uint8_t> row(wb), w(rows * wb), x(n_tok * xb);
-    k::QuantizeRow(type, f.data(), row.data(), cols);
-    for (int64_t r = 0; r < rows; ++r) {
-      std::memcpy(&w[r * wb], row.data(), wb);
-    }
-    for (int64_t t = 0; t < n_tok; ++t) {
-      k::QuantizeRow(act, f.data(), &x[t * xb], cols);
-    }
-    std::vector<float> y(n_tok * rows);
-    k::internal::SetDisableQuadTilesForTesting(false);
-    double best = 1e9;
-    for (int round = 0; round < 5; ++round) {
-      const auto t0 = std::chrono::steady_clock::now();
-      // PER rows per call (as the model's tasks), the activation tables
-      // laid out once (as MatMul does).
-      const int64_t per = getenv("PER") ? atoi(getenv("PER")) : rows;
-      std::vector<uint8_t> buf(k::GemmTileActivationsBytes(type, cols, n_tok));
-      k::GemmTileActivations tables;
-      const bool prepared = k::PrepareGemmTileActivations(
-          type, x.data(), xb, cols, n_tok, buf.data(), &tables);
-      for (int64_t r = 0; r < rows; r += per) {
-        k::GemmTile(type, w.data(), wb, x.data(), xb, cols, r,
-                    std::min(rows, r + per), n_tok, y.data(), rows, false,
-                    prepared ? &tables : nullptr);
-      }
-      best = std::min(best, std::chrono::duration<double, std::micro>(
-                                std::chrono::steady_clock::now() - t0)
-                                .count());
-    }
-    // The packed kernels on the same matrix.
-    const k::PackedWeights pw = k::PackWeights(type, w.data(), rows, cols);
-    std::vector<float> ptables(k::PackedActivationFloats(cols, n_tok));
-    k::PreparePackedActivations(type, x.data(), xb, cols, n_tok,
-                                ptables.data());
-    double best_packed = 1e9;
-    const int64_t per = getenv("PER") ? atoi(getenv("PER")) : rows;
-    for (int round = 0; round < 5; ++round) {
-      const auto t0 = std::chrono::steady_clock::now();
-      for (int64_t r = 0; r < rows; r += per) {
-        k::PackedGemm(pw, x.data(), xb, ptables.data(), n_tok, r,
-                      std::min(rows, r + per), y.data(), rows, false);
-      }
-      best_packed =
-          std::min(best_packed, std::chrono::duration<double, std::micro>(
-                                    std::chrono::steady_clock::now() - t0)
-                                    .count());
-    }
-    const double eb = double(rows) * cols / 32 * n_tok;
-    std::printf(
-        "Q4_1 %ldx%ld from memory n_tok %ld: %.0f us (%.3f ns per element "
-        "and block, %.1f GB/s)\n",
-        rows, cols, n_tok, best, best * 1e3 / eb, rows * wb / best / 1e3);
-    std::printf("  packed from memory: %.0f us (%.1f GB/s)\n", best_packed,
-                rows * wb / best_packed / 1e3);
-  }
+  // Out of cache: 64 MiB of Q4_1 rows of 576 columns.
+  const int64_t rows = (int64_t{64} << 20) / 360 / 16 * 16;
+  Case c(k::DType::kQ4_1, rows, 576, n_tok, rng, /*same_rows=*/true);
+  const int64_t per = getenv("PER") ? atoi(getenv("PER")) : rows;
+  auto run = [&](auto&& kernel) {
+    return BestUs(5, 1, [&] {
+      for (int64_t r = 0; r < rows; r += per)
+        kernel(r, std::min(rows, r + per));
+    });
+  };
+  const double gguf = run([&](int64_t a, int64_t b) { c.Gguf(a, b); });
+  const double quads = run([&](int64_t a, int64_t b) { c.Quads(a, b); });
+  const double packed = run([&](int64_t a, int64_t b) { c.Packed(a, b); });
+  const double eb = c.ElementBlocks() / 1e3, gb = rows * c.wb / 1e3;
+  std::printf(
+      "Q4_1 %ldx576 n_tok %ld from memory: GGUF rows %.3f (%.1f GB/s), quad "
+      "layout %.3f (%.1f GB/s), packed %.3f (%.1f GB/s)\n",
+      rows, n_tok, gguf / eb, gb / gguf, quads / eb, gb / quads, packed / eb,
+      gb / packed);
   return 0;
 }
