@@ -28,9 +28,9 @@ namespace braid::kernels::cpu {
 struct GemmTileActivations {
   const float* xd = nullptr;  // f32 scales [block][token]
   const float* xs = nullptr;  // Q4_1: f32 sums [block][token]
-  // Batches of 3+ tokens (gemm_tile_avx512.cc's quad tiles), and every
-  // batch against the quad layout: each block's groups doubled (Q8_0:
-  // + 128), scales (Q4_1: and sums) four times each.
+  // For weights in the quad layout (gemm_tile_avx512.cc's quad and
+  // row-quad tiles): each block's groups doubled (Q8_0: + 128), scales
+  // (Q4_1: and sums) four times each.
   const uint8_t* xq = nullptr;
   const float* dpat = nullptr;
   const float* spat = nullptr;
@@ -119,10 +119,6 @@ bool PrepareGemmTileActivationsAvx512(DType type, const uint8_t* x,
                                       int64_t n_tok, uint8_t* buf,
                                       GemmTileActivations* out, int64_t t0,
                                       int64_t t1, bool quad_layout);
-// The AVX-512 path's quad tiles (batches of 3+ tokens) off (true: the
-// paired-row tiles serve every batch) or on. Testing and benchmarking only
-// (not synchronized with running kernels).
-void SetDisableQuadTilesForTesting(bool disable);
 }  // namespace internal
 
 }  // namespace braid::kernels::cpu

@@ -65,7 +65,8 @@ struct Q41 {
     return _mm512_castps256_ps512(
         _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(b))));
   }
-  // Row pair h of a quad block, as Inter gives it.
+  // Row pair h of a quad block: lanes 2k and 2k + 1 hold ggml's group k of
+  // the pair's first and second row.
   BRAID_AVX512 static __m512i QuadPair(const uint8_t* b, int h) {
     const __m512i q = _mm512_broadcast_i64x4(
         _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b + 16 + 32 * h)));
@@ -85,20 +86,6 @@ struct Q41 {
     const __m512i shift = _mm512_set_epi64(4, 4, 0, 0, 4, 4, 0, 0);
     return _mm512_and_si512(_mm512_srlv_epi64(dup, shift),
                             _mm512_set1_epi8(0x0F));
-  }
-  // Rows r and r + 1 of block i (qs at p and p + row_bytes) interleaved:
-  // lanes 2k and 2k + 1 hold ggml's group k of row r and of row r + 1.
-  BRAID_AVX512 static __m512i Inter(const uint8_t* p, size_t row_bytes) {
-    const __m512i a = _mm512_castsi128_si512(
-        _mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
-    const __m512i c = _mm512_castsi128_si512(
-        _mm_loadu_si128(reinterpret_cast<const __m128i*>(p + row_bytes)));
-    const __m512i idx = _mm512_set_epi32(19, 3, 18, 2, 17, 1, 16, 0, 19, 3, 18,
-                                         2, 17, 1, 16, 0);
-    const __m512i shift = _mm512_set_epi64(4, 4, 4, 4, 0, 0, 0, 0);
-    return _mm512_and_si512(
-        _mm512_srlv_epi64(_mm512_permutex2var_epi32(a, idx, c), shift),
-        _mm512_set1_epi8(0x0F));
   }
 };
 
@@ -133,15 +120,6 @@ struct Q80 {
         _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + row_bytes));
     const __m512i q = _mm512_inserti64x4(_mm512_castsi256_si512(q0), q1, 1);
     return _mm512_xor_si512(q, _mm512_set1_epi8(static_cast<char>(0x80)));
-  }
-  BRAID_AVX512 static __m512i Inter(const uint8_t* p, size_t row_bytes) {
-    const __m512i a = _mm512_castsi256_si512(
-        _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)));
-    const __m512i c = _mm512_castsi256_si512(
-        _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + row_bytes)));
-    const __m512i idx = _mm512_set_epi32(23, 7, 22, 6, 21, 5, 20, 4, 19, 3, 18,
-                                         2, 17, 1, 16, 0);
-    return _mm512_permutex2var_epi32(a, idx, c);
   }
 };
 
@@ -249,27 +227,28 @@ BRAID_AVX512 void Tile(const uint8_t* w, size_t w_row_bytes, const uint8_t* x,
   }
 }
 
-// Quad tiles (batches of 3+ tokens): 4 rows x T tokens (T = 4 or 8). A
-// 512-bit accumulator holds two rows r and r + 1 of one token, interleaved:
-// lane 2k is ggml's accumulator lane k of (r, t), lane 2k + 1 that of
-// (r + 1, t). The two rows' blocks are interleaved the same way when loaded
-// (F::Inter), and each token's activation block is laid out once per call
-// with its 32-bit groups doubled (LayOutQuads), so one dpbusd gives both
-// elements' exact integer block sums, and a weight block is unpacked once
-// for the T tokens. The products d_w(r) * d_x(t) and d_w(r + 1) * d_x(t) are
-// adjacent in a table computed ahead for a segment of blocks (16 products
-// per multiply, from the activations' scales laid out 4 times each, dpat),
-// so the fma takes them as one 64-bit broadcast: per element pair and block
-// the vector pipes see dpbusd, the conversion and the fma. Per element the
-// operations are still the row dot's, in block order (see the file
-// comment); Q4_1's min term is fma(m_w, s_x, summs) in block order, 16
-// elements per fma. The 8-lane sums are HorizontalSum8's tree done on 16
-// accumulators at once (QuadSums).
+// Quad tiles, on weights in the quad layout (RepackQuads), batches of 3+
+// tokens: 4 rows x T tokens (T = 4 or 8). A 512-bit accumulator holds two
+// rows r and r + 1 of one token, interleaved: lane 2k is ggml's accumulator
+// lane k of (r, t), lane 2k + 1 that of (r + 1, t). The layout stores the
+// two rows' quants interleaved the same way (F::QuadPair unpacks them with
+// one shift and mask), and each token's activation block is laid out once
+// per call with its 32-bit groups doubled (LayOutQuads), so one dpbusd
+// gives both elements' exact integer block sums, and a weight block is
+// unpacked once for the T tokens. The products d_w(r) * d_x(t) and
+// d_w(r + 1) * d_x(t) are adjacent in a table computed ahead for a segment
+// of blocks (16 products per multiply, from the 4 rows' scales, one load,
+// and the activations' scales laid out 4 times each, dpat), so the fma
+// takes them as one 64-bit broadcast: per element pair and block the vector
+// pipes see dpbusd, the conversion and the fma. Per element the operations
+// are still the row dot's, in block order (see the file comment); Q4_1's
+// min term is fma(m_w, s_x, summs) in block order, 16 elements per fma. The
+// 8-lane sums are HorizontalSum8's tree done on 16 accumulators at once
+// (QuadSums).
 //
 // Activation tables (per call or chunk of tokens) come in quads of 4
-// tokens, tokens past the end zero: xq [quad][block][token][64 bytes] (and
-// the signed weights' dpbusd start values, xinit, the same way), dpat and
-// spat [quad][block][token][4 floats].
+// tokens, tokens past the end zero: xq [quad][block][token][64 bytes] (Q8_0:
+// x + 128, unsigned), dpat and spat [quad][block][token][4 floats].
 
 // HorizontalSum8 of every (row, token) of a quad tile's accumulators
 // a[0][j] (rows 0 and 1, token j) and a[1][j] (rows 2 and 3), j < 4, each
@@ -293,14 +272,14 @@ BRAID_AVX512 inline __m512 QuadSums(const __m512* a0, const __m512* a1) {
                        _mm512_shuffle_ps(p, q, _MM_SHUFFLE(3, 2, 3, 2)));
 }
 
-// kQL: w is in the quad layout (RepackQuads), its block i at w + 4 * i *
-// sizeof(block); otherwise rows of w_row_bytes.
-template <typename F, int T, bool kQL>
-BRAID_AVX512 void QuadTile(const uint8_t* w, size_t w_row_bytes,
-                           const uint8_t* xq, int64_t quad_bytes,
-                           const float* dpat, const float* spat,
-                           int64_t quad_floats, int64_t nb, int n_valid,
-                           float* y, int64_t ld_y, bool accumulate) {
+// w: 4 rows in the quad layout (RepackQuads), block i at w + 4 * i *
+// sizeof(block).
+template <typename F, int T>
+BRAID_AVX512 void QuadTile(const uint8_t* w, const uint8_t* xq,
+                           int64_t quad_bytes, const float* dpat,
+                           const float* spat, int64_t quad_floats, int64_t nb,
+                           int n_valid, float* y, int64_t ld_y,
+                           bool accumulate) {
   static_assert(T == 4 || T == 8, "tile shape");
   constexpr int U = T / 4;  // quads
   constexpr int64_t kWB = sizeof(typename F::W);
@@ -323,13 +302,11 @@ BRAID_AVX512 void QuadTile(const uint8_t* w, size_t w_row_bytes,
       _mm512_set_epi32(7, 5, 3, 1, 7, 5, 3, 1, 7, 5, 3, 1, 7, 5, 3, 1);
   for (int64_t i0 = 0; i0 < nb; i0 += kSeg) {
     const int ns = static_cast<int>(std::min<int64_t>(kSeg, nb - i0));
-    // prod[s] (and the min terms) from dm, whose lanes 8h..8h + 7 are the
-    // 4 rows' (d, m) at block i0 + s.
-    auto products = [&](__m512 dm, int h, int s) BRAID_AVX512 {
+    for (int s = 0; s < ns; ++s) {
+      // prod[s] and the min terms from the 4 rows' (d, m).
       const int64_t i = i0 + s;
-      const __m512i off = _mm512_set1_epi32(8 * h);
-      const __m512 dw =
-          _mm512_permutexvar_ps(_mm512_add_epi32(pick_d, off), dm);
+      const __m512 dm = F::QuadScales(w + 4 * i * kWB);
+      const __m512 dw = _mm512_permutexvar_ps(pick_d, dm);
 #pragma GCC unroll 2
       for (int u = 0; u < U; ++u) {
         _mm512_store_ps(
@@ -337,62 +314,18 @@ BRAID_AVX512 void QuadTile(const uint8_t* w, size_t w_row_bytes,
             _mm512_mul_ps(dw, _mm512_load_ps(dpat + u * quad_floats + i * 16)));
       }
       if constexpr (F::kMin) {
-        const __m512 mw =
-            _mm512_permutexvar_ps(_mm512_add_epi32(pick_m, off), dm);
+        const __m512 mw = _mm512_permutexvar_ps(pick_m, dm);
 #pragma GCC unroll 2
         for (int u = 0; u < U; ++u) {
           summs[u] = _mm512_fmadd_ps(
               mw, _mm512_load_ps(spat + u * quad_floats + i * 16), summs[u]);
         }
       }
-    };
-    int s = 0;
-    if constexpr (kQL) {
-      for (; s < ns; ++s) products(F::QuadScales(w + 4 * (i0 + s) * kWB), 0, s);
-    } else if constexpr (F::kMin) {
-      // Four blocks at a time: a 64-byte load from block i of a row holds
-      // the (d, m) of blocks i..i + 3 at 32-bit lanes 0, 5, 10 and 15.
-      const __m512i idx = _mm512_set_epi32(31, 15, 31, 15, 26, 10, 26, 10, 21,
-                                           5, 21, 5, 16, 0, 16, 0);
-      for (; s + 4 <= ns; s += 4) {
-        const uint8_t* b = w + (i0 + s) * kWB;
-        const __m512i a = _mm512_permutex2var_epi32(
-            _mm512_loadu_si512(b), idx, _mm512_loadu_si512(b + w_row_bytes));
-        const __m512i c = _mm512_permutex2var_epi32(
-            _mm512_loadu_si512(b + 2 * w_row_bytes), idx,
-            _mm512_loadu_si512(b + 3 * w_row_bytes));
-        // Blocks i..i + 3, each as rows 0..3's (d, m).
-        const __m512i dm16 = _mm512_mask_blend_epi32(0xCCCC, a, c);
-        const __m512 lo = _mm512_cvtph_ps(_mm512_castsi512_si256(dm16));
-        const __m512 hi = _mm512_cvtph_ps(_mm512_extracti64x4_epi64(dm16, 1));
-        products(lo, 0, s);
-        products(lo, 1, s + 1);
-        products(hi, 0, s + 2);
-        products(hi, 1, s + 3);
-      }
-    }
-    for (; s < ns; ++s) {
-      // (d, m) of the 4 rows as f16 pairs (Q8_0: d and the first two
-      // quants, which are ignored).
-      const uint8_t* b = w + (i0 + s) * kWB;
-      const __m128i dm16 =
-          _mm_set_epi32(static_cast<int>(Load32Bits(b + 3 * w_row_bytes)),
-                        static_cast<int>(Load32Bits(b + 2 * w_row_bytes)),
-                        static_cast<int>(Load32Bits(b + w_row_bytes)),
-                        static_cast<int>(Load32Bits(b)));
-      products(_mm512_castps256_ps512(_mm256_cvtph_ps(dm16)), 0, s);
     }
     for (int s = 0; s < ns; ++s) {
       const int64_t i = i0 + s;
-      __m512i q0, q1;
-      if constexpr (kQL) {
-        q0 = F::QuadPair(w + 4 * i * kWB, 0);
-        q1 = F::QuadPair(w + 4 * i * kWB, 1);
-      } else {
-        const uint8_t* b = w + i * kWB + F::kQsOffset;
-        q0 = F::Inter(b, w_row_bytes);
-        q1 = F::Inter(b + 2 * w_row_bytes, w_row_bytes);
-      }
+      const __m512i q0 = F::QuadPair(w + 4 * i * kWB, 0);
+      const __m512i q1 = F::QuadPair(w + 4 * i * kWB, 1);
       // Signed weights: the activations are x + 128 (unsigned), so each
       // lane starts at -128 * sum(w) of its group.
       __m512i start0 = _mm512_setzero_si512(), start1 = start0;
@@ -476,7 +409,7 @@ BRAID_AVX512 void LayOutQuads(const uint8_t* x, size_t x_row_bytes, int64_t nc,
 
 // Rows [r, r + 4) for the chunk's nc tokens: tiles of 8 tokens (two quads),
 // and one of 4 for a last single quad.
-template <typename F, bool kQL>
+template <typename F>
 BRAID_AVX512 void RunQuadRows(const uint8_t* w, size_t w_row_bytes,
                               const uint8_t* xq, const float* dpat,
                               const float* spat, int64_t nb, int64_t r,
@@ -489,14 +422,14 @@ BRAID_AVX512 void RunQuadRows(const uint8_t* w, size_t w_row_bytes,
     const int n_valid = static_cast<int>(std::min<int64_t>(8, nc - t));
     const int64_t qd = t / 4;
     auto run = [&](auto tile) {
-      tile(wr, w_row_bytes, xq + qd * quad_bytes, quad_bytes,
-           dpat + qd * quad_floats, spat + qd * quad_floats, quad_floats, nb,
-           n_valid, y + t * ld_y + r, ld_y, accumulate);
+      tile(wr, xq + qd * quad_bytes, quad_bytes, dpat + qd * quad_floats,
+           spat + qd * quad_floats, quad_floats, nb, n_valid, y + t * ld_y + r,
+           ld_y, accumulate);
     };
     if (n_valid > 4) {
-      run(QuadTile<F, 8, kQL>);
+      run(QuadTile<F, 8>);
     } else {
-      run(QuadTile<F, 4, kQL>);
+      run(QuadTile<F, 4>);
     }
   }
 }
@@ -610,8 +543,6 @@ BRAID_AVX512 void RowQuadTile(const uint8_t* w, const uint8_t* xq,
   }
 }
 
-bool g_disable_quad_tiles = false;
-
 // How far ahead (in rows) weights are prefetched into L2: 32 rows, 8 quad
 // tiles or 2 row-quad tiles (128 rows for the 16-row tiles: one-stream
 // decode 392 -> 416-420 tok/s at 32, 16 or 48 rows; 8 streams unchanged).
@@ -649,12 +580,14 @@ BRAID_AVX512 void RunRows(const uint8_t* w, size_t w_row_bytes,
   }
 }
 
-// Design: the task's rows are walked in tiles of R (8 for decode-sized
-// batches: more independent weight streams; 4 otherwise, with 8 tokens per
-// tile so a weight block is unpacked once for 8 tokens). Tokens go in chunks
-// whose f32 scale tables fit on the stack; the rows of a task (a few KB to a
-// few hundred KB) are reread from cache for each chunk. Rows left over (fewer
-// than 4) go to the AVX2 tiles, which give the same bits.
+// Design: the task's rows are walked in tiles of R rows. The quad layout
+// (the model's weights): quad tiles of 4 rows for 3+ tokens (8 tokens a
+// tile, so a weight block is unpacked once for 8), row-quad tiles of 16
+// rows for 1 or 2 (more independent weight streams). GGUF rows: row tiles
+// of 8 rows for decode-sized batches, 4 otherwise; rows left over (fewer
+// than 4) go to the AVX2 tiles, which give the same bits. Tokens go in
+// chunks of at most 64 whose tables stay small; the rows of a task (a few
+// KB to a few hundred KB) are reread from cache for each chunk.
 // Tokens per chunk whose scale tables fit kScaleFloats (see Run).
 int64_t ChunkTokens(int64_t nb) {
   int64_t chunk =
@@ -743,15 +676,11 @@ BRAID_AVX512 void Run(const uint8_t* w, size_t w_row_bytes, const uint8_t* x,
                  ld_y, accumulate);
     return;
   }
-  // Batches of 3+ tokens take the quad tiles (4 rows each); for two
-  // tokens a quad tile would compute as many padding tokens as real ones.
-  // The quad layout: quad tiles for 3+ tokens, row-quad tiles of 16 rows
-  // (and single quads) for 1 or 2; both read the quad tables.
-  const bool quads = quad_layout || (n_tok >= 3 && !g_disable_quad_tiles);
-  const int R = quad_layout ? (n_tok >= 3 ? 4 : 16)
-                            : (quads       ? 4
-                               : n_tok < 4 ? 8
-                                           : 4);
+  // The quad layout: quad tiles (4 rows) for 3+ tokens, row-quad tiles of
+  // 16 rows (and single quads) for 1 or 2, all on the quad tables. GGUF
+  // rows: the row tiles, 8 rows for decode-sized batches, else 4.
+  const bool quads = quad_layout;
+  const int R = quad_layout ? (n_tok >= 3 ? 4 : 16) : n_tok < 4 ? 8 : 4;
   const int64_t r_end = r0 + (r1 - r0) / R * R;
   // Tables laid out once for the whole call (one chunk of tokens), or
   // here, per chunk.
@@ -798,11 +727,8 @@ BRAID_AVX512 void Run(const uint8_t* w, size_t w_row_bytes, const uint8_t* x,
         tile(w + r * w_row_bytes, tab.xq, tab.dpat, tab.spat, nb,
              static_cast<int>(nc), yc + r, ld_y, accumulate);
       } else if (quad_layout) {
-        RunQuadRows<F, true>(w, w_row_bytes, tab.xq, tab.dpat, tab.spat, nb, r,
-                             nc, yc, ld_y, accumulate);
-      } else if (quads) {
-        RunQuadRows<F, false>(w, w_row_bytes, tab.xq, tab.dpat, tab.spat, nb, r,
-                              nc, yc, ld_y, accumulate);
+        RunQuadRows<F>(w, w_row_bytes, tab.xq, tab.dpat, tab.spat, nb, r, nc,
+                       yc, ld_y, accumulate);
       } else if (R == 8) {
         RunRows<F, 8>(w, w_row_bytes, xc, x_row_bytes, tab.xd, tab.xs, nc, nb,
                       r, nc, yc, ld_y, accumulate);
@@ -825,10 +751,6 @@ BRAID_AVX512 void Run(const uint8_t* w, size_t w_row_bytes, const uint8_t* x,
 }
 
 }  // namespace
-
-void SetDisableQuadTilesForTesting(bool disable) {
-  g_disable_quad_tiles = disable;
-}
 
 bool GemmTileAvx512(DType type, const uint8_t* w, size_t w_row_bytes,
                     const uint8_t* x, size_t x_row_bytes, int64_t n, int64_t r0,
@@ -873,7 +795,7 @@ BRAID_AVX512 bool PrepareGemmTileActivationsAvx512(
   if (!TakesPrepared(type, n, n_tok)) return false;
   uint8_t* p = Align64(buf);
   const int64_t nb = n / kQK;
-  const bool quads = quad_layout || (n_tok >= 3 && !g_disable_quad_tiles);
+  const bool quads = quad_layout;
   *out = type == DType::kQ4_1
              ? PrepareChunk<Q41>(x, x_row_bytes, n_tok, nb, quads, p, t0, t1)
              : PrepareChunk<Q80>(x, x_row_bytes, n_tok, nb, quads, p, t0, t1);

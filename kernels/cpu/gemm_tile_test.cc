@@ -15,20 +15,17 @@ namespace {
 
 // Kernel selections under test: AVX-512 (where the CPU has it), AVX2 with
 // and without VNNI, scalar.
-// Mode 4: AVX-512 without its quad tiles.
 void SetMode(int mode) {
-  SetDisableAvx512ForTesting(mode != 0 && mode != 4);
+  SetDisableAvx512ForTesting(mode != 0);
   SetDisableVnniForTesting(mode == 2);
   SetForceScalarForTesting(mode == 3);
-  internal::SetDisableQuadTilesForTesting(mode == 4);
 }
 
 // Every element of every tile shape equals DotRow bit for bit, on the
-// AVX-512 path (quad tiles for 3+ tokens, and without them), the AVX2
-// path with and without VNNI, and the scalar path.
+// AVX-512 path (GGUF rows: the row tiles; the quad layout has its own
+// test below), the AVX2 path with and without VNNI, and the scalar path.
 // Row counts and starts cover full tiles of 4 and 8 rows and leftovers;
-// token counts every tile width (8, 4, 2, 1) and chunks of 64 tokens; 9
-// blocks per row: the quad tiles' scales of 4 blocks at a time and the rest.
+// token counts every tile width (8, 4, 2, 1) and chunks of 64 tokens.
 TEST(GemmTileTest, BitIdenticalToDotRowForEveryTileShape) {
   int prepared_calls = 0;
   std::mt19937 rng(9);
@@ -48,7 +45,7 @@ TEST(GemmTileTest, BitIdenticalToDotRowForEveryTileShape) {
     for (int64_t t = 0; t < n_tok; ++t) {
       QuantizeRow(act, &xf[t * cols], &x[t * x_bytes], cols);
     }
-    for (int mode = 0; mode < 5; ++mode) {
+    for (int mode = 0; mode < 4; ++mode) {
       SetMode(mode);
       // The reference in the same mode (scalar and AVX2 round differently;
       // DotRow has no AVX-512 form, the tiles must match its AVX2 bits).
