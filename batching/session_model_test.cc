@@ -255,10 +255,11 @@ TEST_F(SessionModelTest, StopStringsEndTheTurnLikeGenerate) {
   engine_->SessionAppend(*h, {"in1", 1, user, {2}});
   ASSERT_TRUE(sink->WaitFor(Kind::kTurnEnd, 1));
   std::string text;
-  for (const SessionEvent& e : sink->events()) {
+  const std::vector<SessionEvent> events = sink->events();  // a copy
+  for (const SessionEvent& e : events) {
     if (e.kind == Kind::kTokens || e.kind == Kind::kTurnEnd) text += e.text;
   }
-  const SessionEvent* end = Find(sink->events(), Kind::kTurnEnd);
+  const SessionEvent* end = Find(events, Kind::kTurnEnd);
   EXPECT_EQ(sink->Tokens(2), want_ids);
   EXPECT_EQ(text, want_text);
   EXPECT_EQ(text.find(stop), std::string::npos);

@@ -50,7 +50,7 @@ ABSL_FLAG(int, threads, 0,
 ABSL_FLAG(
     bool, packed_matmul, false,
     "Matrix products on weights repacked at load (AVX-512 + VNNI CPUs): "
-    "2.5-3.5x faster products, deterministic and batch-invariant, but "
+    "~2-2.4x faster products, deterministic and batch-invariant, but "
     "logits no longer bit-identical to llama.cpp's (docs/ARCHITECTURE.md).");
 ABSL_FLAG(int, context_length, 4096,
           "Tokens per sequence (prompt plus output); capped at the model's "

@@ -680,8 +680,6 @@ BRAID_AVX512 void Run(const uint8_t* w, size_t w_row_bytes, const uint8_t* x,
   // 16 rows (and single quads) for 1 or 2, all on the quad tables. GGUF
   // rows: the row tiles, 8 rows for decode-sized batches, else 4.
   const bool quads = quad_layout;
-  const int R = quad_layout ? (n_tok >= 3 ? 4 : 16) : n_tok < 4 ? 8 : 4;
-  const int64_t r_end = r0 + (r1 - r0) / R * R;
   // Tables laid out once for the whole call (one chunk of tokens), or
   // here, per chunk.
   const bool use_prepared = prepared != nullptr && prepared->n_tok == n_tok &&
@@ -702,6 +700,9 @@ BRAID_AVX512 void Run(const uint8_t* w, size_t w_row_bytes, const uint8_t* x,
             ? *prepared
             : PrepareChunk<F>(xc, x_row_bytes, nc, nb, quads, buf, 0, nc);
     float* yc = y + t0 * ld_y;
+    // Per chunk: the last chunk of a long batch may hold 1 or 2 tokens.
+    const int R = quad_layout ? (nc >= 3 ? 4 : 16) : n_tok < 4 ? 8 : 4;
+    const int64_t r_end = r0 + (r1 - r0) / R * R;
     for (int64_t r = r0; r < r_end; r += R) {
       // The rows stream from memory once: on the first chunk, fetch the
       // next tile's ahead.

@@ -139,7 +139,8 @@ TEST(GemmTileTest, QuadLayoutBitIdenticalToDotRow) {
       UnpackQuadRow(q, r, row.data());
       ASSERT_EQ(0, std::memcmp(row.data(), &w[r * w_bytes], w_bytes)) << r;
     }
-    for (int64_t tok : {1, 2, 3, 4, 5, 8, 9, 16, 64, 75}) {
+    // 65 and 66: a chunk of 64 tokens, then one of 1 or 2.
+    for (int64_t tok : {1, 2, 3, 4, 5, 8, 9, 16, 64, 65, 66, 75}) {
       for (auto [r0, r1] : {std::pair<int64_t, int64_t>{0, 40},
                             {4, 40},
                             {8, 24},
