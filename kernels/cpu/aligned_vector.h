@@ -1,10 +1,15 @@
 // std::vector with 64-byte aligned storage, for buffers that kernels read
 // and write in whole 512-bit vectors (a plain vector's storage is 16-byte
-// aligned, so rows of 16 floats would straddle cache lines).
+// aligned, so rows of 16 floats would straddle cache lines); AlignedBytes,
+// an uninitialized 64-byte aligned block (repacked weights, written whole
+// right after).
 #ifndef BRAID_KERNELS_CPU_ALIGNED_VECTOR_H_
 #define BRAID_KERNELS_CPU_ALIGNED_VECTOR_H_
 
 #include <cstddef>
+#include <cstdint>
+#include <cstdlib>
+#include <memory>
 #include <new>
 #include <vector>
 
@@ -33,6 +38,17 @@ struct CacheAlignedAllocator {
 
 template <typename T>
 using AlignedVector = std::vector<T, CacheAlignedAllocator<T>>;
+
+struct FreeBytes {
+  void operator()(uint8_t* p) const { std::free(p); }
+};
+using AlignedBytes = std::unique_ptr<uint8_t, FreeBytes>;
+
+// `bytes` (rounded up to 64) of uninitialized 64-byte aligned memory.
+inline AlignedBytes AllocateAlignedBytes(size_t bytes) {
+  return AlignedBytes(
+      static_cast<uint8_t*>(std::aligned_alloc(64, (bytes + 63) / 64 * 64)));
+}
 
 }  // namespace braid::kernels::cpu
 

@@ -52,10 +52,7 @@ QuadWeights RepackQuads(DType type, const void* w, int64_t rows, int64_t cols) {
   const int64_t nb = cols / kQK;
   const size_t block = row_bytes / nb;
   const size_t bytes = row_bytes * rows;
-  QuadWeights q{
-      type, rows, cols,
-      std::unique_ptr<uint8_t, QuadWeights::Free>(static_cast<uint8_t*>(
-          std::aligned_alloc(64, (bytes + 63) / 64 * 64)))};
+  QuadWeights q{type, rows, cols, AllocateAlignedBytes(bytes)};
   const auto* src = static_cast<const uint8_t*>(w);
   for (int64_t g = 0; g < rows / 4; ++g) {
     for (int64_t i = 0; i < nb; ++i) {

@@ -14,9 +14,8 @@
 
 #include <cstddef>
 #include <cstdint>
-#include <cstdlib>
-#include <memory>
 
+#include "kernels/cpu/aligned_vector.h"
 #include "kernels/cpu/quant.h"
 
 namespace braid::kernels::cpu {
@@ -72,13 +71,10 @@ void GemmTile(DType type, const uint8_t* w, size_t w_row_bytes,
 // register, lanes alternating) and the 4 rows' scales with one load.
 // Products are the row dot's bit for bit, like GemmTile's.
 struct QuadWeights {
-  struct Free {
-    void operator()(uint8_t* p) const { std::free(p); }
-  };
   DType type = DType::kF32;
   int64_t rows = 0;
   int64_t cols = 0;
-  std::unique_ptr<uint8_t, Free> data;  // 64-byte aligned
+  AlignedBytes data;
 };
 
 // Whether this CPU's kernels take the quad layout for such a matrix:

@@ -8,13 +8,12 @@
 // operation sequence, so results are bit-identical to DotRow; only the number
 // of instructions per element changes (about half of the 256-bit tile's).
 //
-// Signed weights (Q8_0) go through dpbusd, which wants unsigned bytes, as
-// w + 128: sum((w + 128) * x) - 128 * sum(x) is the same exact integer, so the
-// accumulator starts at -128 * sum(x) of the token's group of 4 instead of 0.
+// Signed weights (Q8_0): see gemm_avx512_blocks.h. The quad layout's tiles
+// are in gemm_quads_avx512.cc.
 //
-// The activation scales are converted to f32 once per call and chunk of
-// tokens (a table [block][token] on the stack), so the inner loop multiplies
-// by a broadcast from memory.
+// The activation scales are converted to f32 once per call (or chunk of
+// tokens): a table [block][token], so the inner loop multiplies by a
+// broadcast from memory. Run here also drives the quad layout's tiles.
 #include <immintrin.h>
 
 // GCC 12's AVX-512 intrinsics trip -Wmaybe-uninitialized on their own
@@ -28,100 +27,13 @@
 #include <cstring>
 #include <vector>
 
+#include "kernels/cpu/gemm_avx512_blocks.h"
+#include "kernels/cpu/gemm_quads_avx512.h"
 #include "kernels/cpu/gemm_tile.h"
 #include "kernels/cpu/ggml_reduce.h"
 
-#define BRAID_AVX512 \
-  __attribute__((    \
-      target("avx512f,avx512bw,avx512vl,avx512dq,avx512vnni,f16c,fma")))
-
 namespace braid::kernels::cpu::internal {
 namespace {
-
-BRAID_AVX512 inline uint32_t Load32Bits(const uint8_t* p) {
-  uint32_t v;
-  std::memcpy(&v, p, 4);
-  return v;
-}
-
-// Q4_1 x Q8_1: weights are unsigned nibbles; each block has a min term.
-struct Q41 {
-  using W = BlockQ4_1;
-  using X = BlockQ8_1;
-  static constexpr bool kMin = true;
-  static constexpr bool kSigned = false;
-  static constexpr int kQsOffset = 4;  // offsetof(BlockQ4_1, qs)
-  static constexpr int kXQsOffset = 4;
-  BRAID_AVX512 static __m512i Dot(__m512i start, __m512i w, __m512i x) {
-    return _mm512_dpbusd_epi32(start, w, x);  // w unsigned, x signed
-  }
-  // Quad layout (RepackQuads): a block of 4 rows is their 4 (d, m) pairs,
-  // then rows 0 and 1's quants with their 32-bit groups alternating, then
-  // rows 2 and 3's.
-  static constexpr int kQuadPairOffset = 16;
-  static constexpr int kQuadPairBytes = 32;
-  // The 4 rows' (d, m) as f32 [d0 m0 d1 m1 d2 m2 d3 m3] in lanes 0..7.
-  BRAID_AVX512 static __m512 QuadScales(const uint8_t* b) {
-    return _mm512_castps256_ps512(
-        _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(b))));
-  }
-  // Row pair h of a quad block: lanes 2k and 2k + 1 hold ggml's group k of
-  // the pair's first and second row.
-  BRAID_AVX512 static __m512i QuadPair(const uint8_t* b, int h) {
-    const __m512i q = _mm512_broadcast_i64x4(
-        _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b + 16 + 32 * h)));
-    return _mm512_and_si512(
-        _mm512_srlv_epi64(q, _mm512_set_epi64(4, 4, 4, 4, 0, 0, 0, 0)),
-        _mm512_set1_epi8(0x0F));
-  }
-  // Rows r and r + 1 of block i (at p and p + row_bytes) as unsigned bytes:
-  // [r low nibbles, r high nibbles, r+1 low, r+1 high], ggml's element order.
-  BRAID_AVX512 static __m512i Pair(const uint8_t* p, size_t row_bytes) {
-    const __m128i q0 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p));
-    const __m128i q1 =
-        _mm_loadu_si128(reinterpret_cast<const __m128i*>(p + row_bytes));
-    const __m512i q = _mm512_castsi256_si512(
-        _mm256_inserti128_si256(_mm256_castsi128_si256(q0), q1, 1));
-    const __m512i dup = _mm512_shuffle_i64x2(q, q, _MM_SHUFFLE(1, 1, 0, 0));
-    const __m512i shift = _mm512_set_epi64(4, 4, 0, 0, 4, 4, 0, 0);
-    return _mm512_and_si512(_mm512_srlv_epi64(dup, shift),
-                            _mm512_set1_epi8(0x0F));
-  }
-};
-
-// Q8_0 x Q8_0: signed weights, offset by 128 (see the file comment).
-struct Q80 {
-  using W = BlockQ8_0;
-  using X = BlockQ8_0;
-  static constexpr bool kMin = false;
-  static constexpr bool kSigned = true;
-  static constexpr int kQsOffset = 2;
-  static constexpr int kXQsOffset = 2;
-  // x + 128 unsigned (the quad tiles' layout), w signed.
-  BRAID_AVX512 static __m512i Dot(__m512i start, __m512i w, __m512i x) {
-    return _mm512_dpbusd_epi32(start, x, w);
-  }
-  // Quad layout: the 4 rows' d, then rows 0 and 1's quants with their
-  // 32-bit groups alternating, then rows 2 and 3's.
-  static constexpr int kQuadPairOffset = 8;
-  static constexpr int kQuadPairBytes = 64;
-  // [d0 0 d1 0 d2 0 d3 0] in lanes 0..7 (Q4_1's places of d).
-  BRAID_AVX512 static __m512 QuadScales(const uint8_t* b) {
-    const __m128i d = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(b));
-    return _mm512_castps256_ps512(
-        _mm256_cvtph_ps(_mm_unpacklo_epi16(d, _mm_setzero_si128())));
-  }
-  BRAID_AVX512 static __m512i QuadPair(const uint8_t* b, int h) {
-    return _mm512_loadu_si512(b + 8 + 64 * h);
-  }
-  BRAID_AVX512 static __m512i Pair(const uint8_t* p, size_t row_bytes) {
-    const __m256i q0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p));
-    const __m256i q1 =
-        _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + row_bytes));
-    const __m512i q = _mm512_inserti64x4(_mm512_castsi256_si512(q0), q1, 1);
-    return _mm512_xor_si512(q, _mm512_set1_epi8(static_cast<char>(0x80)));
-  }
-};
 
 // R rows (even) x T tokens. xd/xs: the tile's first token's column of the
 // [block][token] scale tables (row stride ld_s); xs only for Q4_1.
@@ -224,322 +136,6 @@ BRAID_AVX512 void Tile(const uint8_t* w, size_t w_row_bytes, const uint8_t* x,
         out = accumulate ? out + v[h] : v[h];
       }
     }
-  }
-}
-
-// Quad tiles, on weights in the quad layout (RepackQuads), batches of 3+
-// tokens: 4 rows x T tokens (T = 4 or 8). A 512-bit accumulator holds two
-// rows r and r + 1 of one token, interleaved: lane 2k is ggml's accumulator
-// lane k of (r, t), lane 2k + 1 that of (r + 1, t). The layout stores the
-// two rows' quants interleaved the same way (F::QuadPair unpacks them with
-// one shift and mask), and each token's activation block is laid out once
-// per call with its 32-bit groups doubled (LayOutQuads), so one dpbusd
-// gives both elements' exact integer block sums, and a weight block is
-// unpacked once for the T tokens. The products d_w(r) * d_x(t) and
-// d_w(r + 1) * d_x(t) are adjacent in a table computed ahead for a segment
-// of blocks (16 products per multiply, from the 4 rows' scales, one load,
-// and the activations' scales laid out 4 times each, dpat), so the fma
-// takes them as one 64-bit broadcast: per element pair and block the vector
-// pipes see dpbusd, the conversion and the fma. Per element the operations
-// are still the row dot's, in block order (see the file comment); Q4_1's
-// min term is fma(m_w, s_x, summs) in block order, 16 elements per fma. The
-// 8-lane sums are HorizontalSum8's tree done on 16 accumulators at once
-// (QuadSums).
-//
-// Activation tables (per call or chunk of tokens) come in quads of 4
-// tokens, tokens past the end zero: xq [quad][block][token][64 bytes] (Q8_0:
-// x + 128, unsigned), dpat and spat [quad][block][token][4 floats].
-
-// HorizontalSum8 of every (row, token) of a quad tile's accumulators
-// a[0][j] (rows 0 and 1, token j) and a[1][j] (rows 2 and 3), j < 4, each
-// sum with exactly HorizontalSum8's additions: lanes k + (k + 4), then
-// those of k and k + 2, then the two. 128-bit lane j of the result holds
-// token j's rows 0..3.
-BRAID_AVX512 inline __m512 QuadLevel1(__m512 a, __m512 b) {
-  return _mm512_add_ps(_mm512_shuffle_f32x4(a, b, 0x44),
-                       _mm512_shuffle_f32x4(a, b, 0xEE));
-}
-BRAID_AVX512 inline __m512 QuadLevel2(__m512 a, __m512 b) {
-  return _mm512_add_ps(_mm512_shuffle_f32x4(a, b, 0x88),
-                       _mm512_shuffle_f32x4(a, b, 0xDD));
-}
-BRAID_AVX512 inline __m512 QuadSums(const __m512* a0, const __m512* a1) {
-  const __m512 p =
-      QuadLevel2(QuadLevel1(a0[0], a0[1]), QuadLevel1(a0[2], a0[3]));
-  const __m512 q =
-      QuadLevel2(QuadLevel1(a1[0], a1[1]), QuadLevel1(a1[2], a1[3]));
-  return _mm512_add_ps(_mm512_shuffle_ps(p, q, _MM_SHUFFLE(1, 0, 1, 0)),
-                       _mm512_shuffle_ps(p, q, _MM_SHUFFLE(3, 2, 3, 2)));
-}
-
-// w: 4 rows in the quad layout (RepackQuads), block i at w + 4 * i *
-// sizeof(block).
-template <typename F, int T>
-BRAID_AVX512 void QuadTile(const uint8_t* w, const uint8_t* xq,
-                           int64_t quad_bytes, const float* dpat,
-                           const float* spat, int64_t quad_floats, int64_t nb,
-                           int n_valid, float* y, int64_t ld_y,
-                           bool accumulate) {
-  static_assert(T == 4 || T == 8, "tile shape");
-  constexpr int U = T / 4;  // quads
-  constexpr int64_t kWB = sizeof(typename F::W);
-  constexpr int kSeg = 16;
-  // prod[s][4t + r] = d_w(r) * d_x(t) at block i0 + s.
-  alignas(64) float prod[kSeg][4 * T];
-  __m512 acc[2][T];
-  __m512 summs[U];  // [t][r], like prod.
-#pragma GCC unroll 8
-  for (int t = 0; t < T; ++t) {
-    acc[0][t] = _mm512_setzero_ps();
-    acc[1][t] = _mm512_setzero_ps();
-  }
-#pragma GCC unroll 2
-  for (int u = 0; u < U; ++u) summs[u] = _mm512_setzero_ps();
-  // Of [d0 m0 d1 m1 d2 m2 d3 m3]: d0..d3 (m0..m3) four times.
-  const __m512i pick_d =
-      _mm512_set_epi32(6, 4, 2, 0, 6, 4, 2, 0, 6, 4, 2, 0, 6, 4, 2, 0);
-  const __m512i pick_m =
-      _mm512_set_epi32(7, 5, 3, 1, 7, 5, 3, 1, 7, 5, 3, 1, 7, 5, 3, 1);
-  for (int64_t i0 = 0; i0 < nb; i0 += kSeg) {
-    const int ns = static_cast<int>(std::min<int64_t>(kSeg, nb - i0));
-    for (int s = 0; s < ns; ++s) {
-      // prod[s] and the min terms from the 4 rows' (d, m).
-      const int64_t i = i0 + s;
-      const __m512 dm = F::QuadScales(w + 4 * i * kWB);
-      const __m512 dw = _mm512_permutexvar_ps(pick_d, dm);
-#pragma GCC unroll 2
-      for (int u = 0; u < U; ++u) {
-        _mm512_store_ps(
-            prod[s] + 16 * u,
-            _mm512_mul_ps(dw, _mm512_load_ps(dpat + u * quad_floats + i * 16)));
-      }
-      if constexpr (F::kMin) {
-        const __m512 mw = _mm512_permutexvar_ps(pick_m, dm);
-#pragma GCC unroll 2
-        for (int u = 0; u < U; ++u) {
-          summs[u] = _mm512_fmadd_ps(
-              mw, _mm512_load_ps(spat + u * quad_floats + i * 16), summs[u]);
-        }
-      }
-    }
-    for (int s = 0; s < ns; ++s) {
-      const int64_t i = i0 + s;
-      const __m512i q0 = F::QuadPair(w + 4 * i * kWB, 0);
-      const __m512i q1 = F::QuadPair(w + 4 * i * kWB, 1);
-      // Signed weights: the activations are x + 128 (unsigned), so each
-      // lane starts at -128 * sum(w) of its group.
-      __m512i start0 = _mm512_setzero_si512(), start1 = start0;
-      if constexpr (F::kSigned) {
-        const __m512i k128 = _mm512_set1_epi8(static_cast<char>(0x80));
-        start0 =
-            _mm512_sub_epi32(start0, _mm512_dpbusd_epi32(start0, k128, q0));
-        start1 =
-            _mm512_sub_epi32(start1, _mm512_dpbusd_epi32(start1, k128, q1));
-      }
-#pragma GCC unroll 8
-      for (int t = 0; t < T; ++t) {
-        const int64_t off = (t / 4) * quad_bytes + (i * 4 + t % 4) * 64;
-        const __m512i xv = _mm512_load_si512(xq + off);
-        double pr[2];
-        std::memcpy(pr, &prod[s][4 * t], 16);
-        acc[0][t] = _mm512_fmadd_ps(_mm512_castpd_ps(_mm512_set1_pd(pr[0])),
-                                    _mm512_cvtepi32_ps(F::Dot(start0, q0, xv)),
-                                    acc[0][t]);
-        acc[1][t] = _mm512_fmadd_ps(_mm512_castpd_ps(_mm512_set1_pd(pr[1])),
-                                    _mm512_cvtepi32_ps(F::Dot(start1, q1, xv)),
-                                    acc[1][t]);
-      }
-    }
-  }
-#pragma GCC unroll 2
-  for (int u = 0; u < U; ++u) {
-    __m512 v = QuadSums(&acc[0][4 * u], &acc[1][4 * u]);
-    if constexpr (F::kMin) v = _mm512_add_ps(v, summs[u]);
-    alignas(64) float out[16];
-    _mm512_store_ps(out, v);
-#pragma GCC unroll 4
-    for (int j = 0; j < 4; ++j) {
-      const int t = 4 * u + j;
-      if (t >= n_valid) break;
-      float* dst = y + t * ld_y;
-      __m128 r = _mm_load_ps(out + 4 * j);
-      if (accumulate) r = _mm_add_ps(_mm_loadu_ps(dst), r);
-      _mm_storeu_ps(dst, r);
-    }
-  }
-}
-
-// Lays out tokens [t0, t1) of a chunk of nc tokens' activations in quads
-// (see QuadTile): each block's 32-bit groups doubled (xq; signed weights'
-// activations + 128), and the scales (and Q4_1's sums) four times each
-// (dpat, spat); with t1 == nc also the last quad's tokens past nc, as zeros.
-template <typename F>
-BRAID_AVX512 void LayOutQuads(const uint8_t* x, size_t x_row_bytes, int64_t nc,
-                              int64_t nb, int64_t t0, int64_t t1, uint8_t* xq,
-                              float* dpat, float* spat) {
-  constexpr int64_t kXB = sizeof(typename F::X);
-  const __m512i dup =
-      _mm512_set_epi32(7, 7, 6, 6, 5, 5, 4, 4, 3, 3, 2, 2, 1, 1, 0, 0);
-  const int64_t end = t1 == nc ? (nc + 3) / 4 * 4 : t1;
-  for (int64_t t = t0; t < end; ++t) {
-    const int64_t qd = t / 4, j = t % 4;
-    for (int64_t i = 0; i < nb; ++i) {
-      const int64_t at = (qd * nb + i) * 4 + j;
-      __m512i v = _mm512_setzero_si512();
-      float d = 0.0f, s = 0.0f;
-      if (t < nc) {
-        const uint8_t* xb = x + t * x_row_bytes + i * kXB;
-        v = _mm512_permutexvar_epi32(
-            dup, _mm512_castsi256_si512(_mm256_loadu_si256(
-                     reinterpret_cast<const __m256i*>(xb + F::kXQsOffset))));
-        if constexpr (F::kSigned) {
-          v = _mm512_xor_si512(v, _mm512_set1_epi8(static_cast<char>(0x80)));
-        }
-        uint16_t h[2];
-        std::memcpy(h, xb, 4);
-        d = _cvtsh_ss(h[0]);
-        s = _cvtsh_ss(h[1]);
-      }
-      _mm512_store_si512(xq + at * 64, v);
-      _mm_store_ps(dpat + at * 4, _mm_set1_ps(d));
-      if constexpr (F::kMin) _mm_store_ps(spat + at * 4, _mm_set1_ps(s));
-    }
-  }
-}
-
-// Rows [r, r + 4) for the chunk's nc tokens: tiles of 8 tokens (two quads),
-// and one of 4 for a last single quad.
-template <typename F>
-BRAID_AVX512 void RunQuadRows(const uint8_t* w, size_t w_row_bytes,
-                              const uint8_t* xq, const float* dpat,
-                              const float* spat, int64_t nb, int64_t r,
-                              int64_t nc, float* y, int64_t ld_y,
-                              bool accumulate) {
-  const uint8_t* wr = w + r * w_row_bytes;
-  const int64_t quad_bytes = nb * 4 * 64;
-  const int64_t quad_floats = nb * 16;
-  for (int64_t t = 0; t < nc; t += 8) {
-    const int n_valid = static_cast<int>(std::min<int64_t>(8, nc - t));
-    const int64_t qd = t / 4;
-    auto run = [&](auto tile) {
-      tile(wr, xq + qd * quad_bytes, quad_bytes, dpat + qd * quad_floats,
-           spat + qd * quad_floats, quad_floats, nb, n_valid, y + t * ld_y + r,
-           ld_y, accumulate);
-    };
-    if (n_valid > 4) {
-      run(QuadTile<F, 8>);
-    } else {
-      run(QuadTile<F, 4>);
-    }
-  }
-}
-
-// Batches of 1 or 2 tokens on the quad layout: 4Q rows (Q quads) x T
-// tokens, the accumulators as in QuadTile (row pairs interleaved), so a
-// block's unpacked row pair serves T tokens and its 64-bit product pair
-// comes from a table computed ahead per segment (4Q products per multiply).
-// The 8-lane sums: QuadSums with rows 4j..4j + 3 in 128-bit lane j.
-template <typename F, int T, int Q>
-BRAID_AVX512 void RowQuadTile(const uint8_t* w, const uint8_t* xq,
-                              const float* dpat, const float* spat, int64_t nb,
-                              int n_valid, float* y, int64_t ld_y,
-                              bool accumulate) {
-  static_assert((T == 1 || T == 2) && (Q == 1 || Q == 4), "tile shape");
-  constexpr int P = 2 * Q;                            // row pairs
-  constexpr int64_t kQB = 4 * sizeof(typename F::W);  // a quad's block
-  constexpr int kSeg = 16;
-  // prod[s][t][r] = d_w(r) * d_x(t) at block i0 + s (r < 4Q).
-  alignas(64) float prod[kSeg][T][16];
-  __m512 acc[P][T];
-  __m512 summs[T];  // lanes: rows
-#pragma GCC unroll 8
-  for (int p = 0; p < P; ++p) {
-#pragma GCC unroll 2
-    for (int t = 0; t < T; ++t) acc[p][t] = _mm512_setzero_ps();
-  }
-#pragma GCC unroll 2
-  for (int t = 0; t < T; ++t) summs[t] = _mm512_setzero_ps();
-  // Of quads g's [d0 m0 d1 m1 d2 m2 d3 m3] at lanes 8g..8g + 7 of two
-  // registers (g = 0, 1 | 2, 3): every d (m) in row order.
-  const __m512i even = _mm512_set_epi32(30, 28, 26, 24, 22, 20, 18, 16, 14, 12,
-                                        10, 8, 6, 4, 2, 0);
-  const __m512i odd = _mm512_add_epi32(even, _mm512_set1_epi32(1));
-  const int64_t quad_stride = nb * kQB;  // bytes from quad to quad
-  for (int64_t i0 = 0; i0 < nb; i0 += kSeg) {
-    const int ns = static_cast<int>(std::min<int64_t>(kSeg, nb - i0));
-    for (int s = 0; s < ns; ++s) {
-      const int64_t i = i0 + s;
-      const uint8_t* b = w + i * kQB;
-      __m512 dw, mw;
-      if constexpr (Q == 4) {
-        const __m512 lo = _mm512_insertf32x8(
-            F::QuadScales(b),
-            _mm512_castps512_ps256(F::QuadScales(b + quad_stride)), 1);
-        const __m512 hi = _mm512_insertf32x8(
-            F::QuadScales(b + 2 * quad_stride),
-            _mm512_castps512_ps256(F::QuadScales(b + 3 * quad_stride)), 1);
-        dw = _mm512_permutex2var_ps(lo, even, hi);
-        mw = _mm512_permutex2var_ps(lo, odd, hi);
-      } else {
-        const __m512 dm = F::QuadScales(b);
-        dw = _mm512_permutexvar_ps(even, dm);
-        mw = _mm512_permutexvar_ps(odd, dm);
-      }
-#pragma GCC unroll 2
-      for (int t = 0; t < T; ++t) {
-        // The tables' scales of token t at block i (quad 0 of tokens).
-        const int64_t at = (i * 4 + t) * 4;
-        _mm512_store_ps(prod[s][t],
-                        _mm512_mul_ps(dw, _mm512_set1_ps(dpat[at])));
-        if constexpr (F::kMin) {
-          summs[t] = _mm512_fmadd_ps(mw, _mm512_set1_ps(spat[at]), summs[t]);
-        }
-      }
-    }
-    for (int s = 0; s < ns; ++s) {
-      const int64_t i = i0 + s;
-      __m512i xv[T];
-#pragma GCC unroll 2
-      for (int t = 0; t < T; ++t) {
-        xv[t] = _mm512_load_si512(xq + (i * 4 + t) * 64);
-      }
-#pragma GCC unroll 8
-      for (int p = 0; p < P; ++p) {
-        const __m512i q =
-            F::QuadPair(w + (p / 2) * quad_stride + i * kQB, p % 2);
-        __m512i start = _mm512_setzero_si512();
-        if constexpr (F::kSigned) {
-          start = _mm512_sub_epi32(
-              start, _mm512_dpbusd_epi32(
-                         start, _mm512_set1_epi8(static_cast<char>(0x80)), q));
-        }
-#pragma GCC unroll 2
-        for (int t = 0; t < T; ++t) {
-          double pr;
-          std::memcpy(&pr, &prod[s][t][2 * p], 8);
-          acc[p][t] = _mm512_fmadd_ps(
-              _mm512_castpd_ps(_mm512_set1_pd(pr)),
-              _mm512_cvtepi32_ps(F::Dot(start, q, xv[t])), acc[p][t]);
-        }
-      }
-    }
-  }
-#pragma GCC unroll 2
-  for (int t = 0; t < T; ++t) {
-    if (t >= n_valid) break;
-    // Pairs 2j and 2j + 1 are rows 4j..4j + 3.
-    __m512 a0[4], a1[4];
-#pragma GCC unroll 4
-    for (int j = 0; j < 4; ++j) {
-      a0[j] = j < Q ? acc[2 * j][t] : _mm512_setzero_ps();
-      a1[j] = j < Q ? acc[2 * j + 1][t] : _mm512_setzero_ps();
-    }
-    __m512 v = QuadSums(a0, a1);
-    if constexpr (F::kMin) v = _mm512_add_ps(v, summs[t]);
-    constexpr __mmask16 kRows = Q == 4 ? 0xFFFF : 0x000F;
-    float* dst = y + t * ld_y;
-    if (accumulate) v = _mm512_add_ps(_mm512_maskz_loadu_ps(kRows, dst), v);
-    _mm512_mask_storeu_ps(dst, kRows, v);
   }
 }
 
@@ -649,9 +245,9 @@ BRAID_AVX512 GemmTileActivations PrepareChunk(const uint8_t* xc,
     out.xq = buf + l.xq;
     out.dpat = reinterpret_cast<float*>(buf + l.dpat);
     out.spat = reinterpret_cast<float*>(buf + l.spat);
-    LayOutQuads<F>(xc, x_row_bytes, nc, nb, t0, t1, buf + l.xq,
-                   reinterpret_cast<float*>(buf + l.dpat),
-                   reinterpret_cast<float*>(buf + l.spat));
+    LayOutQuadTables(F::kType, xc, x_row_bytes, nc, nb, t0, t1, buf + l.xq,
+                     reinterpret_cast<float*>(buf + l.dpat),
+                     reinterpret_cast<float*>(buf + l.spat));
   }
   out.n_tok = nc;
   return out;
@@ -724,12 +320,11 @@ BRAID_AVX512 void Run(const uint8_t* w, size_t w_row_bytes, const uint8_t* x,
         }
       }
       if (quad_layout && nc <= 2) {
-        auto tile = nc == 2 ? RowQuadTile<F, 2, 4> : RowQuadTile<F, 1, 4>;
-        tile(w + r * w_row_bytes, tab.xq, tab.dpat, tab.spat, nb,
-             static_cast<int>(nc), yc + r, ld_y, accumulate);
+        RowQuadTiles(type, w + r * w_row_bytes, 4, tab.xq, tab.dpat, tab.spat,
+                     nb, static_cast<int>(nc), yc + r, ld_y, accumulate);
       } else if (quad_layout) {
-        RunQuadRows<F>(w, w_row_bytes, tab.xq, tab.dpat, tab.spat, nb, r, nc,
-                       yc, ld_y, accumulate);
+        QuadTileRows(type, w, w_row_bytes, tab.xq, tab.dpat, tab.spat, nb, r,
+                     nc, yc, ld_y, accumulate);
       } else if (R == 8) {
         RunRows<F, 8>(w, w_row_bytes, xc, x_row_bytes, tab.xd, tab.xs, nc, nb,
                       r, nc, yc, ld_y, accumulate);
@@ -740,9 +335,8 @@ BRAID_AVX512 void Run(const uint8_t* w, size_t w_row_bytes, const uint8_t* x,
     }
     if (quad_layout) {  // Quads left over from the 16-row tiles.
       for (int64_t r = r_end; r < r1; r += 4) {
-        auto tile = nc == 2 ? RowQuadTile<F, 2, 1> : RowQuadTile<F, 1, 1>;
-        tile(w + r * w_row_bytes, tab.xq, tab.dpat, tab.spat, nb,
-             static_cast<int>(nc), yc + r, ld_y, accumulate);
+        RowQuadTiles(type, w + r * w_row_bytes, 1, tab.xq, tab.dpat, tab.spat,
+                     nb, static_cast<int>(nc), yc + r, ld_y, accumulate);
       }
     } else if (r_end < r1) {
       GemmTileAvx2(type, w, w_row_bytes, xc, x_row_bytes, n, r_end, r1, nc, yc,

@@ -42,8 +42,7 @@ PackedWeights PackWeights(DType type, const void* w, int64_t rows,
   p.rows = rows;
   p.cols = cols;
   p.bytes = static_cast<size_t>(rows / kPackRows * group_bytes);
-  p.data.reset(
-      static_cast<uint8_t*>(std::aligned_alloc(64, (p.bytes + 63) / 64 * 64)));
+  p.data = AllocateAlignedBytes(p.bytes);
   Require(p.data != nullptr, "out of memory");
   std::memset(p.data.get(), 0, p.bytes);
   const uint8_t* src = static_cast<const uint8_t*>(w);

@@ -42,6 +42,7 @@
 #include <cstdlib>
 #include <memory>
 
+#include "kernels/cpu/aligned_vector.h"
 #include "kernels/cpu/quant.h"
 
 namespace braid::kernels::cpu {
@@ -50,14 +51,11 @@ namespace braid::kernels::cpu {
 inline constexpr int64_t kPackRows = 16;
 
 struct PackedWeights {
-  struct Free {
-    void operator()(uint8_t* p) const { std::free(p); }
-  };
   DType type = DType::kF32;
   int64_t rows = 0;
   int64_t cols = 0;
   size_t bytes = 0;
-  std::unique_ptr<uint8_t, Free> data;  // 64-byte aligned
+  AlignedBytes data;
 };
 
 // Bytes per block of a group's scales and of its chunks; of a group's scale
