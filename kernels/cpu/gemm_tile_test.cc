@@ -9,6 +9,7 @@
 #include "kernels/cpu/cpu_features.h"
 #include "kernels/cpu/dot.h"
 #include "kernels/cpu/quant.h"
+#include "kernels/cpu/testing/random_operands.h"
 
 namespace braid::kernels::cpu {
 namespace {
@@ -19,31 +20,6 @@ void SetMode(int mode) {
   SetDisableAvx512ForTesting(mode != 0);
   SetDisableVnniForTesting(mode == 2);
   SetForceScalarForTesting(mode == 3);
-}
-
-// Random weights [rows, cols] of `type` and activations [n_tok, cols] in
-// its activation type (the floats scaled by x_scale), quantized.
-struct Operands {
-  size_t w_bytes, x_bytes;
-  std::vector<uint8_t> w, x;
-};
-Operands RandomOperands(DType type, int64_t rows, int64_t cols, int64_t n_tok,
-                        float x_scale, std::mt19937& rng) {
-  std::normal_distribution<float> dist(0.0f, 1.0f);
-  const DType act = ActivationDType(type);
-  Operands o{DTypeRowBytes(type, cols), DTypeRowBytes(act, cols), {}, {}};
-  std::vector<float> f(cols);
-  o.w.resize(rows * o.w_bytes);
-  o.x.resize(n_tok * o.x_bytes);
-  for (int64_t r = 0; r < rows; ++r) {
-    for (float& v : f) v = dist(rng);
-    QuantizeRow(type, f.data(), &o.w[r * o.w_bytes], cols);
-  }
-  for (int64_t t = 0; t < n_tok; ++t) {
-    for (float& v : f) v = dist(rng) * x_scale;
-    QuantizeRow(act, f.data(), &o.x[t * o.x_bytes], cols);
-  }
-  return o;
 }
 
 // Every element of every tile shape equals DotRow bit for bit, on the
@@ -57,7 +33,7 @@ TEST(GemmTileTest, BitIdenticalToDotRowForEveryTileShape) {
   for (DType type : {DType::kQ4_0, DType::kQ4_1, DType::kQ8_0, DType::kF16}) {
     const int64_t rows = 21, cols = 288, n_tok = 75;
     const auto [w_bytes, x_bytes, w, x] =
-        RandomOperands(type, rows, cols, n_tok, 3.0f, rng);
+        testing::MakeRandomOperands(type, rows, cols, n_tok, 3.0f, rng);
     for (int mode = 0; mode < 4; ++mode) {
       SetMode(mode);
       // The reference in the same mode (scalar and AVX2 round differently;
@@ -132,7 +108,7 @@ TEST(GemmTileTest, QuadLayoutBitIdenticalToDotRow) {
   for (DType type : {DType::kQ4_1, DType::kQ8_0}) {
     const int64_t rows = 40, cols = 288, n_tok = 75;
     const auto [w_bytes, x_bytes, w, x] =
-        RandomOperands(type, rows, cols, n_tok, 3.0f, rng);
+        testing::MakeRandomOperands(type, rows, cols, n_tok, 3.0f, rng);
     ASSERT_TRUE(CanRepackQuads(type, rows, cols));
     const QuadWeights q = RepackQuads(type, w.data(), rows, cols);
     std::vector<uint8_t> row(w_bytes);
@@ -191,7 +167,7 @@ TEST(GemmTileTest, LongRowsMatchDotRow) {
     for (int64_t cols : {int64_t{32}, int64_t{2048 * 32}, int64_t{160 * 32}}) {
       const int64_t rows = 8, n_tok = 9;
       const auto [w_bytes, x_bytes, w, x] =
-          RandomOperands(type, rows, cols, n_tok, 1.0f, rng);
+          testing::MakeRandomOperands(type, rows, cols, n_tok, 1.0f, rng);
       std::vector<float> y(n_tok * rows);
       GemmTile(type, w.data(), w_bytes, x.data(), x_bytes, cols, 0, rows, n_tok,
                y.data(), rows, /*accumulate=*/false);

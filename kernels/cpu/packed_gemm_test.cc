@@ -2,12 +2,14 @@
 
 #include <cmath>
 #include <random>
+#include <utility>
 #include <vector>
 
 #include "gtest/gtest.h"
 #include "kernels/cpu/cpu_features.h"
 #include "kernels/cpu/dot.h"
 #include "kernels/cpu/quant.h"
+#include "kernels/cpu/testing/random_operands.h"
 
 namespace braid::kernels::cpu {
 namespace {
@@ -22,26 +24,10 @@ struct Data {
 Data Make(DType type, int64_t rows, int64_t cols, int64_t n_tok,
           uint32_t seed) {
   std::mt19937 rng(seed);
-  std::normal_distribution<float> dist(0.0f, 1.0f);
-  Data d{rows,
-         cols,
-         n_tok,
-         DTypeRowBytes(type, cols),
-         DTypeRowBytes(ActivationDType(type), cols),
-         {},
-         {},
-         {}};
-  std::vector<float> f(cols);
-  d.w.resize(rows * d.w_bytes);
-  d.x.resize(n_tok * d.x_bytes);
-  for (int64_t r = 0; r < rows; ++r) {
-    for (float& v : f) v = dist(rng);
-    QuantizeRow(type, f.data(), &d.w[r * d.w_bytes], cols);
-  }
-  for (int64_t t = 0; t < n_tok; ++t) {
-    for (float& v : f) v = dist(rng) * 3.0f;
-    QuantizeRow(ActivationDType(type), f.data(), &d.x[t * d.x_bytes], cols);
-  }
+  testing::RandomOperands o =
+      testing::MakeRandomOperands(type, rows, cols, n_tok, 3.0f, rng);
+  Data d{rows,      cols,           n_tok,          o.w_bytes,
+         o.x_bytes, std::move(o.w), std::move(o.x), {}};
   d.tables.resize(PackedActivationFloats(cols, n_tok));
   PreparePackedActivations(type, d.x.data(), d.x_bytes, cols, n_tok,
                            d.tables.data());
