@@ -25,11 +25,12 @@ namespace braid::kernels::cpu {
 // out itself, ~0.5 us, a quarter of a 60-row range's work at 8 tokens).
 // Built by PrepareGemmTileActivations; views into the caller's buffer.
 struct GemmTileActivations {
-  const float* xd = nullptr;  // f32 scales [block][token]
-  const float* xs = nullptr;  // Q4_1: f32 sums [block][token]
-  // For weights in the quad layout (gemm_tile_avx512.cc's quad and
-  // row-quad tiles): each block's groups doubled (Q8_0: + 128), scales
-  // (Q4_1: and sums) four times each.
+  // For GGUF rows (the row tiles): f32 scales [block][token] (Q4_1: and
+  // sums, xs).
+  const float* xd = nullptr;
+  const float* xs = nullptr;
+  // For the quad layout (gemm_quads_avx512.cc): each block's groups doubled
+  // (Q8_0: + 128), scales (Q4_1: and sums) four times each.
   const uint8_t* xq = nullptr;
   const float* dpat = nullptr;
   const float* spat = nullptr;

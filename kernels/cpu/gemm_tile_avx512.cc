@@ -17,10 +17,8 @@
 #include <immintrin.h>
 
 // GCC 12's AVX-512 intrinsics trip -Wmaybe-uninitialized on their own
-// _mm512_undefined_* placeholders (GCC bug 105593), and -Wuninitialized on
-// _mm512_shuffle_f32x4's.
+// _mm512_undefined_* placeholders (GCC bug 105593).
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-#pragma GCC diagnostic ignored "-Wuninitialized"
 
 #include <algorithm>
 #include <cstdint>
@@ -192,27 +190,26 @@ int64_t ChunkTokens(int64_t nb) {
 }
 
 // Where each activation table of a chunk of nc tokens lies in one 64-byte
-// aligned buffer (byte offsets, each a multiple of 64): f32 scales
-// [block][token] (xd; Q4_1's sums in xs) for the row tiles, and for the
-// quad tiles (quads: batches of 3+ tokens) the quad layout (see QuadTile).
+// aligned buffer (byte offsets, each a multiple of 64): for GGUF rows (the
+// row tiles) f32 scales [block][token] (xd; Q4_1's sums in xs), for the quad
+// layout its quad tables (xq, dpat, spat; see gemm_quads_avx512.cc).
 struct TableLayout {
   size_t xd = 0, xs = 0, xq = 0, dpat = 0, spat = 0, bytes = 0;
 };
-TableLayout LayOutTables(int64_t nb, int64_t nc, bool quads) {
+TableLayout LayOutTables(int64_t nb, int64_t nc, bool quad_layout) {
   auto round64 = [](size_t b) { return (b + 63) / 64 * 64; };
   TableLayout t;
-  const size_t scales = round64(static_cast<size_t>(nb * nc) * sizeof(float));
-  t.xs = scales;
-  size_t at = 2 * scales;
-  if (quads) {
+  if (quad_layout) {
     const size_t tokens = static_cast<size_t>((nc + 3) / 4 * 4);
     const size_t q = tokens * nb * 64, pat = tokens * nb * 4 * sizeof(float);
-    t.xq = at;
-    t.dpat = at + q;
-    t.spat = at + q + pat;
-    at += q + 2 * pat;
+    t.dpat = q;
+    t.spat = q + pat;
+    t.bytes = q + 2 * pat;
+  } else {
+    const size_t scales = round64(static_cast<size_t>(nb * nc) * sizeof(float));
+    t.xs = scales;
+    t.bytes = 2 * scales;
   }
-  t.bytes = at;
   return t;
 }
 
@@ -221,16 +218,25 @@ TableLayout LayOutTables(int64_t nb, int64_t nc, bool quads) {
 template <typename F>
 BRAID_AVX512 GemmTileActivations PrepareChunk(const uint8_t* xc,
                                               size_t x_row_bytes, int64_t nc,
-                                              int64_t nb, bool quads,
+                                              int64_t nb, bool quad_layout,
                                               uint8_t* buf, int64_t t0,
                                               int64_t t1) {
   constexpr int64_t kXB = sizeof(typename F::X);
-  const TableLayout l = LayOutTables(nb, nc, quads);
+  const TableLayout l = LayOutTables(nb, nc, quad_layout);
   GemmTileActivations out;
+  out.n_tok = nc;
+  if (quad_layout) {
+    out.xq = buf + l.xq;
+    out.dpat = reinterpret_cast<float*>(buf + l.dpat);
+    out.spat = reinterpret_cast<float*>(buf + l.spat);
+    LayOutQuadTables(F::kType, xc, x_row_bytes, nc, nb, t0, t1, buf + l.xq,
+                     reinterpret_cast<float*>(buf + l.dpat),
+                     reinterpret_cast<float*>(buf + l.spat));
+    return out;
+  }
   float* xd = reinterpret_cast<float*>(buf + l.xd);
   float* xs = reinterpret_cast<float*>(buf + l.xs);
-  // The row tiles' scales (the quad tiles have their own).
-  for (int64_t t = t0; t < t1 && !quads; ++t) {
+  for (int64_t t = t0; t < t1; ++t) {
     const uint8_t* xt = xc + t * x_row_bytes;
     for (int64_t i = 0; i < nb; ++i) {
       uint16_t h[2];
@@ -241,15 +247,6 @@ BRAID_AVX512 GemmTileActivations PrepareChunk(const uint8_t* xc,
   }
   out.xd = xd;
   out.xs = xs;
-  if (quads) {
-    out.xq = buf + l.xq;
-    out.dpat = reinterpret_cast<float*>(buf + l.dpat);
-    out.spat = reinterpret_cast<float*>(buf + l.spat);
-    LayOutQuadTables(F::kType, xc, x_row_bytes, nc, nb, t0, t1, buf + l.xq,
-                     reinterpret_cast<float*>(buf + l.dpat),
-                     reinterpret_cast<float*>(buf + l.spat));
-  }
-  out.n_tok = nc;
   return out;
 }
 
@@ -275,16 +272,15 @@ BRAID_AVX512 void Run(const uint8_t* w, size_t w_row_bytes, const uint8_t* x,
   // The quad layout: quad tiles (4 rows) for 3+ tokens, row-quad tiles of
   // 16 rows (and single quads) for 1 or 2, all on the quad tables. GGUF
   // rows: the row tiles, 8 rows for decode-sized batches, else 4.
-  const bool quads = quad_layout;
   // Tables laid out once for the whole call (one chunk of tokens), or
   // here, per chunk.
   const bool use_prepared = prepared != nullptr && prepared->n_tok == n_tok &&
                             n_tok <= chunk &&
-                            quads == (prepared->xq != nullptr);
+                            quad_layout == (prepared->xq != nullptr);
   thread_local std::vector<uint8_t> table_buf;
   uint8_t* buf = nullptr;
   if (!use_prepared) {
-    const size_t need = LayOutTables(nb, chunk, quads).bytes + 64;
+    const size_t need = LayOutTables(nb, chunk, quad_layout).bytes + 64;
     if (table_buf.size() < need) table_buf.resize(need);
     buf = Align64(table_buf.data());
   }
@@ -294,7 +290,7 @@ BRAID_AVX512 void Run(const uint8_t* w, size_t w_row_bytes, const uint8_t* x,
     const GemmTileActivations tab =
         use_prepared
             ? *prepared
-            : PrepareChunk<F>(xc, x_row_bytes, nc, nb, quads, buf, 0, nc);
+            : PrepareChunk<F>(xc, x_row_bytes, nc, nb, quad_layout, buf, 0, nc);
     float* yc = y + t0 * ld_y;
     // Per chunk: the last chunk of a long batch may hold 1 or 2 tokens.
     const int R = quad_layout ? (nc >= 3 ? 4 : 16) : n_tok < 4 ? 8 : 4;
@@ -380,7 +376,11 @@ bool TakesPrepared(DType type, int64_t n, int64_t n_tok) {
 
 size_t GemmTileActivationsBytesAvx512(DType type, int64_t n, int64_t n_tok) {
   if (!TakesPrepared(type, n, n_tok)) return 0;
-  return LayOutTables(n / kQK, n_tok, true).bytes + 64;  // + alignment
+  // Either layout's (the quad tables are the larger), + alignment.
+  const int64_t nb = n / kQK;
+  return std::max(LayOutTables(nb, n_tok, true).bytes,
+                  LayOutTables(nb, n_tok, false).bytes) +
+         64;
 }
 
 BRAID_AVX512 bool PrepareGemmTileActivationsAvx512(
@@ -390,10 +390,10 @@ BRAID_AVX512 bool PrepareGemmTileActivationsAvx512(
   if (!TakesPrepared(type, n, n_tok)) return false;
   uint8_t* p = Align64(buf);
   const int64_t nb = n / kQK;
-  const bool quads = quad_layout;
-  *out = type == DType::kQ4_1
-             ? PrepareChunk<Q41>(x, x_row_bytes, n_tok, nb, quads, p, t0, t1)
-             : PrepareChunk<Q80>(x, x_row_bytes, n_tok, nb, quads, p, t0, t1);
+  *out = type == DType::kQ4_1 ? PrepareChunk<Q41>(x, x_row_bytes, n_tok, nb,
+                                                  quad_layout, p, t0, t1)
+                              : PrepareChunk<Q80>(x, x_row_bytes, n_tok, nb,
+                                                  quad_layout, p, t0, t1);
   return true;
 }
 

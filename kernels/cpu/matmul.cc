@@ -59,7 +59,6 @@ QuantizedActivations QuantizeActivations(
     q.data = out;
     q.has_tiles = w.packed == nullptr &&
                   GemmTileActivationsBytes(weight_type, cols, n_tok) > 0;
-    q.quad_tables = q.has_tiles && w.quads != nullptr;
   }
   // Each task: its tokens' `before`, then their rows and their part of the
   // tiles' tables.
@@ -72,7 +71,7 @@ QuantizedActivations QuantizeActivations(
     if (q.has_tiles) {
       PrepareGemmTileActivations(weight_type, out, q.row_bytes, cols, n_tok,
                                  out + rows_bytes, &q.tiles, t0, t1,
-                                 q.quad_tables);
+                                 /*quad_layout=*/w.quads != nullptr);
     }
   };
   // Tasks of at least 4 tokens, at most 16, and at least one per thread

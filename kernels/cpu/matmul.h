@@ -59,7 +59,6 @@ struct QuantizedActivations {
   // MatMulRows call on them (when has_tiles).
   GemmTileActivations tiles;
   bool has_tiles = false;
-  bool quad_tables = false;  // tiles laid out for quad-layout weights
   // The packed kernels' tables (packed_gemm.h), when the weight type uses
   // them on this CPU.
   const float* packed_tables = nullptr;
@@ -78,7 +77,8 @@ size_t MatMulScratchBytes(const WeightMatrix& w, int64_t n_tok);
 // Quantizes x [n_tok, w.cols] for w's weight type into *scratch (grown if
 // too small), with the tables w's kernels take (packed or tiled); float
 // weight types use x in place. pool may be null. The result serves any
-// matrix of the same type, packed the same way (w.packed or not).
+// matrix of the same type, packed or repacked the same way (w.packed,
+// w.quads or neither).
 // Batches of 8+ tokens are split into parallel tasks of token ranges;
 // before(t0, t1) runs first in each task (e.g. to compute those rows of x).
 QuantizedActivations QuantizeActivations(
