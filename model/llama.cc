@@ -255,45 +255,43 @@ void LlamaModel::RunLayer(int il, const Batch& batch, const KvView& kv) {
   NormQuantizeFor(s.x.data(), l.attn_norm.data(), n, qkv, 3, qkv_in);
   uint16_t* k_layer = kv.k + il * kv.layer_stride;
   uint16_t* v_layer = kv.v + il * kv.layer_stride;
-  // Units: n_head Q heads, then n_head_kv K heads, then n_head_kv V heads;
-  // each task takes a contiguous run of them (k::kMatMulTasksPerThread per
-  // thread, see matmul.h): one product per matrix it touches, RoPE on its Q
-  // and K heads, and its K and V heads rounded to fp16 into their pool slots.
-  const int64_t units = c.n_head + 2 * c.n_head_kv;
+  // The rows of Q, then K, then V, in units of 16 (of a head when the
+  // sizes are not multiples of 16); each task takes an equal run of them
+  // (k::kMatMulTasksPerThread per thread, see matmul.h): one product per
+  // matrix it touches, RoPE on its Q and K rows, and its K and V rows
+  // rounded to fp16 into their pool slots.
+  const int64_t unit = q_dim % 16 == 0 && kv_dim % 16 == 0 ? 16 : hd;
+  const int64_t units = (q_dim + 2 * kv_dim) / unit;
   const int64_t qkv_tasks = std::min<int64_t>(
       units, int64_t{pool_.num_threads()} * k::kMatMulTasksPerThread);
-  auto kv_heads = [&](const k::WeightMatrix& w,
-                      const k::QuantizedActivations& x, int64_t h0, int64_t h1,
-                      bool is_k) {
-    if (h0 >= h1) return;
-    float* out = is_k ? s.k.data() : s.v.data();
-    k::MatMulRows(w, x, h0 * hd, h1 * hd, out, kv_dim, false);
-    if (is_k) {
-      k::RopeApply(out, n, kv_dim, h0, h1, hd, c.n_rot, s.rope_cs.data());
-    }
-    uint16_t* cache = is_k ? k_layer : v_layer;
-    for (int t = 0; t < n; ++t) {
-      k::Fp32ToFp16Row(out + t * kv_dim + h0 * hd,
-                       cache + s.slot[t] * kv_dim + h0 * hd, (h1 - h0) * hd);
-    }
-  };
   pool_.ParallelFor(qkv_tasks, [&](int64_t task) {
-    const int64_t u0 = task * units / qkv_tasks;
-    const int64_t u1 = (task + 1) * units / qkv_tasks;
-    const int64_t q1 = std::min<int64_t>(u1, c.n_head);
-    if (u0 < q1) {
-      k::MatMulRows(l.wq, qkv_in[0], u0 * hd, q1 * hd, s.q.data(), q_dim,
-                    false);
-      k::RopeApply(s.q.data(), n, q_dim, u0, q1, hd, c.n_rot, s.rope_cs.data());
-    }
-    auto clamp = [](int64_t v, int64_t lo, int64_t hi) {
-      return std::min(std::max(v, lo), hi);
+    const int64_t r0 = task * units / qkv_tasks * unit;
+    const int64_t r1 = (task + 1) * units / qkv_tasks * unit;
+    // The task's rows of the matrix whose rows start at `base`.
+    auto part = [&](int64_t base, int64_t rows) {
+      return std::pair<int64_t, int64_t>{
+          std::clamp(r0 - base, int64_t{0}, rows),
+          std::clamp(r1 - base, int64_t{0}, rows)};
     };
-    const int64_t kb = c.n_head, vb = c.n_head + c.n_head_kv;
-    kv_heads(l.wk, qkv_in[1], clamp(u0, kb, vb) - kb, clamp(u1, kb, vb) - kb,
-             true);
-    kv_heads(l.wv, qkv_in[2], clamp(u0, vb, units) - vb,
-             clamp(u1, vb, units) - vb, false);
+    if (const auto [a, b] = part(0, q_dim); a < b) {
+      k::MatMulRows(l.wq, qkv_in[0], a, b, s.q.data(), q_dim, false);
+      k::RopeApply(s.q.data(), n, q_dim, a, b, hd, c.n_rot, s.rope_cs.data());
+    }
+    for (const bool is_k : {true, false}) {
+      const auto [a, b] = part(is_k ? q_dim : q_dim + kv_dim, kv_dim);
+      if (a >= b) continue;
+      float* out = is_k ? s.k.data() : s.v.data();
+      k::MatMulRows(is_k ? l.wk : l.wv, qkv_in[is_k ? 1 : 2], a, b, out, kv_dim,
+                    false);
+      if (is_k) {
+        k::RopeApply(out, n, kv_dim, a, b, hd, c.n_rot, s.rope_cs.data());
+      }
+      uint16_t* cache = is_k ? k_layer : v_layer;
+      for (int t = 0; t < n; ++t) {
+        k::Fp32ToFp16Row(out + t * kv_dim + a, cache + s.slot[t] * kv_dim + a,
+                         b - a);
+      }
+    }
   });
   const k::AttentionShape shape{c.n_head, c.n_head_kv, c.head_dim};
   const k::PagedKvLayer layer{k_layer, v_layer, kv.meta, kv.block_size};

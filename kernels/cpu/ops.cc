@@ -114,21 +114,26 @@ void RopeTable(const int32_t* positions, int64_t n_tok, int64_t n_rot,
   }
 }
 
-void RopeApply(float* x, int64_t n_tok, int64_t row_stride, int64_t h0,
-               int64_t h1, int64_t head_dim, int64_t n_rot, const float* cs) {
+void RopeApply(float* x, int64_t n_tok, int64_t row_stride, int64_t e0,
+               int64_t e1, int64_t head_dim, int64_t n_rot, const float* cs) {
   for (int64_t t = 0; t < n_tok; ++t) {
     const float* cst = cs + t * n_rot;
-    for (int64_t h = h0; h < h1; ++h) {
-      float* xh = x + t * row_stride + h * head_dim;
-      for (int64_t i = 0; i < n_rot; i += 2) {
+    float* xt = x + t * row_stride;
+    for (int64_t e = e0; e < e1;) {
+      // The rotated pairs of e's head that lie in [e, e1).
+      const int64_t head = e - e % head_dim;
+      const int64_t end = std::min(e1, head + n_rot);
+      for (int64_t j = e; j < end; j += 2) {
+        const int64_t i = j - head;
         const float c = cst[i];
         const float s = cst[i + 1];
-        const float x0 = xh[i];
-        const float x1 = xh[i + 1];
+        const float x0 = xt[j];
+        const float x1 = xt[j + 1];
         // The fused forms GCC gives ggml's x0*c - x1*s and x0*s + x1*c.
-        xh[i] = std::fma(x0, c, -(x1 * s));
-        xh[i + 1] = std::fma(x0, s, x1 * c);
+        xt[j] = std::fma(x0, c, -(x1 * s));
+        xt[j + 1] = std::fma(x0, s, x1 * c);
       }
+      e = head + head_dim;
     }
   }
 }
@@ -138,7 +143,8 @@ void RopeNormal(float* x, const int32_t* positions, int64_t n_tok,
   float cs[1024];  // n_rot <= head_dim <= 1024 for every supported model.
   for (int64_t t = 0; t < n_tok; ++t) {
     RopeTable(positions + t, 1, n_rot, base, cs);
-    RopeApply(x + t * n_head * head_dim, 1, 0, 0, n_head, head_dim, n_rot, cs);
+    RopeApply(x + t * n_head * head_dim, 1, 0, 0, n_head * head_dim, head_dim,
+              n_rot, cs);
   }
 }
 

@@ -28,11 +28,11 @@ void RopeNormal(float* x, const int32_t* positions, int64_t n_tok,
 void RopeTable(const int32_t* positions, int64_t n_tok, int64_t n_rot,
                float base, float* cs);
 
-// RopeNormal with a table, on heads [h0, h1) of x's rows: row t starts at
-// x + t * row_stride and holds heads of head_dim. Bit-identical to
-// RopeNormal.
-void RopeApply(float* x, int64_t n_tok, int64_t row_stride, int64_t h0,
-               int64_t h1, int64_t head_dim, int64_t n_rot, const float* cs);
+// RopeNormal with a table, on elements [e0, e1) of x's rows (e0 and e1
+// even; any part of any head): row t starts at x + t * row_stride and holds
+// heads of head_dim. Bit-identical to RopeNormal.
+void RopeApply(float* x, int64_t n_tok, int64_t row_stride, int64_t e0,
+               int64_t e1, int64_t head_dim, int64_t n_rot, const float* cs);
 
 // gate[i] = silu(gate[i]) * up[i]; silu(v) = v / (1 + exp(-v)), with ggml's
 // exp (vec_math.h SwiGlu; its 16-element groups run over the flat array, so

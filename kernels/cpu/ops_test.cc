@@ -82,6 +82,30 @@ TEST(OpsTest, RopePartialRotationLeavesTail) {
   EXPECT_NEAR(x[0] * x[0] + x[1] * x[1], 5.0f, 1e-5);
 }
 
+// RopeApply over a row range in pieces (cut inside heads, inside and past
+// the rotated part) equals RopeNormal over the whole rows, bit for bit: the
+// model's Q/K/V tasks split the rows in units of 16, not heads.
+TEST(OpsTest, RopeApplyOnPiecesEqualsWholeRows) {
+  const int64_t hd = 64, n_head = 3, n_tok = 2;
+  const int32_t pos[n_tok] = {5, 1234};
+  for (int64_t n_rot : {64, 32}) {
+    std::vector<float> x(n_tok * n_head * hd);
+    for (size_t i = 0; i < x.size(); ++i) x[i] = std::sin(0.37f * i);
+    std::vector<float> whole = x;
+    RopeNormal(whole.data(), pos, n_tok, n_head, hd, n_rot, 10000.0f);
+    std::vector<float> cs(n_tok * n_rot);
+    RopeTable(pos, n_tok, n_rot, 10000.0f, cs.data());
+    for (int64_t piece : {16, 2, 48, 192}) {
+      std::vector<float> pieces = x;
+      for (int64_t e = 0; e < n_head * hd; e += piece) {
+        RopeApply(pieces.data(), n_tok, n_head * hd, e,
+                  std::min(e + piece, n_head * hd), hd, n_rot, cs.data());
+      }
+      ASSERT_EQ(pieces, whole) << "n_rot " << n_rot << " piece " << piece;
+    }
+  }
+}
+
 TEST(OpsTest, SiluMulAndSoftmaxAndAdd) {
   std::vector<float> g = {0.0f, 1.0f, -2.0f};
   const std::vector<float> u = {5.0f, 2.0f, 1.0f};
