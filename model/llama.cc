@@ -429,6 +429,19 @@ void LlamaModel::ForwardBatch(const Batch& b, const KvView& kv,
                     c.n_embd);
     }
   }
+  // Every pool thread's attention scratch sized for the batch's longest
+  // context (to the next power of two), on every thread at once: which
+  // thread takes which task is chance, and the step loop allocates nothing.
+  int64_t max_ctx = 0;
+  for (size_t i = 0; i < b.sequences.size(); ++i) {
+    max_ctx = std::max(max_ctx, s.seqs[i].num_ctx);
+  }
+  if (max_ctx > s.attention_ctx) {
+    int64_t ctx = 256;
+    while (ctx < max_ctx) ctx *= 2;
+    s.attention_ctx = ctx;
+    pool_.RunOnEachThread([ctx] { k::ReserveAttentionScratch(ctx); });
+  }
   k::RopeTable(s.pos.data(), n, c.n_rot, c.rope_base, s.rope_cs.data());
   for (int il = 0; il < c.n_layer; ++il) RunLayer(il, b, kv);
 

@@ -97,6 +97,9 @@ class LlamaModel {
   // Activation buffers for up to `capacity` tokens.
   struct Scratch {
     int capacity = 0;
+    // Context entries every pool thread's attention scratch holds
+    // (k::ReserveAttentionScratch).
+    int64_t attention_ctx = 0;
     kernels::cpu::AlignedVector<float> x;     // [n, n_embd] residual stream
     kernels::cpu::AlignedVector<float> h;     // [n, n_embd] normed input
     kernels::cpu::AlignedVector<float> q;     // [n, n_head * head_dim]

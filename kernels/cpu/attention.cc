@@ -84,6 +84,15 @@ T* Scratch(std::vector<T>& buf, int64_t n) {
   return buf.data();
 }
 
+// A thread's scratch for its attention tasks (ReserveAttentionScratch).
+struct ThreadScratch {
+  std::vector<const uint16_t*> k_rows, v_rows;  // a task's visible entries
+  std::vector<KvEntryMeta> metas;
+  std::vector<int32_t> keys;
+  std::vector<float> scores, acc;
+};
+thread_local ThreadScratch tls;
+
 // A score row of n dots (ld >= pad16(n) floats) -> ggml's softmax weights of
 // scale * dots, rounded to fp16 as ggml stores them; the rest of the row 0.
 // row[j] *= scale for j < n; returns the largest (any order gives the same
@@ -162,7 +171,6 @@ struct QueryRows {
 void AttendRows(const QueryRows& rows, const uint16_t* const* k_rows,
                 const uint16_t* const* v_rows, int64_t head_dim, float scale,
                 KernelChoice kernels) {
-  thread_local std::vector<float> score_buf, acc_buf;
   const int g = rows.count;
   int64_t n = 0;
   for (int i = 0; i < g; ++i) n = std::max(n, rows.n[i]);
@@ -175,7 +183,7 @@ void AttendRows(const QueryRows& rows, const uint16_t* const* k_rows,
   }
   // Score rows, each padded to whole lanes with -inf (weight exactly 0).
   const int64_t ld = (n + kLanes - 1) / kLanes * kLanes;
-  float* scores = Scratch(score_buf, g * ld);
+  float* scores = Scratch(tls.scores, g * ld);
   if (!(UseAvx512() &&
         internal::ScoresF16Avx512(k_rows, v_rows, n, q16p, g, head_dim,
                                   kernels.kq_gemm, scores, ld))) {
@@ -203,7 +211,7 @@ void AttendRows(const QueryRows& rows, const uint16_t* const* k_rows,
   }
   const int64_t used = std::min(n, slots);
   const int64_t ld_acc = slots * head_dim;
-  float* acc = Scratch(acc_buf, ld_acc);
+  float* acc = Scratch(tls.acc, ld_acc);
   for (int i = 0; i < g; ++i) {
     std::memset(acc, 0, used * head_dim * sizeof(float));
     float* dst[kLanes];
@@ -334,6 +342,15 @@ void AddRows(const AttentionShape& shape, const float* q, float* out, int64_t t,
 
 }  // namespace
 
+void ReserveAttentionScratch(int64_t max_ctx) {
+  Scratch(tls.k_rows, max_ctx);
+  Scratch(tls.v_rows, max_ctx);
+  Scratch(tls.metas, max_ctx);
+  Scratch(tls.keys, max_ctx);
+  Scratch(tls.scores, kMaxRows * ((max_ctx + kLanes - 1) / kLanes * kLanes));
+  Scratch(tls.acc, 4 * kLanes * kMaxHeadDim);
+}
+
 int64_t internal::LongSplitCallsForTesting() {
   return g_long_split_calls.load();
 }
@@ -349,7 +366,6 @@ void Attention(const AttentionShape& shape, const float* q,
       [&](int64_t t) { return int64_t{q_positions[t]} + 1; },
       [](int64_t) { return false; });
   split.Run(pool, [&](const TokenRun& run, int64_t kvh, int64_t h0, int g) {
-    thread_local std::vector<const uint16_t*> k_buf, v_buf;
     QueryRows rows;
     int64_t n = 0;
     for (int64_t t = run.first; t < run.first + run.count; ++t) {
@@ -357,8 +373,8 @@ void Attention(const AttentionShape& shape, const float* q,
       AddRows(shape, q, out, t, h0, g, nt, &rows);
       n = std::max(n, nt);
     }
-    const uint16_t** k_rows = Scratch(k_buf, n);
-    const uint16_t** v_rows = Scratch(v_buf, n);
+    const uint16_t** k_rows = Scratch(tls.k_rows, n);
+    const uint16_t** v_rows = Scratch(tls.v_rows, n);
     const int64_t kv_off = kvh * shape.head_dim;
     for (int64_t j = 0; j < n; ++j) {
       k_rows[j] = k + j * kv_stride + kv_off;
@@ -429,18 +445,15 @@ void PagedAttention(const AttentionShape& shape, const PagedKvLayer& kv,
       [&](int64_t t) { return token_seq[t] == token_seq[t - 1]; },
       [&](int64_t t) { return seqs[token_seq[t]].num_ctx; }, long_single);
   split.Run(pool, [&](const TokenRun& run, int64_t kvh, int64_t h0, int g) {
-    thread_local std::vector<const uint16_t*> k_buf, v_buf;
-    thread_local std::vector<KvEntryMeta> meta_buf;
-    thread_local std::vector<int32_t> key_buf;
     const PagedAttentionSeq& seq = seqs[token_seq[run.first]];
     auto slot = [&](int64_t j) { return slot_of(seq, j); };
     auto visible = [&](KvEntryMeta qm, KvEntryMeta m) {
       return sees(seq, qm, m);
     };
-    const uint16_t** k_rows = Scratch(k_buf, seq.num_ctx);
-    const uint16_t** v_rows = Scratch(v_buf, seq.num_ctx);
-    KvEntryMeta* metas = Scratch(meta_buf, seq.num_ctx);
-    int32_t* keys = Scratch(key_buf, seq.num_ctx);
+    const uint16_t** k_rows = Scratch(tls.k_rows, seq.num_ctx);
+    const uint16_t** v_rows = Scratch(tls.v_rows, seq.num_ctx);
+    KvEntryMeta* metas = Scratch(tls.metas, seq.num_ctx);
+    int32_t* keys = Scratch(tls.keys, seq.num_ctx);
     const uint16_t* kh = kv.k + kvh * shape.head_dim;
     const uint16_t* vh = kv.v + kvh * shape.head_dim;
     const KernelChoice kernels = ChooseKernels(

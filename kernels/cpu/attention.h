@@ -102,6 +102,15 @@ void PagedAttention(const AttentionShape& shape, const PagedKvLayer& kv,
                     const PagedAttentionSeq* seqs, const int32_t* token_seq,
                     int64_t n_tok, float* out, ThreadPool* pool);
 
+// Sizes the calling thread's scratch (the rows and scores of Attention's and
+// PagedAttention's tasks) for contexts of up to max_ctx entries, so the
+// calls after it allocate nothing on this thread. A pool's threads each
+// take tasks of every kind only by chance: a caller that promises no
+// allocation in its step loop runs this on every thread
+// (ThreadPool::RunOnEachThread) before the contexts grow past what was
+// reserved.
+void ReserveAttentionScratch(int64_t max_ctx);
+
 }  // namespace braid::kernels::cpu
 
 #endif  // BRAID_KERNELS_CPU_ATTENTION_H_

@@ -74,6 +74,24 @@ void ThreadPool::WorkerLoop() {
   }
 }
 
+void ThreadPool::RunOnEachThread(absl::FunctionRef<void()> fn) {
+  const int n = num_threads();
+  std::atomic<int> arrived{0};
+  ParallelFor(n, [&](int64_t) {
+    // Hold this thread until every item has been taken, so no thread takes
+    // two.
+    arrived.fetch_add(1);
+    for (int i = 0; arrived.load() < n; ++i) {
+      if (i < 256) {
+        CpuRelax();
+      } else {
+        std::this_thread::yield();
+      }
+    }
+    fn();
+  });
+}
+
 void ThreadPool::ParallelFor(int64_t n, absl::FunctionRef<void(int64_t)> fn) {
   if (n <= 0) return;
   if (workers_.empty() || n == 1) {

@@ -44,6 +44,11 @@ class ThreadPool {
 
   void ParallelFor(int64_t n, absl::FunctionRef<void(int64_t)> fn);
 
+  // Runs fn once on each of the num_threads() threads (the caller's
+  // included), for per-thread state such as thread_local scratch; returns
+  // when every call finished.
+  void RunOnEachThread(absl::FunctionRef<void()> fn);
+
  private:
   void WorkerLoop();
   void RunTasks();

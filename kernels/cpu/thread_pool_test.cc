@@ -2,6 +2,8 @@
 
 #include <atomic>
 #include <chrono>
+#include <mutex>
+#include <set>
 #include <thread>
 #include <vector>
 
@@ -44,6 +46,31 @@ TEST(ThreadPoolTest, SleepingAndSpinningWorkersWake) {
       pool.ParallelFor(7, [&](int64_t i) { total.fetch_add(i); });
     }
     EXPECT_EQ(total.load(), 300 * 21) << spin_us;
+  }
+}
+
+// RunOnEachThread reaches every thread exactly once, also right after the
+// workers went to sleep.
+TEST(ThreadPoolTest, RunOnEachThreadReachesEveryThreadOnce) {
+  for (int threads : {1, 2, 4}) {
+    for (int spin_us : {0, 200}) {
+      ThreadPool pool(threads, spin_us);
+      for (int call = 0; call < 50; ++call) {
+        if (call % 10 == 0) {
+          std::this_thread::sleep_for(std::chrono::milliseconds(1));
+        }
+        std::mutex mu;
+        std::set<std::thread::id> ids;
+        int calls = 0;
+        pool.RunOnEachThread([&] {
+          std::lock_guard<std::mutex> lock(mu);
+          ids.insert(std::this_thread::get_id());
+          ++calls;
+        });
+        ASSERT_EQ(calls, threads);
+        ASSERT_EQ(static_cast<int>(ids.size()), threads);
+      }
+    }
   }
 }
 
