@@ -249,6 +249,7 @@ void LlamaModel::RunLayer(int il, const Batch& batch, const KvView& kv) {
   const int64_t hd = c.head_dim;
   const int64_t q_dim = c.n_head * hd;
   const int64_t kv_dim = c.kv_dim();
+  const int threads = pool_.num_threads();
 
   const k::WeightMatrix* qkv[3] = {&l.wq, &l.wk, &l.wv};
   k::QuantizedActivations qkv_in[3];
@@ -256,17 +257,15 @@ void LlamaModel::RunLayer(int il, const Batch& batch, const KvView& kv) {
   uint16_t* k_layer = kv.k + il * kv.layer_stride;
   uint16_t* v_layer = kv.v + il * kv.layer_stride;
   // The rows of Q, then K, then V, in units of 16 (of a head when the
-  // sizes are not multiples of 16); each task takes an equal run of them
-  // (k::kMatMulTasksPerThread per thread, see matmul.h): one product per
-  // matrix it touches, RoPE on its Q and K rows, and its K and V rows
-  // rounded to fp16 into their pool slots.
+  // sizes are not multiples of 16), split into tasks as a product's
+  // (k::MatMulTaskUnits; head-sized units left the tasks unequal): one
+  // product per matrix a task touches, RoPE on its Q and K rows, and its K
+  // and V rows rounded to fp16 into their pool slots.
   const int64_t unit = q_dim % 16 == 0 && kv_dim % 16 == 0 ? 16 : hd;
   const int64_t units = (q_dim + 2 * kv_dim) / unit;
-  const int64_t qkv_tasks = std::min<int64_t>(
-      units, int64_t{pool_.num_threads()} * k::kMatMulTasksPerThread);
-  pool_.ParallelFor(qkv_tasks, [&](int64_t task) {
-    const int64_t r0 = task * units / qkv_tasks * unit;
-    const int64_t r1 = (task + 1) * units / qkv_tasks * unit;
+  pool_.ParallelFor(k::MatMulTaskCount(units, threads), [&](int64_t task) {
+    const auto [u0, u1] = k::MatMulTaskUnits(units, threads, task);
+    const int64_t r0 = u0 * unit, r1 = u1 * unit;
     // The task's rows of the matrix whose rows start at `base`.
     auto part = [&](int64_t base, int64_t rows) {
       return std::pair<int64_t, int64_t>{
@@ -305,11 +304,11 @@ void LlamaModel::RunLayer(int il, const Batch& batch, const KvView& kv) {
   NormQuantizeFor(s.x.data(), l.ffn_norm.data(), n, gate_up, 2, ffn_in);
   // Multiples of 64 rows keep SwiGlu's 16-element groups aligned with
   // ggml's rows.
-  const int64_t ffn_rows =
-      k::RowsPerTask(c.n_ff, pool_.num_threads(), /*align=*/64);
-  pool_.ParallelFor((c.n_ff + ffn_rows - 1) / ffn_rows, [&](int64_t task) {
-    const int64_t r0 = task * ffn_rows;
-    const int64_t r1 = std::min<int64_t>(c.n_ff, r0 + ffn_rows);
+  const int64_t ffn_units = (c.n_ff + 63) / 64;
+  pool_.ParallelFor(k::MatMulTaskCount(ffn_units, threads), [&](int64_t task) {
+    const auto [u0, u1] = k::MatMulTaskUnits(ffn_units, threads, task);
+    const int64_t r0 = u0 * 64;
+    const int64_t r1 = std::min<int64_t>(c.n_ff, u1 * 64);
     k::MatMulRows(l.w_gate, ffn_in[0], r0, r1, s.gate.data(), c.n_ff, false);
     k::MatMulRows(l.w_up, ffn_in[1], r0, r1, s.up.data(), c.n_ff, false);
     for (int t = 0; t < n; ++t) {

@@ -116,12 +116,25 @@ void MatMulRows(const WeightMatrix& w, const QuantizedActivations& xq,
            xq.n_tok, y, ld_y, accumulate, xq.has_tiles ? &xq.tiles : nullptr);
 }
 
-int64_t RowsPerTask(int64_t rows, int num_threads, int64_t align) {
-  const int64_t tasks =
-      std::max<int64_t>(1, int64_t{num_threads} * kMatMulTasksPerThread);
-  int64_t per = (rows + tasks - 1) / tasks;
-  per = (per + align - 1) / align * align;
-  return std::max<int64_t>(per, align);
+int64_t MatMulTaskCount(int64_t units, int num_threads) {
+  return std::min<int64_t>(
+      units,
+      std::max<int64_t>(1, int64_t{num_threads} * kMatMulTasksPerThread));
+}
+
+std::pair<int64_t, int64_t> MatMulTaskUnits(int64_t units, int num_threads,
+                                            int64_t i) {
+  const int64_t tasks = MatMulTaskCount(units, num_threads);
+  if (tasks < int64_t{num_threads} * kMatMulTasksPerThread) return {i, i + 1};
+  // Units before task k: the large tasks share 80% of them, the small ones
+  // the rest.
+  const int64_t t = num_threads, small = tasks - t;
+  // (At least one unit for every task.)
+  const int64_t big = std::clamp((units * 4 + 2) / 5, t, units - small);
+  auto before = [&](int64_t k) {
+    return k <= t ? k * big / t : big + (k - t) * (units - big) / small;
+  };
+  return {before(i), before(i + 1)};
 }
 
 void MatMul(const WeightMatrix& w, const float* x, int64_t n_tok, float* y,
@@ -130,11 +143,12 @@ void MatMul(const WeightMatrix& w, const float* x, int64_t n_tok, float* y,
   const QuantizedActivations xq =
       QuantizeActivations(w, x, n_tok, scratch, pool, before);
   const int num_threads = pool != nullptr ? pool->num_threads() : 1;
-  const int64_t per = RowsPerTask(w.rows, num_threads, kPackRows);
-  const int64_t n_tasks = (w.rows + per - 1) / per;
+  const int64_t units = (w.rows + kPackRows - 1) / kPackRows;
+  const int64_t n_tasks = MatMulTaskCount(units, num_threads);
   auto task = [&](int64_t i) {
-    MatMulRows(w, xq, i * per, std::min(w.rows, (i + 1) * per), y, w.rows,
-               accumulate);
+    const auto [u0, u1] = MatMulTaskUnits(units, num_threads, i);
+    MatMulRows(w, xq, u0 * kPackRows, std::min(w.rows, u1 * kPackRows), y,
+               w.rows, accumulate);
   };
   if (pool != nullptr) {
     pool->ParallelFor(n_tasks, task);
