@@ -106,11 +106,11 @@ absl::StatusOr<StepOutput> ModelExecutor::Execute(
       out.tokens[i] = samplers[i]->Sample(logits);
     }
     for (size_t j = 0; j < s.samples.size(); ++j) {
-      // Sampling uses the row as scratch; branches may share a row.
+      // Branches may share a row: it stays as it is (the sampler copies it
+      // only for penalties).
       const float* row = logits_.data() + int64_t{sample_rows[i][j]} * n_vocab;
-      row_scratch_.assign(row, row + n_vocab);
-      out.stream_tokens[i].push_back(
-          s.samples[j].sampler->Sample(absl::MakeSpan(row_scratch_)));
+      out.stream_tokens[i].push_back(s.samples[j].sampler->Sample(
+          absl::MakeConstSpan(row, n_vocab), &row_scratch_));
     }
   }
   return out;

@@ -16,6 +16,12 @@ Sampler::Sampler(const SamplingOptions& options,
 
 void Sampler::Accept(int32_t token_id) { ++output_counts_[token_id]; }
 
+bool Sampler::HasPenalties() const {
+  return options_.repetition_penalty != 1.0f ||
+         options_.frequency_penalty != 0.0f ||
+         options_.presence_penalty != 0.0f;
+}
+
 void Sampler::ApplyPenalties(absl::Span<float> logits) const {
   const int n_vocab = static_cast<int>(logits.size());
   if (options_.repetition_penalty != 1.0f) {
@@ -99,15 +105,29 @@ int32_t Sampler::Draw(absl::Span<const float> logits) {
 }
 
 SampledToken Sampler::Sample(absl::Span<float> logits) {
-  SampledToken out;
+  if (!HasPenalties()) return Pick(logits, logits);
   std::vector<float> raw;
   if (options_.logprobs) raw.assign(logits.begin(), logits.end());
   ApplyPenalties(logits);
+  return Pick(logits, raw);
+}
+
+SampledToken Sampler::Sample(absl::Span<const float> logits,
+                             std::vector<float>* scratch) {
+  if (!HasPenalties()) return Pick(logits, logits);
+  scratch->assign(logits.begin(), logits.end());
+  ApplyPenalties(absl::MakeSpan(*scratch));
+  return Pick(*scratch, logits);
+}
+
+SampledToken Sampler::Pick(absl::Span<const float> shaped,
+                           absl::Span<const float> raw) {
+  SampledToken out;
   if (options_.temperature <= 0.0f) {
     out.token_id = static_cast<int32_t>(kernels::cpu::ArgMax(
-        logits.data(), static_cast<int64_t>(logits.size())));
+        shaped.data(), static_cast<int64_t>(shaped.size())));
   } else {
-    out.token_id = Draw(logits);
+    out.token_id = Draw(shaped);
   }
   if (options_.logprobs) {
     ComputeLogprobs(raw, out.token_id, options_.top_logprobs, &out);

@@ -51,13 +51,22 @@ class Sampler {
 
   // `logits` [n_vocab] is used as scratch and modified.
   SampledToken Sample(absl::Span<float> logits);
+  // The same from a row that must stay as it is (parallel streams share
+  // rows): only penalties change logits, and only then are they copied,
+  // into *scratch.
+  SampledToken Sample(absl::Span<const float> logits,
+                      std::vector<float>* scratch);
 
   // Records a generated token (for penalties). Sample() calls it itself.
   void Accept(int32_t token_id);
 
  private:
+  bool HasPenalties() const;
   void ApplyPenalties(absl::Span<float> logits) const;
   int32_t Draw(absl::Span<const float> logits);
+  // Picks from `shaped` (after penalties), logprobs from `raw` (before).
+  SampledToken Pick(absl::Span<const float> shaped,
+                    absl::Span<const float> raw);
 
   SamplingOptions options_;
   std::mt19937_64 rng_;

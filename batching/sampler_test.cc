@@ -106,5 +106,38 @@ TEST(SamplerTest, LogprobsFromRawLogits) {
   EXPECT_NEAR(t.top[1].logprob, 2.9 - std::log(z), 1e-5);
 }
 
+// Sampling from a shared row (parallel streams): the row stays as it is,
+// the scratch is touched only when penalties change logits, and every
+// token, logprob and draw equals sampling from a private copy.
+TEST(SamplerTest, SharedRowStaysAndSamplesAsACopy) {
+  std::vector<SamplingOptions> cases(4);
+  cases[1].repetition_penalty = 2.0f;
+  cases[2].temperature = 0.8f;
+  cases[2].seed = 7;
+  cases[3].frequency_penalty = 0.1f;
+  cases[3].presence_penalty = 0.05f;
+  cases[3].temperature = 1.2f;
+  for (SamplingOptions& o : cases) {
+    o.logprobs = true;
+    o.top_logprobs = 2;
+    Sampler copied(o, {1}), shared(o, {1});
+    const std::vector<float> row = Logits();
+    std::vector<float> scratch;
+    for (int step = 0; step < 6; ++step) {
+      std::vector<float> copy = row;
+      const SampledToken a = copied.Sample(absl::MakeSpan(copy));
+      const SampledToken b = shared.Sample(absl::MakeConstSpan(row), &scratch);
+      ASSERT_EQ(row, Logits());
+      ASSERT_EQ(a.token_id, b.token_id) << step;
+      ASSERT_EQ(a.logprob, b.logprob) << step;
+      ASSERT_EQ(a.top.size(), b.top.size()) << step;
+    }
+    const bool penalties = o.repetition_penalty != 1.0f ||
+                           o.frequency_penalty != 0.0f ||
+                           o.presence_penalty != 0.0f;
+    EXPECT_EQ(scratch.empty(), !penalties);
+  }
+}
+
 }  // namespace
 }  // namespace braid::batching
