@@ -393,8 +393,10 @@ void LlamaModel::ForwardBatch(const Batch& b, const KvView& kv,
   EnsureScratch(n);
   Scratch& s = scratch_;
   int n_out = 0;
+  int64_t max_ctx = 0;  // the longest context, for the attention scratch
   for (size_t i = 0; i < b.sequences.size(); ++i) {
     const BatchSequence& seq = b.sequences[i];
+    max_ctx = std::max(max_ctx, int64_t{seq.num_cached} + seq.num_tokens);
     s.seqs[i] =
         k::PagedAttentionSeq{seq.first_token,
                              seq.num_tokens,
@@ -431,10 +433,6 @@ void LlamaModel::ForwardBatch(const Batch& b, const KvView& kv,
   // Every pool thread's attention scratch sized for the batch's longest
   // context (to the next power of two), on every thread at once: which
   // thread takes which task is chance, and the step loop allocates nothing.
-  int64_t max_ctx = 0;
-  for (size_t i = 0; i < b.sequences.size(); ++i) {
-    max_ctx = std::max(max_ctx, s.seqs[i].num_ctx);
-  }
   if (max_ctx > s.attention_ctx) {
     int64_t ctx = 256;
     while (ctx < max_ctx) ctx *= 2;

@@ -11,6 +11,19 @@ using Clock = std::chrono::steady_clock;
 
 inline void CpuRelax() { _mm_pause(); }
 
+// Spins until done() (short waits), yielding the core after a while in case
+// the thread waited for is descheduled.
+template <typename Done>
+void WaitUntil(Done done) {
+  for (int i = 0; !done(); ++i) {
+    if (i < 256) {
+      CpuRelax();
+    } else {
+      std::this_thread::yield();
+    }
+  }
+}
+
 }  // namespace
 
 ThreadPool::ThreadPool(int num_threads, int spin_us)
@@ -81,13 +94,7 @@ void ThreadPool::RunOnEachThread(absl::FunctionRef<void()> fn) {
     // Hold this thread until every item has been taken, so no thread takes
     // two.
     arrived.fetch_add(1);
-    for (int i = 0; arrived.load() < n; ++i) {
-      if (i < 256) {
-        CpuRelax();
-      } else {
-        std::this_thread::yield();
-      }
-    }
+    WaitUntil([&] { return arrived.load() == n; });
     fn();
   });
 }
@@ -111,13 +118,7 @@ void ThreadPool::ParallelFor(int64_t n, absl::FunctionRef<void(int64_t)> fn) {
   }
   RunTasks();
   // Workers finish their last item; yield the core if one is descheduled.
-  for (int i = 0; remaining_.load(std::memory_order_acquire) != 0; ++i) {
-    if (i < 256) {
-      CpuRelax();
-    } else {
-      std::this_thread::yield();
-    }
-  }
+  WaitUntil([&] { return remaining_.load(std::memory_order_acquire) == 0; });
   fn_ = nullptr;
 }
 
