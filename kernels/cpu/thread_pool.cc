@@ -2,6 +2,7 @@
 
 #include <immintrin.h>
 
+#include <algorithm>
 #include <chrono>
 
 namespace braid::kernels::cpu {
@@ -47,11 +48,26 @@ ThreadPool::~ThreadPool() {
   for (std::thread& t : workers_) t.join();
 }
 
-void ThreadPool::RunTasks() {
+bool ThreadPool::Claim(int64_t* i) {
+  uint64_t c = claim_.load(std::memory_order_acquire);
   for (;;) {
-    const int64_t i = next_.fetch_add(1, std::memory_order_relaxed);
-    if (i >= n_) return;
-    (*fn_)(i);
+    const uint64_t next = c >> 32, n = c & 0xFFFFFFFFu;
+    if (next >= n) return false;
+    if (claim_.compare_exchange_weak(c, c + (uint64_t{1} << 32),
+                                     std::memory_order_acq_rel,
+                                     std::memory_order_acquire)) {
+      *i = static_cast<int64_t>(next);
+      return true;
+    }
+  }
+}
+
+void ThreadPool::RunTasks() {
+  int64_t i;
+  while (Claim(&i)) {
+    // The job cannot end before this item is done, so fn_ is its fn.
+    (*fn_.load(std::memory_order_relaxed))(i);
+    done_.fetch_add(1, std::memory_order_release);
   }
 }
 
@@ -83,7 +99,6 @@ void ThreadPool::WorkerLoop() {
     if (stop_.load()) return;
     seen = generation_.load(std::memory_order_acquire);
     RunTasks();
-    remaining_.fetch_sub(1, std::memory_order_release);
   }
 }
 
@@ -105,21 +120,27 @@ void ThreadPool::ParallelFor(int64_t n, absl::FunctionRef<void(int64_t)> fn) {
     for (int64_t i = 0; i < n; ++i) fn(i);
     return;
   }
+  // A job's size fits in claim_'s 32 bits; larger ranges run as several.
+  constexpr int64_t kMaxJob = int64_t{1} << 31;
+  if (n > kMaxJob) {
+    for (int64_t first = 0; first < n; first += kMaxJob) {
+      ParallelFor(std::min(kMaxJob, n - first),
+                  [&](int64_t i) { fn(first + i); });
+    }
+    return;
+  }
   std::lock_guard<std::mutex> call_lock(call_mu_);
-  fn_ = &fn;
-  n_ = n;
-  next_.store(0, std::memory_order_relaxed);
-  remaining_.store(static_cast<int>(workers_.size()),
-                   std::memory_order_relaxed);
+  fn_.store(&fn, std::memory_order_relaxed);
+  done_.store(0, std::memory_order_relaxed);
+  claim_.store(static_cast<uint64_t>(n), std::memory_order_release);
   generation_.fetch_add(1);  // seq_cst: ordered before the sleepers_ load.
   if (sleepers_.load() > 0) {
     std::lock_guard<std::mutex> lock(mu_);
     work_cv_.notify_all();
   }
   RunTasks();
-  // Workers finish their last item; yield the core if one is descheduled.
-  WaitUntil([&] { return remaining_.load(std::memory_order_acquire) == 0; });
-  fn_ = nullptr;
+  // Items other threads hold; yield the core if one is descheduled.
+  WaitUntil([&] { return done_.load(std::memory_order_acquire) == n; });
 }
 
 }  // namespace braid::kernels::cpu

@@ -1,7 +1,12 @@
 #include "kernels/cpu/thread_pool.h"
 
+#include <pthread.h>
+#include <semaphore.h>
+#include <signal.h>
+
 #include <atomic>
 #include <chrono>
+#include <future>
 #include <mutex>
 #include <set>
 #include <thread>
@@ -72,6 +77,60 @@ TEST(ThreadPoolTest, RunOnEachThreadReachesEveryThreadOnce) {
       }
     }
   }
+}
+
+// A job ends when its items are done: a worker that is stopped (here by a
+// signal handler that blocks, as the OS deschedules a thread on a busy
+// machine) before it claims anything is not waited for, and joins the pool's
+// later jobs when it runs again. The old rule (every worker checks in) hung
+// here until the worker ran.
+sem_t g_release;
+std::atomic<bool> g_frozen{false};
+void Freeze(int) {
+  g_frozen.store(true);
+  while (sem_wait(&g_release) != 0) {
+  }
+}
+
+TEST(ThreadPoolTest, JobDoesNotWaitForAStoppedWorker) {
+  ASSERT_EQ(sem_init(&g_release, 0, 0), 0);
+  struct sigaction sa = {};
+  sa.sa_handler = Freeze;
+  ASSERT_EQ(sigaction(SIGUSR1, &sa, nullptr), 0);
+  ThreadPool pool(2, /*spin_us=*/1000000);  // the worker spins, holds no lock
+  const pthread_t caller = pthread_self();
+  pthread_t worker = caller;
+  pool.RunOnEachThread([&] {
+    if (!pthread_equal(pthread_self(), caller)) worker = pthread_self();
+  });
+  ASSERT_FALSE(pthread_equal(worker, caller));
+  ASSERT_EQ(pthread_kill(worker, SIGUSR1), 0);
+  while (!g_frozen.load()) std::this_thread::yield();
+
+  std::vector<std::atomic<int>> hits(100);
+  auto job = std::async(std::launch::async, [&] {
+    pool.ParallelFor(100, [&](int64_t i) { hits[i].fetch_add(1); });
+  });
+  const bool ended =
+      job.wait_for(std::chrono::seconds(20)) == std::future_status::ready;
+  sem_post(&g_release);  // let the worker go in any case
+  job.wait();
+  EXPECT_TRUE(ended) << "the job waited for the stopped worker";
+  for (int i = 0; i < 100; ++i) ASSERT_EQ(hits[i].load(), 1) << i;
+  // The worker takes part again.
+  std::mutex mu;
+  std::set<std::thread::id> ids;
+  pool.RunOnEachThread([&] {
+    std::lock_guard<std::mutex> lock(mu);
+    ids.insert(std::this_thread::get_id());
+  });
+  EXPECT_EQ(ids.size(), 2u);
+  std::atomic<int64_t> total{0};
+  for (int call = 0; call < 500; ++call) {
+    pool.ParallelFor(9, [&](int64_t i) { total.fetch_add(i); });
+  }
+  EXPECT_EQ(total.load(), 500 * 36);
+  sem_destroy(&g_release);
 }
 
 TEST(ThreadPoolTest, DefaultUsesHardwareConcurrency) {
