@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <string>
+#include <tuple>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -238,8 +239,9 @@ void LlamaModel::NormQuantizeFor(const float* x, const float* weight, int n,
 // each: Q, K and V together (tasks of contiguous heads: RoPE on Q and K,
 // and K/V rounded to fp16 into their pool slots, while the rows are in
 // cache); Wo and Wdown add into the residual; gate and up together
-// (SiLU(gate) * up per task). Matrix tasks are few and large
-// (k::kMatMulTasksPerThread). The batch shares each weight fetch; attention
+// (SiLU(gate) * up per run). Each thread takes its rows in runs from an
+// equal share, then from the back of the other's (k::kMatMulRunRows,
+// ThreadPool::ParallelRanges). The batch shares each weight fetch; attention
 // runs per sequence over the paged cache. Five parallel sections per layer.
 void LlamaModel::RunLayer(int il, const Batch& batch, const KvView& kv) {
   const LlamaConfig& c = config_;
@@ -249,7 +251,6 @@ void LlamaModel::RunLayer(int il, const Batch& batch, const KvView& kv) {
   const int64_t hd = c.head_dim;
   const int64_t q_dim = c.n_head * hd;
   const int64_t kv_dim = c.kv_dim();
-  const int threads = pool_.num_threads();
 
   const k::WeightMatrix* qkv[3] = {&l.wq, &l.wk, &l.wv};
   k::QuantizedActivations qkv_in[3];
@@ -257,31 +258,32 @@ void LlamaModel::RunLayer(int il, const Batch& batch, const KvView& kv) {
   uint16_t* k_layer = kv.k + il * kv.layer_stride;
   uint16_t* v_layer = kv.v + il * kv.layer_stride;
   // The rows of Q, then K, then V, in units of 16 (of a head when the
-  // sizes are not multiples of 16), split into tasks as a product's
-  // (k::MatMulTaskUnits; head-sized units left the tasks unequal): one
-  // product per matrix a task touches, RoPE on its Q and K rows, and its K
-  // and V rows rounded to fp16 into their pool slots.
+  // sizes are not multiples of 16), shared as a product's rows (head-sized
+  // units left the shares unequal): per run, one product per matrix it
+  // touches, RoPE on its Q and K rows, and its K and V rows rounded to fp16
+  // into their pool slots.
   const int64_t unit = q_dim % 16 == 0 && kv_dim % 16 == 0 ? 16 : hd;
   const int64_t units = (q_dim + 2 * kv_dim) / unit;
-  pool_.ParallelFor(k::MatMulTaskCount(units, threads), [&](int64_t task) {
-    const auto [u0, u1] = k::MatMulTaskUnits(units, threads, task);
-    const int64_t r0 = u0 * unit, r1 = u1 * unit;
-    // The task's rows of the matrix whose rows start at `base`.
+  auto qkv_rows = [&](int64_t u0, int64_t u1, int64_t share_end) {
+    const int64_t r0 = u0 * unit, r1 = u1 * unit, r_end = share_end * unit;
+    // The run's rows of the matrix whose rows start at `base`, and how far
+    // into it this thread's share goes (for prefetch).
     auto part = [&](int64_t base, int64_t rows) {
-      return std::pair<int64_t, int64_t>{
+      return std::tuple<int64_t, int64_t, int64_t>{
           std::clamp(r0 - base, int64_t{0}, rows),
-          std::clamp(r1 - base, int64_t{0}, rows)};
+          std::clamp(r1 - base, int64_t{0}, rows),
+          std::clamp(r_end - base, int64_t{0}, rows)};
     };
-    if (const auto [a, b] = part(0, q_dim); a < b) {
-      k::MatMulRows(l.wq, qkv_in[0], a, b, s.q.data(), q_dim, false);
+    if (const auto [a, b, e] = part(0, q_dim); a < b) {
+      k::MatMulRows(l.wq, qkv_in[0], a, b, s.q.data(), q_dim, false, e);
       k::RopeApply(s.q.data(), n, q_dim, a, b, hd, c.n_rot, s.rope_cs.data());
     }
     for (const bool is_k : {true, false}) {
-      const auto [a, b] = part(is_k ? q_dim : q_dim + kv_dim, kv_dim);
+      const auto [a, b, e] = part(is_k ? q_dim : q_dim + kv_dim, kv_dim);
       if (a >= b) continue;
       float* out = is_k ? s.k.data() : s.v.data();
       k::MatMulRows(is_k ? l.wk : l.wv, qkv_in[is_k ? 1 : 2], a, b, out, kv_dim,
-                    false);
+                    false, e);
       if (is_k) {
         k::RopeApply(out, n, kv_dim, a, b, hd, c.n_rot, s.rope_cs.data());
       }
@@ -291,7 +293,8 @@ void LlamaModel::RunLayer(int il, const Batch& batch, const KvView& kv) {
                          b - a);
       }
     }
-  });
+  };
+  pool_.ParallelRanges(units, k::kMatMulRunRows / unit, qkv_rows);
   const k::AttentionShape shape{c.n_head, c.n_head_kv, c.head_dim};
   const k::PagedKvLayer layer{k_layer, v_layer, kv.meta, kv.block_size};
   k::PagedAttention(shape, layer, s.q.data(), batch.meta.data(), s.seqs.data(),
@@ -305,17 +308,19 @@ void LlamaModel::RunLayer(int il, const Batch& batch, const KvView& kv) {
   // Multiples of 64 rows keep SwiGlu's 16-element groups aligned with
   // ggml's rows.
   const int64_t ffn_units = (c.n_ff + 63) / 64;
-  pool_.ParallelFor(k::MatMulTaskCount(ffn_units, threads), [&](int64_t task) {
-    const auto [u0, u1] = k::MatMulTaskUnits(ffn_units, threads, task);
+  auto ffn_rows = [&](int64_t u0, int64_t u1, int64_t share_end) {
     const int64_t r0 = u0 * 64;
     const int64_t r1 = std::min<int64_t>(c.n_ff, u1 * 64);
-    k::MatMulRows(l.w_gate, ffn_in[0], r0, r1, s.gate.data(), c.n_ff, false);
-    k::MatMulRows(l.w_up, ffn_in[1], r0, r1, s.up.data(), c.n_ff, false);
+    const int64_t e = std::min<int64_t>(c.n_ff, share_end * 64);
+    k::MatMulRows(l.w_gate, ffn_in[0], r0, r1, s.gate.data(), c.n_ff, false, e);
+    k::MatMulRows(l.w_up, ffn_in[1], r0, r1, s.up.data(), c.n_ff, false, e);
     for (int t = 0; t < n; ++t) {
       float* g = s.gate.data() + int64_t{t} * c.n_ff + r0;
       k::SiluMul(g, s.up.data() + int64_t{t} * c.n_ff + r0, r1 - r0);
     }
-  });
+  };
+  pool_.ParallelRanges(ffn_units, std::max<int64_t>(1, k::kMatMulRunRows / 64),
+                       ffn_rows);
   k::MatMul(l.w_down, s.gate.data(), n, s.x.data(), /*accumulate=*/true, &pool_,
             &s.matmul);
 }

@@ -88,14 +88,14 @@ void UnpackQuadRow(const QuadWeights& w, int64_t r, uint8_t* out) {
 void GemmTileQuads(const QuadWeights& w, const uint8_t* x, size_t x_row_bytes,
                    int64_t r0, int64_t r1, int64_t n_tok, float* y,
                    int64_t ld_y, bool accumulate,
-                   const GemmTileActivations* prepared) {
+                   const GemmTileActivations* prepared, int64_t prefetch_end) {
   // Whole quads in the tiles; rows of a quad cut by the range one by one.
   const int64_t a = std::min((r0 + 3) / 4 * 4, r1), b = std::max(r1 / 4 * 4, a);
   if (a < b) {
     internal::GemmTileAvx512(w.type, w.data.get(),
                              DTypeRowBytes(w.type, w.cols), x, x_row_bytes,
                              w.cols, a, b, n_tok, y, ld_y, accumulate, prepared,
-                             /*quad_layout=*/true);
+                             /*quad_layout=*/true, prefetch_end);
   }
   auto one_by_one = [&](int64_t from, int64_t to) {
     thread_local std::vector<uint8_t> row;
@@ -116,15 +116,17 @@ void GemmTileQuads(const QuadWeights& w, const uint8_t* x, size_t x_row_bytes,
 void GemmTile(DType type, const uint8_t* w, size_t w_row_bytes,
               const uint8_t* x, size_t x_row_bytes, int64_t n, int64_t r0,
               int64_t r1, int64_t n_tok, float* y, int64_t ld_y,
-              bool accumulate, const GemmTileActivations* prepared) {
+              bool accumulate, const GemmTileActivations* prepared,
+              int64_t prefetch_end) {
   if (UseAvx512() &&
       internal::GemmTileAvx512(type, w, w_row_bytes, x, x_row_bytes, n, r0, r1,
-                               n_tok, y, ld_y, accumulate, prepared)) {
+                               n_tok, y, ld_y, accumulate, prepared,
+                               /*quad_layout=*/false, prefetch_end)) {
     return;
   }
   if (UseAvx2() &&
       internal::GemmTileAvx2(type, w, w_row_bytes, x, x_row_bytes, n, r0, r1,
-                             n_tok, y, ld_y, accumulate)) {
+                             n_tok, y, ld_y, accumulate, prefetch_end)) {
     return;
   }
   for (int64_t t = 0; t < n_tok; ++t) {

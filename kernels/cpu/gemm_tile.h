@@ -59,10 +59,14 @@ bool PrepareGemmTileActivations(DType type, const uint8_t* x,
 // n = columns. Any type; tiled kernels for Q4_1 and Q8_0 on AVX-512 (with
 // VNNI), for Q4_0, Q4_1 and Q8_0 on AVX2, DotRow otherwise.
 // `prepared`, when given, holds x's tables (PrepareGemmTileActivations).
+// Rows below prefetch_end (when past r1) may be prefetched as the range's
+// own: the rows the caller takes next, so the weights keep streaming from
+// one call to the next.
 void GemmTile(DType type, const uint8_t* w, size_t w_row_bytes,
               const uint8_t* x, size_t x_row_bytes, int64_t n, int64_t r0,
               int64_t r1, int64_t n_tok, float* y, int64_t ld_y,
-              bool accumulate, const GemmTileActivations* prepared = nullptr);
+              bool accumulate, const GemmTileActivations* prepared = nullptr,
+              int64_t prefetch_end = 0);
 
 // A Q4_1 or Q8_0 matrix in the quad layout: the same bytes as the GGUF
 // rows, permuted within each group of 4 rows so a block of the 4 rows is
@@ -91,25 +95,27 @@ void UnpackQuadRow(const QuadWeights& w, int64_t r, uint8_t* out);
 
 // GemmTile for quad-layout weights, rows [r0, r1) (the tiles take whole
 // quads; rows of a quad the range cuts go one by one through DotRow).
-// `prepared`: tables laid out with quad_layout (or null).
+// `prepared`: tables laid out with quad_layout (or null); prefetch_end as
+// for GemmTile.
 void GemmTileQuads(const QuadWeights& w, const uint8_t* x, size_t x_row_bytes,
                    int64_t r0, int64_t r1, int64_t n_tok, float* y,
                    int64_t ld_y, bool accumulate,
-                   const GemmTileActivations* prepared = nullptr);
+                   const GemmTileActivations* prepared = nullptr,
+                   int64_t prefetch_end = 0);
 
 namespace internal {
 // The AVX2 tiled path; false if it does not serve `type`.
 bool GemmTileAvx2(DType type, const uint8_t* w, size_t w_row_bytes,
                   const uint8_t* x, size_t x_row_bytes, int64_t n, int64_t r0,
                   int64_t r1, int64_t n_tok, float* y, int64_t ld_y,
-                  bool accumulate);
+                  bool accumulate, int64_t prefetch_end = 0);
 // The AVX-512 tiled path (Q4_1 and Q8_0); false if it does not serve `type`.
 // quad_layout: w is in the quad layout (rows r0, r1 multiples of 4).
 bool GemmTileAvx512(DType type, const uint8_t* w, size_t w_row_bytes,
                     const uint8_t* x, size_t x_row_bytes, int64_t n, int64_t r0,
                     int64_t r1, int64_t n_tok, float* y, int64_t ld_y,
                     bool accumulate, const GemmTileActivations* prepared,
-                    bool quad_layout = false);
+                    bool quad_layout = false, int64_t prefetch_end = 0);
 size_t GemmTileActivationsBytesAvx512(DType type, int64_t n, int64_t n_tok);
 bool PrepareGemmTileActivationsAvx512(DType type, const uint8_t* x,
                                       size_t x_row_bytes, int64_t n,

@@ -152,14 +152,15 @@ BRAID_VNNI void Tile(const uint8_t* w, size_t w_row_bytes, const uint8_t* x,
 template <typename F, bool kVnni, int kR, int kT>
 void RunTiles(const uint8_t* w, size_t w_row_bytes, const uint8_t* x,
               size_t x_row_bytes, int64_t n, int64_t r0, int64_t r1,
-              int64_t n_tok, float* y, int64_t ld_y, bool accumulate) {
+              int64_t n_tok, float* y, int64_t ld_y, bool accumulate,
+              int64_t prefetch_end) {
   const int64_t nb = n / kQK;
   int64_t r = r0;
   for (; r + kR <= r1; r += kR) {
     const uint8_t* wr = w + r * w_row_bytes;
     // The rows stream from memory once: fetch the next tile's ahead.
     const uint8_t* ahead = wr + kR * w_row_bytes;
-    const uint8_t* ahead_end = w + r1 * w_row_bytes;
+    const uint8_t* ahead_end = w + std::max(r1, prefetch_end) * w_row_bytes;
     for (size_t off = 0; off < kR * w_row_bytes && ahead + off < ahead_end;
          off += 64) {
       _mm_prefetch(reinterpret_cast<const char*>(ahead + off), _MM_HINT_T0);
@@ -194,26 +195,27 @@ void RunTiles(const uint8_t* w, size_t w_row_bytes, const uint8_t* x,
 template <typename F, bool kVnni>
 void Run(const uint8_t* w, size_t w_row_bytes, const uint8_t* x,
          size_t x_row_bytes, int64_t n, int64_t r0, int64_t r1, int64_t n_tok,
-         float* y, int64_t ld_y, bool accumulate) {
+         float* y, int64_t ld_y, bool accumulate, int64_t prefetch_end) {
   if (n_tok >= 4) {
     RunTiles<F, kVnni, 2, 4>(w, w_row_bytes, x, x_row_bytes, n, r0, r1, n_tok,
-                             y, ld_y, accumulate);
+                             y, ld_y, accumulate, prefetch_end);
   } else {
     RunTiles<F, kVnni, 4, 2>(w, w_row_bytes, x, x_row_bytes, n, r0, r1, n_tok,
-                             y, ld_y, accumulate);
+                             y, ld_y, accumulate, prefetch_end);
   }
 }
 
 template <typename F>
 void Dispatch(const uint8_t* w, size_t w_row_bytes, const uint8_t* x,
               size_t x_row_bytes, int64_t n, int64_t r0, int64_t r1,
-              int64_t n_tok, float* y, int64_t ld_y, bool accumulate) {
+              int64_t n_tok, float* y, int64_t ld_y, bool accumulate,
+              int64_t prefetch_end) {
   if (UseAvxVnni()) {
     Run<F, true>(w, w_row_bytes, x, x_row_bytes, n, r0, r1, n_tok, y, ld_y,
-                 accumulate);
+                 accumulate, prefetch_end);
   } else {
     Run<F, false>(w, w_row_bytes, x, x_row_bytes, n, r0, r1, n_tok, y, ld_y,
-                  accumulate);
+                  accumulate, prefetch_end);
   }
 }
 
@@ -222,19 +224,19 @@ void Dispatch(const uint8_t* w, size_t w_row_bytes, const uint8_t* x,
 bool GemmTileAvx2(DType type, const uint8_t* w, size_t w_row_bytes,
                   const uint8_t* x, size_t x_row_bytes, int64_t n, int64_t r0,
                   int64_t r1, int64_t n_tok, float* y, int64_t ld_y,
-                  bool accumulate) {
+                  bool accumulate, int64_t prefetch_end) {
   switch (type) {
     case DType::kQ4_0:
       Dispatch<Q40>(w, w_row_bytes, x, x_row_bytes, n, r0, r1, n_tok, y, ld_y,
-                    accumulate);
+                    accumulate, prefetch_end);
       return true;
     case DType::kQ4_1:
       Dispatch<Q41>(w, w_row_bytes, x, x_row_bytes, n, r0, r1, n_tok, y, ld_y,
-                    accumulate);
+                    accumulate, prefetch_end);
       return true;
     case DType::kQ8_0:
       Dispatch<Q80>(w, w_row_bytes, x, x_row_bytes, n, r0, r1, n_tok, y, ld_y,
-                    accumulate);
+                    accumulate, prefetch_end);
       return true;
     default:
       return false;

@@ -260,13 +260,13 @@ BRAID_AVX512 void Run(const uint8_t* w, size_t w_row_bytes, const uint8_t* x,
                       size_t x_row_bytes, int64_t n, int64_t r0, int64_t r1,
                       int64_t n_tok, float* y, int64_t ld_y, bool accumulate,
                       DType type, const GemmTileActivations* prepared,
-                      bool quad_layout) {
+                      bool quad_layout, int64_t prefetch_end) {
   const int64_t nb = n / kQK;
   const int64_t chunk = ChunkTokens(nb);
   if (nb * chunk > kScaleFloats) {  // Rows too long for the tables.
     // (CanRepackQuads rules this out for the quad layout.)
     GemmTileAvx2(type, w, w_row_bytes, x, x_row_bytes, n, r0, r1, n_tok, y,
-                 ld_y, accumulate);
+                 ld_y, accumulate, prefetch_end);
     return;
   }
   // The quad layout: quad tiles (4 rows) for 3+ tokens, row-quad tiles of
@@ -300,7 +300,8 @@ BRAID_AVX512 void Run(const uint8_t* w, size_t w_row_bytes, const uint8_t* x,
       // next tile's ahead.
       if (t0 == 0) {
         const uint8_t* ahead = w + (r + R) * w_row_bytes;
-        const uint8_t* ahead_end = w + r1 * w_row_bytes;
+        // (Past r1 up to prefetch_end: the rows the caller takes next.)
+        const uint8_t* ahead_end = w + std::max(r1, prefetch_end) * w_row_bytes;
         const size_t bytes = std::min<size_t>(
             R * w_row_bytes, ahead_end - std::min(ahead, ahead_end));
         for (size_t off = 0; off < bytes; off += 64) {
@@ -347,15 +348,15 @@ bool GemmTileAvx512(DType type, const uint8_t* w, size_t w_row_bytes,
                     const uint8_t* x, size_t x_row_bytes, int64_t n, int64_t r0,
                     int64_t r1, int64_t n_tok, float* y, int64_t ld_y,
                     bool accumulate, const GemmTileActivations* prepared,
-                    bool quad_layout) {
+                    bool quad_layout, int64_t prefetch_end) {
   switch (type) {
     case DType::kQ4_1:
       Run<Q41>(w, w_row_bytes, x, x_row_bytes, n, r0, r1, n_tok, y, ld_y,
-               accumulate, type, prepared, quad_layout);
+               accumulate, type, prepared, quad_layout, prefetch_end);
       return true;
     case DType::kQ8_0:
       Run<Q80>(w, w_row_bytes, x, x_row_bytes, n, r0, r1, n_tok, y, ld_y,
-               accumulate, type, prepared, quad_layout);
+               accumulate, type, prepared, quad_layout, prefetch_end);
       return true;
     default:
       return false;

@@ -99,8 +99,8 @@ QuantizedActivations QuantizeActivations(
 }
 
 void MatMulRows(const WeightMatrix& w, const QuantizedActivations& xq,
-                int64_t r0, int64_t r1, float* y, int64_t ld_y,
-                bool accumulate) {
+                int64_t r0, int64_t r1, float* y, int64_t ld_y, bool accumulate,
+                int64_t prefetch_end) {
   if (w.packed != nullptr && xq.packed_tables != nullptr) {
     PackedGemm(*w.packed, xq.data, xq.row_bytes, xq.packed_tables, xq.n_tok, r0,
                r1, y, ld_y, accumulate);
@@ -108,33 +108,13 @@ void MatMulRows(const WeightMatrix& w, const QuantizedActivations& xq,
   }
   if (w.quads != nullptr) {
     GemmTileQuads(*w.quads, xq.data, xq.row_bytes, r0, r1, xq.n_tok, y, ld_y,
-                  accumulate, xq.has_tiles ? &xq.tiles : nullptr);
+                  accumulate, xq.has_tiles ? &xq.tiles : nullptr, prefetch_end);
     return;
   }
   GemmTile(w.type, static_cast<const uint8_t*>(w.data),
            DTypeRowBytes(w.type, w.cols), xq.data, xq.row_bytes, w.cols, r0, r1,
-           xq.n_tok, y, ld_y, accumulate, xq.has_tiles ? &xq.tiles : nullptr);
-}
-
-int64_t MatMulTaskCount(int64_t units, int num_threads) {
-  return std::min<int64_t>(
-      units,
-      std::max<int64_t>(1, int64_t{num_threads} * kMatMulTasksPerThread));
-}
-
-std::pair<int64_t, int64_t> MatMulTaskUnits(int64_t units, int num_threads,
-                                            int64_t i) {
-  const int64_t tasks = MatMulTaskCount(units, num_threads);
-  if (tasks < int64_t{num_threads} * kMatMulTasksPerThread) return {i, i + 1};
-  // Units before task k: the large tasks share 80% of them, the small ones
-  // the rest.
-  const int64_t t = num_threads, small = tasks - t;
-  // (At least one unit for every task.)
-  const int64_t big = std::clamp((units * 4 + 2) / 5, t, units - small);
-  auto before = [&](int64_t k) {
-    return k <= t ? k * big / t : big + (k - t) * (units - big) / small;
-  };
-  return {before(i), before(i + 1)};
+           xq.n_tok, y, ld_y, accumulate, xq.has_tiles ? &xq.tiles : nullptr,
+           prefetch_end);
 }
 
 void MatMul(const WeightMatrix& w, const float* x, int64_t n_tok, float* y,
@@ -142,18 +122,16 @@ void MatMul(const WeightMatrix& w, const float* x, int64_t n_tok, float* y,
             absl::FunctionRef<void(int64_t, int64_t)> before) {
   const QuantizedActivations xq =
       QuantizeActivations(w, x, n_tok, scratch, pool, before);
-  const int num_threads = pool != nullptr ? pool->num_threads() : 1;
+  // Runs of kPackRows (the packed layout's row groups).
   const int64_t units = (w.rows + kPackRows - 1) / kPackRows;
-  const int64_t n_tasks = MatMulTaskCount(units, num_threads);
-  auto task = [&](int64_t i) {
-    const auto [u0, u1] = MatMulTaskUnits(units, num_threads, i);
+  auto rows = [&](int64_t u0, int64_t u1, int64_t share_end) {
     MatMulRows(w, xq, u0 * kPackRows, std::min(w.rows, u1 * kPackRows), y,
-               w.rows, accumulate);
+               w.rows, accumulate, std::min(w.rows, share_end * kPackRows));
   };
   if (pool != nullptr) {
-    pool->ParallelFor(n_tasks, task);
+    pool->ParallelRanges(units, kMatMulRunRows / kPackRows, rows);
   } else {
-    for (int64_t i = 0; i < n_tasks; ++i) task(i);
+    rows(0, units, units);
   }
 }
 

@@ -88,33 +88,27 @@ QuantizedActivations QuantizeActivations(
     absl::FunctionRef<void(int64_t, int64_t)> before = [](int64_t, int64_t) {});
 
 // y[t * ld_y + r] (= or +=) for rows [r0, r1) of w and every token of xq
-// (xq.type must be ActivationDType(w.type), xq.cols == w.cols).
+// (xq.type must be ActivationDType(w.type), xq.cols == w.cols). Rows below
+// prefetch_end (<= w.rows; when past r1) may be prefetched: the rows this
+// thread takes next (GemmTile).
 void MatMulRows(const WeightMatrix& w, const QuantizedActivations& xq,
-                int64_t r0, int64_t r1, float* y, int64_t ld_y,
-                bool accumulate);
+                int64_t r0, int64_t r1, float* y, int64_t ld_y, bool accumulate,
+                int64_t prefetch_end = 0);
 
-// Parallel tasks per thread for a matrix product. Few and large: each task
-// streams one contiguous run of weight rows, and every task start costs a
-// restart of the weight stream (its first tiles come from memory cold) and a
-// hand-out. With 2 threads on SmolLM2-135M, 8 tasks per thread -> 2: one
-// decode stream 287 -> 380 tok/s, 8 streams 1019 -> 1170 (llama_bench, best
-// of 3). Two, not one, so a thread the OS delays does not hold a whole half.
-inline constexpr int64_t kMatMulTasksPerThread = 2;
-
-// How a product's `units` (runs of rows a task takes whole) split into
-// parallel tasks on num_threads threads: kMatMulTasksPerThread per thread,
-// the first num_threads of them large (80% of the units together) and the
-// rest small (20%), so a thread that falls behind in its large task (the
-// memory system, the OS) is made up for by the other taking more of the
-// small ones, and the section ends with the threads at most a small task
-// apart, at no extra task start. Equal quarters left the threads ~1 us
-// apart at every section's end: the small last tasks made one stream's
-// decode step ~3% faster and batched steps 0-2% (more on a busier machine;
-// step-interleaved A/B in process). Fewer units than tasks: one each.
-int64_t MatMulTaskCount(int64_t units, int num_threads);
-// Task i's units [first, second).
-std::pair<int64_t, int64_t> MatMulTaskUnits(int64_t units, int num_threads,
-                                            int64_t i);
+// How a matrix product's rows are shared by the pool's threads
+// (ThreadPool::ParallelRanges): each thread an equal, contiguous share, taken
+// in runs of kMatMulRunRows rows from its front with the weights prefetched
+// across runs to the share's end, then runs from the back of the others'
+// shares. The weight stream restarts only where a thread takes from another
+// share, and a thread the OS or the memory system holds back costs only the
+// run it holds. Against the previous split (2 tasks a thread: a large one
+// each, 80% of the rows together, then the small rest, the stream restarting
+// at every task), step-interleaved in process, 3 runs: one stream 1-5%
+// faster a step, 4 sequences 3-6%, 8 sequences 2-4%; in braidd (sessions,
+// the Python client sharing the 2 cores) 4.0% at 1 token, 4.5% at 4. Runs of
+// 512 rows measured the same, 128 rows less for one stream (+-2%), 32 and 64
+// rows less again (more restarts).
+inline constexpr int64_t kMatMulRunRows = 256;
 
 // y [n_tok, w.rows] (= or +=, see accumulate) from x [n_tok, w.cols].
 // Preconditions (checked by callers at model load): w.cols is a multiple of the

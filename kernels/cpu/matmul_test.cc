@@ -73,31 +73,5 @@ INSTANTIATE_TEST_SUITE_P(Shapes, MatMulTest,
                                            Case{DType::kF32, 17, 19, 6},
                                            Case{DType::kQ4_1, 192, 576, 17}));
 
-// Tasks partition the units in order, none empty; with enough units the
-// first task of each thread is large (80% of the units together), the
-// others small.
-TEST(MatMulTest, TaskUnitsPartitionWithLargeTasksFirst) {
-  for (int threads : {1, 2, 3, 4}) {
-    for (int64_t units : {1, 3, 7, 8, 9, 24, 36, 60, 1000}) {
-      const int64_t tasks = MatMulTaskCount(units, threads);
-      ASSERT_EQ(tasks,
-                std::min<int64_t>(units, threads * kMatMulTasksPerThread));
-      int64_t next = 0, big = 0;
-      for (int64_t i = 0; i < tasks; ++i) {
-        const auto [u0, u1] = MatMulTaskUnits(units, threads, i);
-        ASSERT_EQ(u0, next) << threads << " " << units << " " << i;
-        ASSERT_LT(u0, u1) << threads << " " << units << " " << i;
-        next = u1;
-        if (i < threads) big += u1 - u0;
-      }
-      ASSERT_EQ(next, units) << threads << " " << units;
-      if (tasks == threads * kMatMulTasksPerThread && units >= 20 * threads) {
-        EXPECT_NEAR(static_cast<double>(big) / units, 0.8, 0.05)
-            << threads << " " << units;
-      }
-    }
-  }
-}
-
 }  // namespace
 }  // namespace braid::kernels::cpu

@@ -33,6 +33,7 @@ ThreadPool::ThreadPool(int num_threads, int spin_us)
     num_threads = static_cast<int>(std::thread::hardware_concurrency());
     if (num_threads <= 0) num_threads = 1;
   }
+  shares_ = std::vector<Share>(num_threads);
   workers_.reserve(num_threads - 1);
   for (int i = 0; i < num_threads - 1; ++i) {
     workers_.emplace_back([this] { WorkerLoop(); });
@@ -111,6 +112,68 @@ void ThreadPool::RunOnEachThread(absl::FunctionRef<void()> fn) {
     arrived.fetch_add(1);
     WaitUntil([&] { return arrived.load() == n; });
     fn();
+  });
+}
+
+void ThreadPool::ParallelRanges(
+    int64_t units, int64_t chunk,
+    absl::FunctionRef<void(int64_t, int64_t, int64_t)> fn) {
+  if (units <= 0) return;
+  chunk = std::max<int64_t>(1, chunk);
+  const int p = num_threads();
+  if (p == 1 || units == 1) {
+    fn(0, units, units);
+    return;
+  }
+  // Shares' bounds fit 32 bits; larger ranges run as several.
+  constexpr int64_t kMaxUnits = int64_t{1} << 31;
+  if (units > kMaxUnits) {
+    for (int64_t first = 0; first < units; first += kMaxUnits) {
+      ParallelRanges(std::min(kMaxUnits, units - first), chunk,
+                     [&](int64_t u0, int64_t u1, int64_t end) {
+                       fn(first + u0, first + u1, first + end);
+                     });
+    }
+    return;
+  }
+  std::lock_guard<std::mutex> call_lock(ranges_mu_);
+  for (int i = 0; i < p; ++i) {
+    const uint64_t b = static_cast<uint64_t>(i * units / p);
+    const uint64_t e = static_cast<uint64_t>((i + 1) * units / p);
+    shares_[i].range.store((b << 32) | e, std::memory_order_relaxed);
+  }
+  ParallelFor(p, [&](int64_t self) {
+    // Own share, from the front.
+    std::atomic<uint64_t>& own = shares_[self].range;
+    uint64_t c = own.load(std::memory_order_relaxed);
+    for (;;) {
+      const int64_t b = static_cast<int64_t>(c >> 32);
+      const int64_t e = static_cast<int64_t>(c & 0xFFFFFFFFu);
+      if (b >= e) break;
+      const int64_t nb = std::min(e, b + chunk);
+      if (own.compare_exchange_weak(c, (static_cast<uint64_t>(nb) << 32) | e,
+                                    std::memory_order_relaxed)) {
+        fn(b, nb, e);
+        c = own.load(std::memory_order_relaxed);
+      }
+    }
+    // Then the others', from the back.
+    for (int k = 1; k < p; ++k) {
+      std::atomic<uint64_t>& other = shares_[(self + k) % p].range;
+      uint64_t o = other.load(std::memory_order_relaxed);
+      for (;;) {
+        const int64_t b = static_cast<int64_t>(o >> 32);
+        const int64_t e = static_cast<int64_t>(o & 0xFFFFFFFFu);
+        if (b >= e) break;
+        const int64_t ne = std::max(b, e - chunk);
+        if (other.compare_exchange_weak(o,
+                                        (static_cast<uint64_t>(b) << 32) | ne,
+                                        std::memory_order_relaxed)) {
+          fn(ne, e, e);
+          o = other.load(std::memory_order_relaxed);
+        }
+      }
+    }
   });
 }
 

@@ -53,6 +53,18 @@ class ThreadPool {
 
   void ParallelFor(int64_t n, absl::FunctionRef<void(int64_t)> fn);
 
+  // fn(u0, u1, share_end) over [0, units) in runs [u0, u1) of at most
+  // `chunk` units: each thread takes runs from the front of its own share (an
+  // equal, contiguous part of the range), then from the back of the others'
+  // shares, so a thread that falls behind (the OS, the memory system) is
+  // relieved of all but the run it holds, and each thread's runs stay in
+  // order. share_end: for a run from the front of a share, where that share
+  // ends ([u1, share_end) is what this thread likely takes next, e.g. to
+  // prefetch); u1 for a run from the back. Returns when every run is done;
+  // fn must not call the pool.
+  void ParallelRanges(int64_t units, int64_t chunk,
+                      absl::FunctionRef<void(int64_t, int64_t, int64_t)> fn);
+
   // Runs fn once on each of the num_threads() threads (the caller's
   // included), for per-thread state such as thread_local scratch; returns
   // when every call finished.
@@ -63,7 +75,8 @@ class ThreadPool {
 
   const int spin_us_;
   std::vector<std::thread> workers_;
-  std::mutex call_mu_;  // Serializes ParallelFor callers.
+  std::mutex call_mu_;    // Serializes ParallelFor callers.
+  std::mutex ranges_mu_;  // Serializes ParallelRanges callers (shares_).
 
   // Claims the next item of the current job: true and *i, or false when
   // every item is taken.
@@ -80,6 +93,11 @@ class ThreadPool {
   std::atomic<int64_t> done_{0};         // Items of the current job done.
   std::atomic<uint64_t> generation_{0};  // Bumped after each job's claim_.
   std::atomic<bool> stop_{false};
+  // ParallelRanges' shares: (begin << 32) | end, one cache line each.
+  struct alignas(64) Share {
+    std::atomic<uint64_t> range{0};
+  };
+  std::vector<Share> shares_;
 
   std::mutex mu_;  // Guards sleeping; sleepers_ changes only under it.
   std::condition_variable work_cv_;

@@ -133,6 +133,76 @@ TEST(ThreadPoolTest, JobDoesNotWaitForAStoppedWorker) {
   sem_destroy(&g_release);
 }
 
+// ParallelRanges covers every unit once, in runs of at most `chunk` units
+// whose share_end is at or past their end.
+TEST(ThreadPoolTest, ParallelRangesCoversEveryUnitOnce) {
+  for (int threads : {1, 2, 3, 4}) {
+    ThreadPool pool(threads);
+    for (int64_t units : {0, 1, 2, 3, 7, 64, 1000}) {
+      for (int64_t chunk : {1, 3, 16, 5000}) {
+        std::vector<std::atomic<int>> hits(units);
+        std::atomic<bool> bad{false};
+        pool.ParallelRanges(
+            units, chunk, [&](int64_t u0, int64_t u1, int64_t end) {
+              if (u0 < 0 || u1 > units || u0 >= u1 ||
+                  (units > 1 && threads > 1 && u1 - u0 > chunk) || end < u1 ||
+                  end > units) {
+                bad = true;
+              }
+              for (int64_t u = u0; u < u1; ++u) {
+                hits[u].fetch_add(1);
+              }
+            });
+        ASSERT_FALSE(bad.load()) << threads << " " << units << " " << chunk;
+        for (int64_t u = 0; u < units; ++u) {
+          ASSERT_EQ(hits[u].load(), 1)
+              << threads << " " << units << " " << chunk << " " << u;
+        }
+      }
+    }
+  }
+}
+
+// A thread held inside its first run leaves the rest of its share to the
+// other: the caller takes it from the back, so everything but the held run
+// is done while it is held (a split into fixed tasks would wait here).
+TEST(ThreadPoolTest, ParallelRangesTakesFromAHeldThreadsShare) {
+  ThreadPool pool(2, /*spin_us=*/1000000);
+  const std::thread::id caller = std::this_thread::get_id();
+  constexpr int64_t kUnits = 64;
+  // The worker must take a run for the case to arise; on a busy machine it
+  // may not get a core in time, so the call is repeated until it does.
+  bool worker_ran = false;
+  for (int attempt = 0; attempt < 10 && !worker_ran; ++attempt) {
+    pool.RunOnEachThread([] {});  // the worker is up and spinning
+    std::atomic<int64_t> done{0};
+    std::atomic<bool> worker_held{false}, released_by_progress{false};
+    pool.ParallelRanges(kUnits, 4, [&](int64_t u0, int64_t u1, int64_t) {
+      if (std::this_thread::get_id() == caller) {
+        // Slow enough that the worker takes its share before the caller
+        // is through its own.
+        std::this_thread::sleep_for(std::chrono::milliseconds(2));
+      } else if (!worker_held.exchange(true)) {
+        const auto deadline =
+            std::chrono::steady_clock::now() + std::chrono::seconds(20);
+        while (done.load() < kUnits - (u1 - u0) &&
+               std::chrono::steady_clock::now() < deadline) {
+          std::this_thread::yield();
+        }
+        released_by_progress = done.load() == kUnits - (u1 - u0);
+      }
+      done.fetch_add(u1 - u0);
+    });
+    EXPECT_EQ(done.load(), kUnits);
+    worker_ran = worker_held.load();
+    if (worker_ran) {
+      EXPECT_TRUE(released_by_progress.load())
+          << "the rest of the held thread's share was not taken";
+    }
+  }
+  EXPECT_TRUE(worker_ran) << "the worker never took a run in 10 attempts";
+}
+
 TEST(ThreadPoolTest, DefaultUsesHardwareConcurrency) {
   ThreadPool pool(0);
   EXPECT_GE(pool.num_threads(), 1);
