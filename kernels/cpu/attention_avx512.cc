@@ -69,8 +69,26 @@ BRAID_AVX512 inline __m512 ReduceAdd16x16(const __m512* v) {
   return _mm512_permutexvar_ps(order, h);
 }
 
-// Keys ahead whose rows are prefetched.
-constexpr int64_t kAhead = 16;
+// Keys ahead whose rows are prefetched: the rows sit in scattered KV blocks
+// and in a decode step come from memory (the weights' stream has evicted
+// them since the last layer's turn). 32 keys with the first 32 fetched
+// before the first score: batched decode steps 1-3% faster than 16 keys
+// without (step-interleaved, 4 and 8 sequences), one stream unchanged.
+constexpr int64_t kAhead = 32;
+
+// Prefetches key j's K row (into L1) and V row (into L2, for the weighted
+// sum that follows).
+template <int C>
+BRAID_AVX512 inline void PrefetchKey(const uint16_t* const* k_rows,
+                                     const uint16_t* const* v_rows, int64_t j) {
+  const char* kp = reinterpret_cast<const char*>(k_rows[j]);
+  const char* vp = reinterpret_cast<const char*>(v_rows[j]);
+#pragma GCC unroll 8
+  for (int c = 0; c < C; c += 2) {
+    _mm_prefetch(kp + 32 * c, _MM_HINT_T0);
+    _mm_prefetch(vp + 32 * c, _MM_HINT_T1);
+  }
+}
 
 template <int G, int C>
 BRAID_AVX512 void ScoresT(const uint16_t* const* k_rows,
@@ -84,6 +102,11 @@ BRAID_AVX512 void ScoresT(const uint16_t* const* k_rows,
     for (int c = 0; c < C; ++c) qv[h][c] = _mm512_loadu_ps(q[h] + 16 * c);
   }
   alignas(64) __m512 part[G][16];
+  if (v_rows != nullptr) {
+    for (int64_t j = 0; j < kAhead && j < n; ++j) {
+      PrefetchKey<C>(k_rows, v_rows, j);
+    }
+  }
   for (int64_t j0 = 0; j0 < n; j0 += 16) {
     const int m = static_cast<int>(n - j0 < 16 ? n - j0 : 16);
     for (int jj = 0; jj < 16; ++jj) {
@@ -92,18 +115,8 @@ BRAID_AVX512 void ScoresT(const uint16_t* const* k_rows,
         for (int h = 0; h < G; ++h) part[h][jj] = _mm512_setzero_ps();
         continue;
       }
-      // The rows sit in scattered KV blocks: fetch a few keys ahead (and
-      // their V rows, for the weighted sum that follows, into L2).
       if (v_rows != nullptr && j0 + jj + kAhead < n) {
-        const char* kp =
-            reinterpret_cast<const char*>(k_rows[j0 + jj + kAhead]);
-        const char* vp =
-            reinterpret_cast<const char*>(v_rows[j0 + jj + kAhead]);
-#pragma GCC unroll 8
-        for (int c = 0; c < C; c += 2) {
-          _mm_prefetch(kp + 32 * c, _MM_HINT_T0);
-          _mm_prefetch(vp + 32 * c, _MM_HINT_T1);
-        }
+        PrefetchKey<C>(k_rows, v_rows, j0 + jj + kAhead);
       }
       __m512 kv[C];
 #pragma GCC unroll 16
