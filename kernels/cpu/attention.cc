@@ -301,24 +301,46 @@ class TaskSplit {
     per_kv_ = (group_ + heads_ - 1) / heads_;
   }
 
-  // Runs task(run, kv_head, first_head, num_heads) for every task.
-  template <typename Task>
-  void Run(ThreadPool* pool, Task task) const {
+  // Runs task(run, kv_head, first_head, num_heads) for every task: the
+  // tasks in order of size, largest first, each thread taking them from the
+  // front of its share, then from the back of the others'
+  // (ThreadPool::ParallelRanges, one task a run). Before each task a
+  // thread calls prefetch(run, kv_head) of the next in its share, so that
+  // task's K and V rows come from memory while this one computes.
+  template <typename Task, typename Prefetch>
+  void Run(ThreadPool* pool, Task task, Prefetch prefetch) const {
     const int64_t n_kv = shape_.n_kv_head;
+    auto kv_head = [&](int64_t i) { return (i / per_kv_) % n_kv; };
+    auto run_of = [&](int64_t i) -> const TokenRun& {
+      return (*runs_)[i / (per_kv_ * n_kv)];
+    };
     auto run = [&](int64_t i) {
       const int64_t sub = i % per_kv_;
-      const int64_t kvh = (i / per_kv_) % n_kv;
-      const TokenRun& r = (*runs_)[i / (per_kv_ * n_kv)];
+      const int64_t kvh = kv_head(i);
       const int64_t h0 = kvh * group_ + sub * heads_;
       const int g = static_cast<int>(std::min(heads_, (kvh + 1) * group_ - h0));
-      task(r, kvh, h0, g);
+      task(run_of(i), kvh, h0, g);
     };
     const int64_t tasks = static_cast<int64_t>(runs_->size()) * n_kv * per_kv_;
-    if (pool != nullptr) {
-      pool->ParallelFor(tasks, run);
-    } else {
+    if (pool == nullptr) {
       for (int64_t i = 0; i < tasks; ++i) run(i);
+      return;
     }
+    pool->ParallelRanges(tasks, 1, [&](int64_t u0, int64_t u1, int64_t end) {
+      for (int64_t i = u0; i < u1; ++i) {
+        // (A task shares its rows with the next when both are heads of one
+        // KV head of one run.)
+        if (i + 1 < end &&
+            (kv_head(i + 1) != kv_head(i) || &run_of(i + 1) != &run_of(i))) {
+          prefetch(run_of(i + 1), kv_head(i + 1));
+        }
+        run(i);
+      }
+    });
+  }
+  template <typename Task>
+  void Run(ThreadPool* pool, Task task) const {
+    Run(pool, task, [](const TokenRun&, int64_t) {});
   }
 
  private:
@@ -444,7 +466,7 @@ void PagedAttention(const AttentionShape& shape, const PagedKvLayer& kv,
       shape, n_tok, pool,
       [&](int64_t t) { return token_seq[t] == token_seq[t - 1]; },
       [&](int64_t t) { return seqs[token_seq[t]].num_ctx; }, long_single);
-  split.Run(pool, [&](const TokenRun& run, int64_t kvh, int64_t h0, int g) {
+  auto attend = [&](const TokenRun& run, int64_t kvh, int64_t h0, int g) {
     const PagedAttentionSeq& seq = seqs[token_seq[run.first]];
     auto slot = [&](int64_t j) { return slot_of(seq, j); };
     auto visible = [&](KvEntryMeta qm, KvEntryMeta m) {
@@ -518,7 +540,25 @@ void PagedAttention(const AttentionShape& shape, const PagedKvLayer& kv,
       AddRows(shape, q, out, alone[i], h0, g, gather(alone[i]), &one);
       AttendRows(one, k_rows, v_rows, shape.head_dim, scale, kernels);
     }
-  });
+  };
+  // Every entry of the run's context into L2 (those it does not see too:
+  // cheaper than the visibility test here). Against the pool handing out
+  // tasks largest first with no prefetch, step-interleaved in process: 4
+  // and 8 sequences 1.4-2.3% faster a step, one stream 0.7-1.2%.
+  auto prefetch = [&](const TokenRun& run, int64_t kvh) {
+    const PagedAttentionSeq& seq = seqs[token_seq[run.first]];
+    const int64_t row_bytes = shape.head_dim * sizeof(uint16_t);
+    for (int64_t j = 0; j < seq.num_ctx; ++j) {
+      const int64_t off = slot_of(seq, j) * kv_stride + kvh * shape.head_dim;
+      const char* kp = reinterpret_cast<const char*>(kv.k + off);
+      const char* vp = reinterpret_cast<const char*>(kv.v + off);
+      for (int64_t b = 0; b < row_bytes; b += 64) {
+        _mm_prefetch(kp + b, _MM_HINT_T1);
+        _mm_prefetch(vp + b, _MM_HINT_T1);
+      }
+    }
+  };
+  split.Run(pool, attend, prefetch);
 
   // The long one-token sequences, in four parallel phases over (token, KV
   // head): scores by key ranges, softmax per head, weighted V sums by
