@@ -2,7 +2,11 @@
 // one query token each (or --tokens per sequence), over --ctx cached entries
 // in 16-entry blocks scattered over a pool, SmolLM2-135M's shape (9 heads, 3
 // KV heads, head size 64). Prints microseconds per call and nanoseconds per
-// (query head, visible entry) pair, best of --reps runs of --calls calls.
+// (query head, visible entry) pair, best of --reps runs of --calls calls
+// (timing the calls only: with --evict_mb, each call's rows and code are
+// first pushed out of the caches, as the model's weights push them out
+// between one layer's attention and the next; --evict_mb=8 gives the
+// model's per-call time at 8 sequences).
 //   bazel run //kernels/cpu:attention_bench -- --ctx=1500 --threads=2
 #include <algorithm>
 #include <chrono>
@@ -25,6 +29,9 @@ ABSL_FLAG(int, tokens, 1, "query tokens per sequence");
 ABSL_FLAG(int, threads, 2, "threads");
 ABSL_FLAG(int, calls, 30, "calls per run (one per layer)");
 ABSL_FLAG(int, reps, 5, "runs (best is reported)");
+ABSL_FLAG(int, evict_mb, 0,
+          "MiB read between calls (untimed), as the model's weights pass "
+          "through the caches between one layer's attention and the next");
 
 namespace k = braid::kernels::cpu;
 
@@ -73,18 +80,34 @@ int main(int argc, char** argv) {
   std::vector<float> q(n_tok * shape.n_head * shape.head_dim), out(q.size());
   for (float& e : q) e = dist(rng);
   k::ThreadPool pool(absl::GetFlag(FLAGS_threads));
+  std::vector<uint8_t> evict(
+      static_cast<size_t>(absl::GetFlag(FLAGS_evict_mb)) << 20, 1);
+  uint64_t sink = 0;
   double best = 1e9;
   for (int rep = 0; rep < absl::GetFlag(FLAGS_reps); ++rep) {
-    const auto t0 = std::chrono::steady_clock::now();
+    double total = 0;
     for (int l = 0; l < calls; ++l) {
+      if (!evict.empty()) {  // One line in 64 bytes, split over the pool.
+        pool.ParallelFor(pool.num_threads(), [&](int64_t c) {
+          const size_t part = evict.size() / pool.num_threads();
+          uint64_t acc = 0;
+          for (size_t i = c * part; i < (c + 1) * part; i += 64) {
+            acc += evict[i];
+          }
+          if (acc == 42) sink += acc;  // (never: keeps the reads)
+        });
+      }
+      const auto t0 = std::chrono::steady_clock::now();
       const k::PagedKvLayer layer{k[l].get(), v[l].get(), nullptr, kBs};
       k::PagedAttention(shape, layer, q.data(), q_meta.data(), seqs.data(),
                         token_seq.data(), n_tok, out.data(), &pool);
+      total +=
+          std::chrono::duration<double>(std::chrono::steady_clock::now() - t0)
+              .count();
     }
-    best = std::min(best, std::chrono::duration<double>(
-                              std::chrono::steady_clock::now() - t0)
-                              .count());
+    best = std::min(best, total);
   }
+  if (sink == 1) std::printf("!");
   const double pairs = static_cast<double>(n_tok) * shape.n_head *
                        (ctx + (n_q + 1) / 2.0) * calls;
   std::printf(
