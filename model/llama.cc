@@ -1,6 +1,7 @@
 #include "model/llama.h"
 
 #include <algorithm>
+#include <chrono>
 #include <cstdint>
 #include <string>
 #include <tuple>
@@ -253,8 +254,20 @@ void LlamaModel::RunLayer(int il, const Batch& batch, const KvView& kv) {
   const int64_t kv_dim = c.kv_dim();
 
   const k::WeightMatrix* qkv[3] = {&l.wq, &l.wk, &l.wv};
+  // Section timing (SetSectionProfile): mark(part) adds the time since the
+  // last mark.
+  auto t_last = profile_ != nullptr ? std::chrono::steady_clock::now()
+                                    : std::chrono::steady_clock::time_point{};
+  auto mark = [&](Section part) {
+    if (profile_ == nullptr) return;
+    const auto now = std::chrono::steady_clock::now();
+    profile_->seconds[part] +=
+        std::chrono::duration<double>(now - t_last).count();
+    t_last = now;
+  };
   k::QuantizedActivations qkv_in[3];
   NormQuantizeFor(s.x.data(), l.attn_norm.data(), n, qkv, 3, qkv_in);
+  mark(kNormQkv);
   uint16_t* k_layer = kv.k + il * kv.layer_stride;
   uint16_t* v_layer = kv.v + il * kv.layer_stride;
   // The rows of Q, then K, then V, in units of 16 (of a head when the
@@ -295,16 +308,20 @@ void LlamaModel::RunLayer(int il, const Batch& batch, const KvView& kv) {
     }
   };
   pool_.ParallelRanges(units, k::kMatMulRunRows / unit, qkv_rows);
+  mark(kQkv);
   const k::AttentionShape shape{c.n_head, c.n_head_kv, c.head_dim};
   const k::PagedKvLayer layer{k_layer, v_layer, kv.meta, kv.block_size};
   k::PagedAttention(shape, layer, s.q.data(), batch.meta.data(), s.seqs.data(),
                     s.tok_seq.data(), n, s.attn.data(), &pool_);
+  mark(kAttention);
   k::MatMul(l.wo, s.attn.data(), n, s.x.data(), /*accumulate=*/true, &pool_,
             &s.matmul);
+  mark(kOut);
 
   const k::WeightMatrix* gate_up[2] = {&l.w_gate, &l.w_up};
   k::QuantizedActivations ffn_in[2];
   NormQuantizeFor(s.x.data(), l.ffn_norm.data(), n, gate_up, 2, ffn_in);
+  mark(kNormFfn);
   // Multiples of 64 rows keep SwiGlu's 16-element groups aligned with
   // ggml's rows.
   const int64_t ffn_units = (c.n_ff + 63) / 64;
@@ -321,8 +338,17 @@ void LlamaModel::RunLayer(int il, const Batch& batch, const KvView& kv) {
   };
   pool_.ParallelRanges(ffn_units, std::max<int64_t>(1, k::kMatMulRunRows / 64),
                        ffn_rows);
+  mark(kGateUp);
   k::MatMul(l.w_down, s.gate.data(), n, s.x.data(), /*accumulate=*/true, &pool_,
             &s.matmul);
+  mark(kDown);
+}
+
+const char* LlamaModel::SectionName(Section s) {
+  static constexpr const char* kNames[kNumSections] = {
+      "norm_qkv", "qkv",     "attention", "out",
+      "norm_ffn", "gate_up", "down",      "vocab"};
+  return kNames[s];
 }
 
 absl::Status LlamaModel::ValidateBatch(const Batch& b, const KvView& kv) const {
@@ -458,9 +484,18 @@ void LlamaModel::ForwardBatch(const Batch& b, const KvView& kv,
                    s.h.data() + static_cast<size_t>(r) * c.n_embd);
       }
     };
+    const auto t0 = profile_ != nullptr
+                        ? std::chrono::steady_clock::now()
+                        : std::chrono::steady_clock::time_point{};
     k::MatMul(output_, s.h.data(), n_out, logits->data(), false, &pool_,
               &s.matmul, norm);
+    if (profile_ != nullptr) {
+      profile_->seconds[kVocab] +=
+          std::chrono::duration<double>(std::chrono::steady_clock::now() - t0)
+              .count();
+    }
   }
+  if (profile_ != nullptr) ++profile_->steps;
 }
 
 absl::Status LlamaModel::Forward(const Batch& batch, PagedKvPool& kv,

@@ -74,6 +74,31 @@ class LlamaModel {
   absl::Status Forward(const Batch& batch, PagedKvPool& kv,
                        std::vector<float>* logits);
 
+  // Wall time of each part of a step, summed over the steps since profiling
+  // was turned on (SetSectionProfile), in seconds: per layer the norm and
+  // quantization before Q/K/V, the Q/K/V product (with RoPE and the K/V
+  // writes), attention, the O product, the norm and quantization before the
+  // FFN, gate/up, down; then the vocabulary projection (with its norm).
+  enum Section {
+    kNormQkv,
+    kQkv,
+    kAttention,
+    kOut,
+    kNormFfn,
+    kGateUp,
+    kDown,
+    kVocab,
+    kNumSections
+  };
+  struct SectionProfile {
+    double seconds[kNumSections] = {};
+    int64_t steps = 0;
+  };
+  // Times the parts of every Forward into *profile (null: off, the default;
+  // off costs one test per part). For benchmarks (llama_bench --sections).
+  void SetSectionProfile(SectionProfile* profile) { profile_ = profile; }
+  static const char* SectionName(Section s);
+
  private:
   struct Layer {
     std::vector<float> attn_norm;               // [n_embd]
@@ -137,6 +162,7 @@ class LlamaModel {
 
   std::unique_ptr<GgufFile> file_;
   LlamaConfig config_;
+  SectionProfile* profile_ = nullptr;
   kernels::cpu::ThreadPool pool_;
   const bool packed_matmul_;               // LoadOptions::packed_matmul
   kernels::cpu::WeightMatrix token_embd_;  // [n_vocab, n_embd]

@@ -13,7 +13,8 @@
 //             with the same thread count (the machine's read bandwidth);
 //   weight_bytes / kv bytes: what one decode step reads.
 // Each phase runs --reps times; the best run is reported. Prints one JSON
-// object on stdout.
+// object on stdout; with --sections also (stderr) the decode phases' time a
+// step in each part of the forward pass, averaged over every rep.
 //   bazel run //model:llama_bench -- --model=PATH --threads=2
 #include <immintrin.h>
 #include <sys/resource.h>
@@ -54,6 +55,9 @@ ABSL_FLAG(int, mixed_chunk, 0,
           "(0 skips the phase)");
 ABSL_FLAG(int, mixed_ctx, 1000,
           "mixed phase: context already cached before the prompt chunk");
+ABSL_FLAG(bool, sections, false,
+          "print (stderr) the decode phases' ms a step in each part of the "
+          "forward pass (LlamaModel::SetSectionProfile)");
 
 namespace {
 
@@ -269,15 +273,34 @@ int main(int argc, char** argv) {
   for (int i = 0; i < n_prompt; ++i) prompt[i] = (i * 104729 + 7) % c.n_vocab;
 
   double prefill_s = 1e9, decode1_s = 1e9, decoden_s = 1e9;
+  const bool sections = absl::GetFlag(FLAGS_sections);
+  LlamaModel::SectionProfile profiles[2];  // one stream, --seqs
   for (int rep = 0; rep < reps; ++rep) {
     auto t = Clock::now();
     run.Prefill(prefill, 1);
     prefill_s = std::min(prefill_s, Seconds(t));
     std::vector<int32_t> next = run.Prefill(prompt, n_seqs);
+    if (sections) model.SetSectionProfile(&profiles[0]);
     decode1_s =
         std::min(decode1_s, run.Decode(1, n_prompt, {next[0]}, n_decode));
+    if (sections) model.SetSectionProfile(&profiles[1]);
     decoden_s =
         std::min(decoden_s, run.Decode(n_seqs, n_prompt, next, n_decode));
+    model.SetSectionProfile(nullptr);
+  }
+  for (int i = 0; sections && i < 2; ++i) {
+    const LlamaModel::SectionProfile& p = profiles[i];
+    std::fprintf(stderr,
+                 "sections, %d sequence(s), ms a step:", i == 0 ? 1 : n_seqs);
+    double total = 0;
+    for (int k = 0; k < LlamaModel::kNumSections; ++k) {
+      const double ms = p.seconds[k] / std::max<int64_t>(1, p.steps) * 1e3;
+      total += ms;
+      std::fprintf(stderr, " %s %.3f",
+                   LlamaModel::SectionName(static_cast<LlamaModel::Section>(k)),
+                   ms);
+    }
+    std::fprintf(stderr, " total %.3f\n", total);
   }
   std::pair<double, double> mixed{0, 0};
   if (mixed_chunk > 0) {
