@@ -142,36 +142,34 @@ void ThreadPool::ParallelRanges(
     const uint64_t e = static_cast<uint64_t>((i + 1) * units / p);
     shares_[i].range.store((b << 32) | e, std::memory_order_relaxed);
   }
-  ParallelFor(p, [&](int64_t self) {
-    // Own share, from the front.
-    std::atomic<uint64_t>& own = shares_[self].range;
-    uint64_t c = own.load(std::memory_order_relaxed);
+  // Takes a run from the front (or back) of a share: true and [*u0, *u1)
+  // with the share's end as it stood, or false when the share is empty.
+  auto take = [chunk](std::atomic<uint64_t>& share, bool front, int64_t* u0,
+                      int64_t* u1, int64_t* end) {
+    uint64_t c = share.load(std::memory_order_relaxed);
     for (;;) {
       const int64_t b = static_cast<int64_t>(c >> 32);
       const int64_t e = static_cast<int64_t>(c & 0xFFFFFFFFu);
-      if (b >= e) break;
-      const int64_t nb = std::min(e, b + chunk);
-      if (own.compare_exchange_weak(c, (static_cast<uint64_t>(nb) << 32) | e,
-                                    std::memory_order_relaxed)) {
-        fn(b, nb, e);
-        c = own.load(std::memory_order_relaxed);
+      if (b >= e) return false;
+      *u0 = front ? b : std::max(b, e - chunk);
+      *u1 = front ? std::min(e, b + chunk) : e;
+      const uint64_t rest = front ? (static_cast<uint64_t>(*u1) << 32) | e
+                                  : (static_cast<uint64_t>(b) << 32) | *u0;
+      if (share.compare_exchange_weak(c, rest, std::memory_order_relaxed)) {
+        *end = e;
+        return true;
       }
     }
-    // Then the others', from the back.
+  };
+  ParallelFor(p, [&](int64_t self) {
+    int64_t u0, u1, end;
+    while (take(shares_[self].range, /*front=*/true, &u0, &u1, &end)) {
+      fn(u0, u1, end);
+    }
     for (int k = 1; k < p; ++k) {
-      std::atomic<uint64_t>& other = shares_[(self + k) % p].range;
-      uint64_t o = other.load(std::memory_order_relaxed);
-      for (;;) {
-        const int64_t b = static_cast<int64_t>(o >> 32);
-        const int64_t e = static_cast<int64_t>(o & 0xFFFFFFFFu);
-        if (b >= e) break;
-        const int64_t ne = std::max(b, e - chunk);
-        if (other.compare_exchange_weak(o,
-                                        (static_cast<uint64_t>(b) << 32) | ne,
-                                        std::memory_order_relaxed)) {
-          fn(ne, e, e);
-          o = other.load(std::memory_order_relaxed);
-        }
+      while (take(shares_[(self + k) % p].range, /*front=*/false, &u0, &u1,
+                  &end)) {
+        fn(u0, u1, u1);
       }
     }
   });
