@@ -14,7 +14,10 @@
 //   weight_bytes / kv bytes: what one decode step reads.
 // Each phase runs --reps times; the best run is reported. Prints one JSON
 // object on stdout; with --sections also (stderr) the decode phases' time a
-// step in each part of the forward pass, averaged over every rep.
+// step in each part of the forward pass, averaged over every rep; with
+// --interleave also one stream and --seqs sequences decoding with their
+// steps alternating (interleaved_decode1_tps, interleaved_decodeN_tps: over
+// every rep), their ratio free of the drift between two phases' minutes.
 //   bazel run //model:llama_bench -- --model=PATH --threads=2
 #include <immintrin.h>
 #include <sys/resource.h>
@@ -55,6 +58,10 @@ ABSL_FLAG(int, mixed_chunk, 0,
           "(0 skips the phase)");
 ABSL_FLAG(int, mixed_ctx, 1000,
           "mixed phase: context already cached before the prompt chunk");
+ABSL_FLAG(bool, interleave, false,
+          "also run one stream and --seqs sequences decoding with their steps "
+          "alternating (their own contexts), so both step times come from the "
+          "same minutes of a machine whose speed drifts: interleaved_* fields");
 ABSL_FLAG(bool, sections, false,
           "print (stderr) the decode phases' ms a step in each part of the "
           "forward pass (LlamaModel::SetSectionProfile)");
@@ -150,6 +157,45 @@ struct Runner {
       }
     }
     return Seconds(t0);
+  }
+  // One stream (sequence n_seqs, its next token `one`) and n_seqs sequences
+  // (0..n_seqs-1, `next`) decoding n_steps greedy tokens each, their steps
+  // alternating; returns the summed seconds of each.
+  std::pair<double, double> Interleaved(int n_seqs, int n_cached, int32_t one,
+                                        std::vector<int32_t> next,
+                                        int n_steps) {
+    const int n_vocab = model.config().n_vocab;
+    auto batch = [&](int first, int count, std::vector<int32_t> tokens) {
+      Batch b;
+      b.tokens = std::move(tokens);
+      for (int s = 0; s < count; ++s) {
+        b.meta.push_back(EntryMeta{0, n_cached});
+        BatchSequence seq;
+        seq.first_token = s;
+        seq.num_tokens = 1;
+        seq.num_cached = n_cached;
+        seq.block_table = Table(first + s);
+        b.sequences.push_back(std::move(seq));
+      }
+      return b;
+    };
+    Batch single = batch(n_seqs, 1, {one}), many = batch(0, n_seqs, next);
+    double single_s = 0, many_s = 0;
+    auto step = [&](Batch& b, double* seconds) {
+      const auto t = Clock::now();
+      Check(model.Forward(b, pool, &logits));
+      *seconds += Seconds(t);
+      for (size_t s = 0; s < b.tokens.size(); ++s) {
+        b.tokens[s] = Argmax(logits.data() + int64_t(s) * n_vocab, n_vocab);
+        ++b.meta[s].y;
+        ++b.sequences[s].num_cached;
+      }
+    };
+    for (int i = 0; i < n_steps; ++i) {
+      step(single, &single_s);
+      step(many, &many_s);
+    }
+    return {single_s, many_s};
   }
   // Median step seconds of n_seqs decoding sequences, alone (first) and with
   // a chunk of `chunk` prompt tokens of sequence n_seqs at context `ctx`
@@ -260,7 +306,9 @@ int main(int argc, char** argv) {
   PagedKvPool pool = model.NewPagedKvPool(bs, (kv_tokens + bs - 1) / bs);
   const int mixed_chunk = absl::GetFlag(FLAGS_mixed_chunk);
   const int mixed_ctx = absl::GetFlag(FLAGS_mixed_ctx);
-  const int per_seq = pool.num_blocks() / (n_seqs + (mixed_chunk > 0 ? 1 : 0));
+  const bool interleave = absl::GetFlag(FLAGS_interleave);
+  const int per_seq =
+      pool.num_blocks() / (n_seqs + (mixed_chunk > 0 || interleave ? 1 : 0));
   if (per_seq * bs <
       std::max({n_prefill, n_prompt + n_decode,
                 mixed_chunk > 0 ? mixed_ctx + mixed_chunk : 0})) {
@@ -302,6 +350,16 @@ int main(int argc, char** argv) {
     }
     std::fprintf(stderr, " total %.3f\n", total);
   }
+  // Summed over the reps: one stream's and n_seqs sequences' seconds.
+  double inter_single_s = 0, inter_many_s = 0;
+  for (int rep = 0; interleave && rep < reps; ++rep) {
+    const std::vector<int32_t> next = run.Prefill(prompt, n_seqs + 1);
+    const auto [single_s, many_s] = run.Interleaved(
+        n_seqs, n_prompt, next[n_seqs],
+        std::vector<int32_t>(next.begin(), next.begin() + n_seqs), n_decode);
+    inter_single_s += single_s;
+    inter_many_s += many_s;
+  }
   std::pair<double, double> mixed{0, 0};
   if (mixed_chunk > 0) {
     std::vector<int32_t> next = run.Prefill(prompt, n_seqs);
@@ -325,12 +383,15 @@ int main(int argc, char** argv) {
       "\"kv_bytes_per_step\": %.0f, \"read_gbps\": %.2f, "
       "\"decode1_gbps\": %.2f, \"mixed_chunk\": %d, \"mixed_ctx\": %d, "
       "\"decode_step_ms\": %.2f, \"mixed_step_ms\": %.2f, "
-      "\"mixed_ratio\": %.2f}\n",
+      "\"mixed_ratio\": %.2f, \"interleaved_decode1_tps\": %.2f, "
+      "\"interleaved_decodeN_tps\": %.2f}\n",
       bw_pool.num_threads(), load_s, n_prefill, n_prefill / prefill_s, n_decode,
       decode1_tps, n_seqs, n_seqs * n_decode / decoden_s, rss,
       pool.bytes() / 1048576.0, weight_bytes, kv_bytes, read_gbps,
       (weight_bytes + kv_bytes) * decode1_tps / 1e9, mixed_chunk, mixed_ctx,
       mixed.first * 1e3, mixed.second * 1e3,
-      mixed.first > 0 ? mixed.second / mixed.first : 0.0);
+      mixed.first > 0 ? mixed.second / mixed.first : 0.0,
+      interleave ? reps * n_decode / inter_single_s : 0.0,
+      interleave ? reps * n_decode * n_seqs / inter_many_s : 0.0);
   return 0;
 }

@@ -9,7 +9,11 @@ from other processes hits both alike, and prints each figure and the ratios:
   prefill       one sequence of --prefill tokens in one call (tok/s)
   decode1       one sequence, --decode greedy tokens after a 27-token prompt
   decodeN       braid: --seqs sequences decoding in one batch per step,
-                aggregate tok/s, and its ratio to braid's decode1
+                aggregate tok/s, and its ratio to braid's decode1; and again
+                in a second driver run with one stream's and the batch's
+                steps alternating (--interleave), so both come from the same
+                minutes: this VM's speed drifts by 20-30% between phases, the
+                one-stream and batched steps not alike
   rss           braid: VmRSS of the driver process holding the model and a
                 --kv_tokens paged KV pool; llama.cpp: VmRSS with n_ctx =
                 --kv_tokens
@@ -73,13 +77,21 @@ def cpu_model():
 
 
 def run_braid(a):
-    out = subprocess.run(
-        [a.braid_bench, f"--model={a.model}", f"--threads={a.threads}",
-         f"--prefill={a.prefill}", f"--prompt=27", f"--decode={a.decode}",
-         f"--seqs={a.seqs}", f"--kv_tokens={a.kv_tokens}", f"--reps={a.reps}"]
-        + a.braid_flag,
-        capture_output=True, text=True, check=True)
-    return json.loads(out.stdout.strip().splitlines()[-1])
+    def bench(extra):
+        out = subprocess.run(
+            [a.braid_bench, f"--model={a.model}", f"--threads={a.threads}",
+             f"--prompt=27", f"--decode={a.decode}", f"--seqs={a.seqs}",
+             f"--kv_tokens={a.kv_tokens}", f"--reps={a.reps}"]
+            + extra + a.braid_flag,
+            capture_output=True, text=True, check=True)
+        return json.loads(out.stdout.strip().splitlines()[-1])
+    b = bench([f"--prefill={a.prefill}"])
+    # One stream and the batch with their steps alternating (a short
+    # prefill phase leaves the pool room for the extra sequence).
+    i = bench(["--prefill=16", "--interleave"])
+    b["interleaved_decode1_tps"] = i["interleaved_decode1_tps"]
+    b["interleaved_decodeN_tps"] = i["interleaved_decodeN_tps"]
+    return b
 
 
 def run_llama(a):
@@ -137,6 +149,13 @@ def main():
     agg = med([b["decodeN_tps"] / b["decode1_tps"] for b, _ in rounds])
     print(f"{'decode %d seqs aggregate (tok/s)' % a.seqs:<34}"
           f"{B['decodeN_tps']:>10.1f}{'-':>11}{agg:>8.2f}x of braid 1 stream")
+    inter = [b["interleaved_decodeN_tps"] / b["interleaved_decode1_tps"]
+             for b, _ in rounds]
+    print(f"{'  steps interleaved with 1 stream':<34}"
+          f"{B['interleaved_decodeN_tps']:>10.1f}{'-':>11}"
+          f"{med(inter):>8.2f}x of 1 stream at "
+          f"{B['interleaved_decode1_tps']:.1f} (rounds "
+          + " / ".join(f"{x:.2f}" for x in inter) + ")")
     print(f"{'resident memory (MiB)':<34}{B['rss_mib']:>10.1f}"
           f"{L['rss_mib']:>11.1f}{B['rss_mib'] / L['rss_mib']:>8.2f}x")
     print(f"{'  of which braid KV pool (MiB)':<34}{B['kv_pool_mib']:>10.1f}")
