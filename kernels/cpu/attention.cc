@@ -3,14 +3,12 @@
 #include <immintrin.h>
 
 #include <algorithm>
-#include <array>
-#include <atomic>
 #include <cmath>
 #include <cstring>
-#include <utility>
 #include <vector>
 
 #include "kernels/cpu/attention_kernels.h"
+#include "kernels/cpu/attention_paged.h"
 #include "kernels/cpu/cpu_features.h"
 #include "kernels/cpu/dot.h"
 #include "kernels/cpu/fp16.h"
@@ -19,19 +17,17 @@
 namespace braid::kernels::cpu {
 namespace {
 
+using internal::ChooseKernels;
+using internal::KernelChoice;
+using internal::kLanes;
+using internal::kMaxRows;
+using internal::PagedEntries;
+using internal::SoftmaxRow;
+
 constexpr int64_t kMaxHeadDim = 256;
 // One-token sequences over at least this many entries take PagedAttention's
-// split phases, kSplitKeys keys per score task.
+// long-context phases (attention_long.cc).
 constexpr int64_t kSplitMinEntries = 1024;
-constexpr int64_t kSplitKeys = 512;
-std::atomic<int64_t> g_long_split_calls{0};
-constexpr int64_t kLanes = 16;  // ggml's AVX-512 vector width in floats.
-
-// Which of llama.cpp's kernels computes each product (see dot.h).
-struct KernelChoice {
-  bool kq_gemm;   // K·q in tinyBLAS (else ggml_vec_dot_f16)
-  bool kqv_gemm;  // V^T·weights in tinyBLAS (else ggml_vec_dot_f16)
-};
 
 // acc rows [slots][dim] hold the partial sums of ggml's accumulator lanes
 // (slot = key rank % slots); rows >= used were never written and stand for
@@ -128,32 +124,6 @@ __attribute__((target("avx2"))) void ScaleAvx2(float* row, int64_t n,
   for (; j < n; ++j) row[j] *= scale;
 }
 
-void SoftmaxRow(float* row, int64_t n, int64_t ld, float scale) {
-  const int64_t n_pad = (n + kLanes - 1) / kLanes * kLanes;
-  float max = -INFINITY;
-  if (UseAvx2()) {
-    max = ScaleMaxAvx2(row, n, scale);
-  } else {
-    for (int64_t j = 0; j < n; ++j) {
-      row[j] *= scale;
-      max = std::max(max, row[j]);
-    }
-  }
-  std::fill(row + n, row + n_pad, -INFINITY);
-  const double sum = ExpShiftedSum(row, max, row, n_pad);
-  const float inv_sum = static_cast<float>(1.0 / sum);
-  if (UseAvx2()) {
-    ScaleAvx2(row, n, inv_sum);
-  } else {
-    for (int64_t j = 0; j < n; ++j) row[j] *= inv_sum;
-  }
-  RoundToFp16Row(row, row, n);
-  std::fill(row + n, row + ld, 0.0f);
-}
-
-// Query rows (heads x tokens) handled by one task, sharing K and V rows.
-constexpr int kMaxRows = 24;
-
 // Query rows of one KV head that see prefixes of one list of entries: row i
 // (q[i] -> out[i]) sees entries [0, n[i]) of it, in rank order.
 struct QueryRows {
@@ -224,14 +194,6 @@ void AttendRows(const QueryRows& rows, const uint16_t* const* k_rows,
     }
     ReduceSlots(acc, slots, used, head_dim, rows.out[i]);
   }
-}
-
-// tinyBLAS only serves batches of 2+ and declines a K·q whose inner size
-// (head_dim) is not a multiple of its 16 lanes or a V^T·w with head_dim rows
-// not a multiple of 4; llama.cpp then falls back to ggml_vec_dot_f16.
-KernelChoice ChooseKernels(int64_t n_tok, int64_t head_dim) {
-  return KernelChoice{n_tok > 1 && head_dim % kLanes == 0,
-                      n_tok > 1 && head_dim % 4 == 0};
 }
 
 // A run of consecutive query tokens of one sequence.
@@ -364,6 +326,33 @@ void AddRows(const AttentionShape& shape, const float* q, float* out, int64_t t,
 
 }  // namespace
 
+namespace internal {
+
+void SoftmaxRow(float* row, int64_t n, int64_t ld, float scale) {
+  const int64_t n_pad = (n + kLanes - 1) / kLanes * kLanes;
+  float max = -INFINITY;
+  if (UseAvx2()) {
+    max = ScaleMaxAvx2(row, n, scale);
+  } else {
+    for (int64_t j = 0; j < n; ++j) {
+      row[j] *= scale;
+      max = std::max(max, row[j]);
+    }
+  }
+  std::fill(row + n, row + n_pad, -INFINITY);
+  const double sum = ExpShiftedSum(row, max, row, n_pad);
+  const float inv_sum = static_cast<float>(1.0 / sum);
+  if (UseAvx2()) {
+    ScaleAvx2(row, n, inv_sum);
+  } else {
+    for (int64_t j = 0; j < n; ++j) row[j] *= inv_sum;
+  }
+  RoundToFp16Row(row, row, n);
+  std::fill(row + n, row + ld, 0.0f);
+}
+
+}  // namespace internal
+
 void ReserveAttentionScratch(int64_t max_ctx) {
   Scratch(tls.k_rows, max_ctx);
   Scratch(tls.v_rows, max_ctx);
@@ -371,10 +360,6 @@ void ReserveAttentionScratch(int64_t max_ctx) {
   Scratch(tls.keys, max_ctx);
   Scratch(tls.scores, kMaxRows * ((max_ctx + kLanes - 1) / kLanes * kLanes));
   Scratch(tls.acc, 4 * kLanes * kMaxHeadDim);
-}
-
-int64_t internal::LongSplitCallsForTesting() {
-  return g_long_split_calls.load();
 }
 
 void Attention(const AttentionShape& shape, const float* q,
@@ -410,36 +395,11 @@ void PagedAttention(const AttentionShape& shape, const PagedKvLayer& kv,
                     const float* q, const KvEntryMeta* q_meta,
                     const PagedAttentionSeq* seqs, const int32_t* token_seq,
                     int64_t n_tok, float* out, ThreadPool* pool) {
-  const int64_t kv_stride = shape.n_kv_head * shape.head_dim;
-  const int64_t bs = kv.block_size;
-  int shift = -1;
-  if ((bs & (bs - 1)) == 0) shift = __builtin_ctzll(static_cast<uint64_t>(bs));
+  const PagedEntries entries(shape, kv);
   const float scale = 1.0f / std::sqrt(static_cast<float>(shape.head_dim));
-  // Pool index of a sequence's context entry j (shifts for the usual
-  // power-of-two block sizes), and the visibility rule.
-  auto slot_of = [&](const PagedAttentionSeq& seq, int64_t j) -> int64_t {
-    const int32_t* table = seq.block_table;
-    if (shift >= 0) {
-      return (int64_t{table[j >> shift]} << shift) | (j & (bs - 1));
-    }
-    return table[j / bs] * bs + j % bs;
-  };
-  // Entry e (context index j) of the pool: its tag, or (0, j) without tags.
-  auto meta_of = [&](int64_t e, int64_t j) {
-    return kv.meta != nullptr ? kv.meta[e]
-                              : KvEntryMeta{0, static_cast<int32_t>(j)};
-  };
-  auto sees = [](const PagedAttentionSeq& seq, KvEntryMeta qm, KvEntryMeta m) {
-    if (m.stream == qm.stream) return m.y <= qm.y;
-    if (m.y >= qm.y) return false;
-    for (int64_t s = 0; s < seq.num_visible_streams; ++s) {
-      if (seq.visible_streams[s] == m.stream) return true;
-    }
-    return false;
-  };
   // One-token sequences over long contexts (decode steps, one-token prompt
-  // chunks) go through the split phases below, the rest one task per
-  // query-row group.
+  // chunks) go through the long-context phases (attention_long.cc), the
+  // rest one task per query-row group.
   const bool split_long = pool != nullptr && pool->num_threads() > 1 &&
                           UseAvx512() &&
                           (shape.head_dim == 64 || shape.head_dim == 128) &&
@@ -468,16 +428,10 @@ void PagedAttention(const AttentionShape& shape, const PagedKvLayer& kv,
       [&](int64_t t) { return seqs[token_seq[t]].num_ctx; }, long_single);
   auto attend = [&](const TokenRun& run, int64_t kvh, int64_t h0, int g) {
     const PagedAttentionSeq& seq = seqs[token_seq[run.first]];
-    auto slot = [&](int64_t j) { return slot_of(seq, j); };
-    auto visible = [&](KvEntryMeta qm, KvEntryMeta m) {
-      return sees(seq, qm, m);
-    };
     const uint16_t** k_rows = Scratch(tls.k_rows, seq.num_ctx);
     const uint16_t** v_rows = Scratch(tls.v_rows, seq.num_ctx);
     KvEntryMeta* metas = Scratch(tls.metas, seq.num_ctx);
     int32_t* keys = Scratch(tls.keys, seq.num_ctx);
-    const uint16_t* kh = kv.k + kvh * shape.head_dim;
-    const uint16_t* vh = kv.v + kvh * shape.head_dim;
     const KernelChoice kernels = ChooseKernels(
         seq.kernel_tokens > 0 ? seq.kernel_tokens : seq.num_tokens,
         shape.head_dim);
@@ -485,12 +439,12 @@ void PagedAttention(const AttentionShape& shape, const PagedKvLayer& kv,
     auto gather = [&](int64_t t) {
       int64_t n = 0;
       for (int64_t j = 0; j < seq.num_ctx; ++j) {
-        const int64_t e = slot(j);
-        const KvEntryMeta m = meta_of(e, j);
-        if (!visible(q_meta[t], m)) continue;
+        const int64_t e = entries.Slot(seq, j);
+        const KvEntryMeta m = entries.Meta(e, j);
+        if (!PagedEntries::Sees(seq, q_meta[t], m)) continue;
         metas[n] = m;
-        k_rows[n] = kh + e * kv_stride;
-        v_rows[n++] = vh + e * kv_stride;
+        k_rows[n] = entries.K(e, kvh);
+        v_rows[n++] = entries.V(e, kvh);
       }
       return n;
     };
@@ -549,9 +503,9 @@ void PagedAttention(const AttentionShape& shape, const PagedKvLayer& kv,
     const PagedAttentionSeq& seq = seqs[token_seq[run.first]];
     const int64_t row_bytes = shape.head_dim * sizeof(uint16_t);
     for (int64_t j = 0; j < seq.num_ctx; ++j) {
-      const int64_t off = slot_of(seq, j) * kv_stride + kvh * shape.head_dim;
-      const char* kp = reinterpret_cast<const char*>(kv.k + off);
-      const char* vp = reinterpret_cast<const char*>(kv.v + off);
+      const int64_t e = entries.Slot(seq, j);
+      const char* kp = reinterpret_cast<const char*>(entries.K(e, kvh));
+      const char* vp = reinterpret_cast<const char*>(entries.V(e, kvh));
       for (int64_t b = 0; b < row_bytes; b += 64) {
         _mm_prefetch(kp + b, _MM_HINT_T1);
         _mm_prefetch(vp + b, _MM_HINT_T1);
@@ -559,139 +513,8 @@ void PagedAttention(const AttentionShape& shape, const PagedKvLayer& kv,
     }
   };
   split.Run(pool, attend, prefetch);
-
-  // The long one-token sequences, in four parallel phases over (token, KV
-  // head): scores by key ranges, softmax per head, weighted V sums by
-  // residue of the slots, the residues' final tree per head. Each key's
-  // score and each residue's sums are computed as AttendRows computes them,
-  // so the bits are the same; the work of one query spreads over the pool
-  // and each K and V row is read once for the KV head's query heads.
-  // The caller's buffers (grow-only), named by reference so the pool's
-  // workers use these, not their own thread_local copies.
-  struct LongScratch {
-    std::vector<int64_t> longs, ent_off, score_off, counts;
-    std::vector<const uint16_t*> kp, vp;
-    std::vector<float> q16, scores, res;
-    std::vector<std::array<int64_t, 3>> score_tasks;
-  };
-  thread_local LongScratch scratch;
-  std::vector<int64_t>& longs = scratch.longs;
-  std::vector<int64_t>& ent_off = scratch.ent_off;
-  std::vector<int64_t>& score_off = scratch.score_off;
-  std::vector<int64_t>& counts = scratch.counts;
-  std::vector<const uint16_t*>& kp = scratch.kp;
-  std::vector<const uint16_t*>& vp = scratch.vp;
-  std::vector<float>& q16 = scratch.q16;
-  std::vector<float>& scores = scratch.scores;
-  std::vector<float>& res = scratch.res;
-  std::vector<std::array<int64_t, 3>>& score_tasks = scratch.score_tasks;
-  longs.clear();
-  for (int64_t t = 0; t < n_tok; ++t) {
-    if (long_single(t)) longs.push_back(t);
-  }
-  if (longs.empty()) return;
-  g_long_split_calls.fetch_add(1, std::memory_order_relaxed);
-  const int64_t n_long = static_cast<int64_t>(longs.size());
-  const int64_t n_kv = shape.n_kv_head, n_head = shape.n_head;
-  const int64_t hd = shape.head_dim, group = n_head / n_kv;
-  // Visible entries of each long token, as K and V row pointers per KV head
-  // (kp[ent_off[i] * n_kv + kvh * n_i + j]).
-  ent_off.assign(1, 0);
-  score_off.assign(1, 0);
-  for (int64_t i = 0; i < n_long; ++i) {
-    const PagedAttentionSeq& seq = seqs[token_seq[longs[i]]];
-    ent_off.push_back(ent_off.back() + seq.num_ctx);
-    score_off.push_back(score_off.back() +
-                        n_head *
-                            ((seq.num_ctx + kLanes - 1) / kLanes * kLanes));
-  }
-  kp.resize(ent_off.back() * n_kv);
-  vp.resize(kp.size());
-  counts.assign(n_long, 0);
-  for (int64_t i = 0; i < n_long; ++i) {
-    const int64_t t = longs[i];
-    const PagedAttentionSeq& seq = seqs[token_seq[t]];
-    const uint16_t** k_i = kp.data() + ent_off[i] * n_kv;
-    const uint16_t** v_i = vp.data() + ent_off[i] * n_kv;
-    int64_t n = 0;
-    for (int64_t j = 0; j < seq.num_ctx; ++j) {
-      const int64_t e = slot_of(seq, j);
-      const KvEntryMeta m = meta_of(e, j);
-      if (!sees(seq, q_meta[t], m)) continue;
-      for (int64_t g = 0; g < n_kv; ++g) {
-        k_i[g * seq.num_ctx + n] = kv.k + e * kv_stride + g * hd;
-        v_i[g * seq.num_ctx + n] = kv.v + e * kv_stride + g * hd;
-      }
-      ++n;
-    }
-    counts[i] = n;
-  }
-  q16.resize(n_long * n_head * hd);
-  for (int64_t i = 0; i < n_long; ++i) {
-    RoundToFp16Row(q + longs[i] * n_head * hd, q16.data() + i * n_head * hd,
-                   n_head * hd);
-  }
-  scores.resize(score_off.back());
-  res.resize(n_long * n_head * 8 * hd);
-  auto kernels_of = [&](int64_t i) {
-    const PagedAttentionSeq& seq = seqs[token_seq[longs[i]]];
-    return ChooseKernels(seq.kernel_tokens > 0 ? seq.kernel_tokens : 1, hd);
-  };
-  auto ld_of = [&](int64_t i) {
-    return (score_off[i + 1] - score_off[i]) / n_head;
-  };
-  auto k_rows_of = [&](int64_t i, int64_t g) {
-    const int64_t num_ctx = seqs[token_seq[longs[i]]].num_ctx;
-    return kp.data() + ent_off[i] * n_kv + g * num_ctx;
-  };
-  auto v_rows_of = [&](int64_t i, int64_t g) {
-    const int64_t num_ctx = seqs[token_seq[longs[i]]].num_ctx;
-    return vp.data() + ent_off[i] * n_kv + g * num_ctx;
-  };
-  // Phase 1: scores, (token, KV head, range of kSplitKeys keys) per task.
-  score_tasks.clear();
-  for (int64_t i = 0; i < n_long; ++i) {
-    for (int64_t g = 0; g < n_kv; ++g) {
-      for (int64_t j0 = 0; j0 < counts[i]; j0 += kSplitKeys) {
-        score_tasks.push_back({i, g, j0});
-      }
-    }
-  }
-  pool->ParallelFor(static_cast<int64_t>(score_tasks.size()), [&](int64_t x) {
-    const auto [i, g, j0] = score_tasks[x];
-    const int64_t cnt = std::min(kSplitKeys, counts[i] - j0);
-    const float* qp[kMaxRows];
-    for (int64_t h = 0; h < group; ++h) {
-      qp[h] = q16.data() + (i * n_head + g * group + h) * hd;
-    }
-    internal::ScoresF16Avx512(
-        k_rows_of(i, g) + j0, v_rows_of(i, g) + j0, cnt, qp,
-        static_cast<int>(group), hd, kernels_of(i).kq_gemm,
-        scores.data() + score_off[i] + g * group * ld_of(i) + j0, ld_of(i));
-  });
-  // Phase 2: softmax per (token, head).
-  pool->ParallelFor(n_long * n_head, [&](int64_t x) {
-    const int64_t i = x / n_head, h = x % n_head;
-    SoftmaxRow(scores.data() + score_off[i] + h * ld_of(i), counts[i], ld_of(i),
-               scale);
-  });
-  // Phase 3: weighted V sums, (token, KV head, residue) per task.
-  pool->ParallelFor(n_long * n_kv * 8, [&](int64_t x) {
-    const int64_t i = x / (n_kv * 8), g = (x / 8) % n_kv;
-    const int r = static_cast<int>(x % 8);
-    const int64_t slots = kernels_of(i).kqv_gemm ? kLanes : 4 * kLanes;
-    internal::ResidueSumsF16Avx512(
-        v_rows_of(i, g), counts[i],
-        scores.data() + score_off[i] + g * group * ld_of(i), ld_of(i),
-        static_cast<int>(group), hd, slots, r, r + 1,
-        res.data() + (i * n_head + g * group) * 8 * hd);
-  });
-  // Phase 4: the residues' tree per (token, head).
-  pool->ParallelFor(n_long * n_head, [&](int64_t x) {
-    const int64_t i = x / n_head, h = x % n_head;
-    internal::CombineResidues(res.data() + (i * n_head + h) * 8 * hd, hd,
-                              out + (longs[i] * n_head + h) * hd);
-  });
+  internal::LongContextAttention(shape, entries, q, q_meta, seqs, token_seq,
+                                 n_tok, long_single, scale, out, pool);
 }
 
 }  // namespace braid::kernels::cpu
