@@ -131,31 +131,40 @@ struct Runner {
     }
     return next;
   }
-  // Decodes n_steps greedy tokens for n_seqs sequences in one batch per step;
-  // returns seconds. The batch is built once and updated in place.
-  double Decode(int n_seqs, int n_cached, std::vector<int32_t> next,
-                int n_steps) {
-    const int n_vocab = model.config().n_vocab;
+  // A decode batch of sequences first..first+count-1, one token each (their
+  // `tokens`) after n_cached entries.
+  Batch DecodeBatch(int first, int count, std::vector<int32_t> tokens,
+                    int n_cached) const {
     Batch b;
-    b.tokens = next;
-    for (int s = 0; s < n_seqs; ++s) {
+    b.tokens = std::move(tokens);
+    for (int s = 0; s < count; ++s) {
       b.meta.push_back(EntryMeta{0, n_cached});
       BatchSequence seq;
       seq.first_token = s;
       seq.num_tokens = 1;
       seq.num_cached = n_cached;
-      seq.block_table = Table(s);
+      seq.block_table = Table(first + s);
       b.sequences.push_back(std::move(seq));
     }
-    const auto t0 = Clock::now();
-    for (int step = 0; step < n_steps; ++step) {
-      Check(model.Forward(b, pool, &logits));
-      for (int s = 0; s < n_seqs; ++s) {
-        b.tokens[s] = Argmax(logits.data() + int64_t{s} * n_vocab, n_vocab);
-        ++b.meta[s].y;
-        ++b.sequences[s].num_cached;
-      }
+    return b;
+  }
+  // One greedy step of a decode batch, updated in place for the next.
+  void Step(Batch& b) {
+    const int n_vocab = model.config().n_vocab;
+    Check(model.Forward(b, pool, &logits));
+    for (size_t s = 0; s < b.tokens.size(); ++s) {
+      b.tokens[s] = Argmax(logits.data() + int64_t(s) * n_vocab, n_vocab);
+      ++b.meta[s].y;
+      ++b.sequences[s].num_cached;
     }
+  }
+  // Decodes n_steps greedy tokens for n_seqs sequences in one batch per step;
+  // returns seconds.
+  double Decode(int n_seqs, int n_cached, std::vector<int32_t> next,
+                int n_steps) {
+    Batch b = DecodeBatch(0, n_seqs, std::move(next), n_cached);
+    const auto t0 = Clock::now();
+    for (int step = 0; step < n_steps; ++step) Step(b);
     return Seconds(t0);
   }
   // One stream (sequence n_seqs, its next token `one`) and n_seqs sequences
@@ -164,36 +173,16 @@ struct Runner {
   std::pair<double, double> Interleaved(int n_seqs, int n_cached, int32_t one,
                                         std::vector<int32_t> next,
                                         int n_steps) {
-    const int n_vocab = model.config().n_vocab;
-    auto batch = [&](int first, int count, std::vector<int32_t> tokens) {
-      Batch b;
-      b.tokens = std::move(tokens);
-      for (int s = 0; s < count; ++s) {
-        b.meta.push_back(EntryMeta{0, n_cached});
-        BatchSequence seq;
-        seq.first_token = s;
-        seq.num_tokens = 1;
-        seq.num_cached = n_cached;
-        seq.block_table = Table(first + s);
-        b.sequences.push_back(std::move(seq));
-      }
-      return b;
-    };
-    Batch single = batch(n_seqs, 1, {one}), many = batch(0, n_seqs, next);
+    Batch single = DecodeBatch(n_seqs, 1, {one}, n_cached);
+    Batch many = DecodeBatch(0, n_seqs, std::move(next), n_cached);
     double single_s = 0, many_s = 0;
-    auto step = [&](Batch& b, double* seconds) {
-      const auto t = Clock::now();
-      Check(model.Forward(b, pool, &logits));
-      *seconds += Seconds(t);
-      for (size_t s = 0; s < b.tokens.size(); ++s) {
-        b.tokens[s] = Argmax(logits.data() + int64_t(s) * n_vocab, n_vocab);
-        ++b.meta[s].y;
-        ++b.sequences[s].num_cached;
-      }
-    };
     for (int i = 0; i < n_steps; ++i) {
-      step(single, &single_s);
-      step(many, &many_s);
+      auto t = Clock::now();
+      Step(single);
+      single_s += Seconds(t);
+      t = Clock::now();
+      Step(many);
+      many_s += Seconds(t);
     }
     return {single_s, many_s};
   }
@@ -213,17 +202,9 @@ struct Runner {
     pre.sequences.push_back(ps);
     Check(model.Forward(pre, pool, &logits));
     auto decode_batch = [&](bool with_chunk) {
-      Batch b;
-      for (int s = 0; s < n_seqs; ++s) {
-        b.tokens.push_back(100 + s);
-        b.meta.push_back(EntryMeta{0, n_cached});
-        BatchSequence seq;
-        seq.first_token = s;
-        seq.num_tokens = 1;
-        seq.num_cached = n_cached;
-        seq.block_table = Table(s);
-        b.sequences.push_back(std::move(seq));
-      }
+      std::vector<int32_t> tokens(n_seqs);
+      for (int s = 0; s < n_seqs; ++s) tokens[s] = 100 + s;
+      Batch b = DecodeBatch(0, n_seqs, std::move(tokens), n_cached);
       if (with_chunk) {
         BatchSequence seq;
         seq.first_token = n_seqs;
