@@ -80,7 +80,7 @@ class PagedEntries {
   }
 
  private:
-  const PagedKvLayer& kv_;
+  const PagedKvLayer kv_;
   int64_t kv_stride_, head_dim_;
   int shift_ = -1;
 };
