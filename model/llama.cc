@@ -336,8 +336,7 @@ void LlamaModel::RunLayer(int il, const Batch& batch, const KvView& kv) {
       k::SiluMul(g, s.up.data() + int64_t{t} * c.n_ff + r0, r1 - r0);
     }
   };
-  pool_.ParallelRanges(ffn_units, std::max<int64_t>(1, k::kMatMulRunRows / 64),
-                       ffn_rows);
+  pool_.ParallelRanges(ffn_units, k::kMatMulRunRows / 64, ffn_rows);
   mark(kGateUp);
   k::MatMul(l.w_down, s.gate.data(), n, s.x.data(), /*accumulate=*/true, &pool_,
             &s.matmul);
