@@ -67,14 +67,22 @@ BRAID_AVX512 inline __m512 QuadSums(const __m512* a0, const __m512* a1) {
 }
 
 // w: 4 rows in the quad layout (RepackQuads), block i at w + 4 * i *
-// sizeof(block).
+// sizeof(block). Prefetches the lines of near (into L1) and far (into L2) a
+// few at each block: against the same lines fetched in one burst before
+// the tile, step-interleaved in process, 4 and 8 sequences 5-7% faster a
+// step (a burst of prefetches outruns the line-fill buffers and stalls the
+// arithmetic).
 template <typename F, int T>
 BRAID_AVX512 void QuadTile(const uint8_t* w, const uint8_t* xq,
                            int64_t quad_bytes, const float* dpat,
                            const float* spat, int64_t quad_floats, int64_t nb,
-                           int n_valid, float* y, int64_t ld_y,
-                           bool accumulate) {
+                           int n_valid, float* y, int64_t ld_y, bool accumulate,
+                           const uint8_t* near, int64_t near_bytes,
+                           const uint8_t* far, int64_t far_bytes) {
   static_assert(T == 4 || T == 8, "tile shape");
+  // Bytes of each region prefetched at a block.
+  const int64_t pf_lines = (std::max(near_bytes, far_bytes) + 63) / 64;
+  const int64_t pf_step = (pf_lines + nb - 1) / nb * 64;
   constexpr int U = T / 4;  // quads
   constexpr int64_t kWB = sizeof(typename F::W);
   constexpr int kSeg = 16;
@@ -118,6 +126,14 @@ BRAID_AVX512 void QuadTile(const uint8_t* w, const uint8_t* xq,
     }
     for (int s = 0; s < ns; ++s) {
       const int64_t i = i0 + s;
+      for (int64_t b = i * pf_step; b < (i + 1) * pf_step; b += 64) {
+        if (b < near_bytes) {
+          _mm_prefetch(reinterpret_cast<const char*>(near + b), _MM_HINT_T0);
+        }
+        if (b < far_bytes) {
+          _mm_prefetch(reinterpret_cast<const char*>(far + b), _MM_HINT_T1);
+        }
+      }
       const __m512i q0 = F::QuadPair(w + 4 * i * kWB, 0);
       const __m512i q1 = F::QuadPair(w + 4 * i * kWB, 1);
       // Signed weights: the activations are x + 128 (unsigned), so each
@@ -208,7 +224,9 @@ BRAID_AVX512 void RunQuadRows(const uint8_t* w, size_t w_row_bytes,
                               const uint8_t* xq, const float* dpat,
                               const float* spat, int64_t nb, int64_t r,
                               int64_t nc, float* y, int64_t ld_y,
-                              bool accumulate) {
+                              bool accumulate, const uint8_t* near,
+                              int64_t near_bytes, const uint8_t* far,
+                              int64_t far_bytes) {
   const uint8_t* wr = w + r * w_row_bytes;
   const int64_t quad_bytes = nb * 4 * 64;
   const int64_t quad_floats = nb * 16;
@@ -218,7 +236,8 @@ BRAID_AVX512 void RunQuadRows(const uint8_t* w, size_t w_row_bytes,
     auto run = [&](auto tile) {
       tile(wr, xq + qd * quad_bytes, quad_bytes, dpat + qd * quad_floats,
            spat + qd * quad_floats, quad_floats, nb, n_valid, y + t * ld_y + r,
-           ld_y, accumulate);
+           ld_y, accumulate, near, t == 0 ? near_bytes : 0, far,
+           t == 0 ? far_bytes : 0);
     };
     if (n_valid > 4) {
       run(QuadTile<F, 8>);
@@ -343,13 +362,15 @@ BRAID_AVX512 void QuadTileRows(DType type, const uint8_t* w, size_t w_row_bytes,
                                const uint8_t* xq, const float* dpat,
                                const float* spat, int64_t nb, int64_t r,
                                int64_t nc, float* y, int64_t ld_y,
-                               bool accumulate) {
+                               bool accumulate, const uint8_t* near,
+                               int64_t near_bytes, const uint8_t* far,
+                               int64_t far_bytes) {
   if (type == DType::kQ4_1) {
     RunQuadRows<Q41>(w, w_row_bytes, xq, dpat, spat, nb, r, nc, y, ld_y,
-                     accumulate);
+                     accumulate, near, near_bytes, far, far_bytes);
   } else {
     RunQuadRows<Q80>(w, w_row_bytes, xq, dpat, spat, nb, r, nc, y, ld_y,
-                     accumulate);
+                     accumulate, near, near_bytes, far, far_bytes);
   }
 }
 

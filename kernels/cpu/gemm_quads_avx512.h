@@ -12,10 +12,14 @@
 namespace braid::kernels::cpu::internal {
 
 // Rows [r, r + 4) (w: the matrix) for a chunk's nc >= 3 tokens, quad tiles.
+// The first tile prefetches near_bytes from `near` (the next tile's rows)
+// into L1 and far_bytes from `far` (rows further ahead) into L2 while it
+// computes, spread evenly over its blocks.
 void QuadTileRows(DType type, const uint8_t* w, size_t w_row_bytes,
                   const uint8_t* xq, const float* dpat, const float* spat,
                   int64_t nb, int64_t r, int64_t nc, float* y, int64_t ld_y,
-                  bool accumulate);
+                  bool accumulate, const uint8_t* near, int64_t near_bytes,
+                  const uint8_t* far, int64_t far_bytes);
 
 // 4 * quads rows (quads 1 or 4; w: their first quad, y: their first row)
 // for 1 or 2 tokens (n_tok), a row-quad tile.

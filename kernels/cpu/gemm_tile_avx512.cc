@@ -141,6 +141,10 @@ BRAID_AVX512 void Tile(const uint8_t* w, size_t w_row_bytes, const uint8_t* x,
 // tiles or 2 row-quad tiles (128 rows for the 16-row tiles: one-stream
 // decode 392 -> 416-420 tok/s at 32, 16 or 48 rows; 8 streams unchanged).
 constexpr int64_t kFarRows = 32;
+// The quad tiles' (3+ tokens), whose prefetch is spread over a tile: 16
+// rows, 4 tiles (step-interleaved against 16: 32 rows 0.7-0.9% slower a
+// step at 4 and 8 sequences, 64 and 8 rows 2-4%).
+constexpr int64_t kQuadFarRows = 16;
 
 // Tokens per chunk whose scale tables fit the stack buffers.
 constexpr int64_t kScaleFloats = 4096;
@@ -298,22 +302,28 @@ BRAID_AVX512 void Run(const uint8_t* w, size_t w_row_bytes, const uint8_t* x,
     for (int64_t r = r0; r < r_end; r += R) {
       // The rows stream from memory once: on the first chunk, fetch the
       // next tile's ahead.
+      // The next tile's rows into L1 and rows further ahead into L2, so
+      // their DRAM latency overlaps several tiles' arithmetic (kFarRows:
+      // 8-sequence decode ~3% faster, best of 5 alternating runs; one
+      // stream unchanged): here, or spread over its blocks by a quad tile.
+      const bool spread = quad_layout && nc >= 3;
+      const uint8_t* ahead = w + (r + R) * w_row_bytes;
+      const uint8_t* far =
+          w + (r + (spread ? kQuadFarRows : kFarRows)) * w_row_bytes;
+      int64_t ahead_bytes = 0, far_bytes = 0;
       if (t0 == 0) {
-        const uint8_t* ahead = w + (r + R) * w_row_bytes;
         // (Past r1 up to prefetch_end: the rows the caller takes next.)
-        const uint8_t* ahead_end = w + std::max(r1, prefetch_end) * w_row_bytes;
-        const size_t bytes = std::min<size_t>(
-            R * w_row_bytes, ahead_end - std::min(ahead, ahead_end));
-        for (size_t off = 0; off < bytes; off += 64) {
+        const uint8_t* end = w + std::max(r1, prefetch_end) * w_row_bytes;
+        const int64_t tile_bytes = R * static_cast<int64_t>(w_row_bytes);
+        ahead_bytes = std::min(tile_bytes, end - std::min(ahead, end));
+        far_bytes = std::min(tile_bytes, end - std::min(far, end));
+      }
+      if (!spread) {
+        for (int64_t off = 0; off < ahead_bytes; off += 64) {
           _mm_prefetch(reinterpret_cast<const char*>(ahead + off), _MM_HINT_T0);
         }
-        // And the rows kFarRows ahead into L2, so their DRAM latency
-        // overlaps several tiles' arithmetic (8-sequence decode ~3%
-        // faster, best of 5 alternating runs; one stream unchanged).
-        const uint8_t* far = w + (r + kFarRows) * w_row_bytes;
-        const uint8_t* far_end = std::min(far + R * w_row_bytes, ahead_end);
-        for (const uint8_t* p = far; p < far_end; p += 64) {
-          _mm_prefetch(reinterpret_cast<const char*>(p), _MM_HINT_T1);
+        for (int64_t off = 0; off < far_bytes; off += 64) {
+          _mm_prefetch(reinterpret_cast<const char*>(far + off), _MM_HINT_T1);
         }
       }
       if (quad_layout && nc <= 2) {
@@ -321,7 +331,8 @@ BRAID_AVX512 void Run(const uint8_t* w, size_t w_row_bytes, const uint8_t* x,
                      nb, static_cast<int>(nc), yc + r, ld_y, accumulate);
       } else if (quad_layout) {
         QuadTileRows(type, w, w_row_bytes, tab.xq, tab.dpat, tab.spat, nb, r,
-                     nc, yc, ld_y, accumulate);
+                     nc, yc, ld_y, accumulate, ahead, ahead_bytes, far,
+                     far_bytes);
       } else if (R == 8) {
         RunRows<F, 8>(w, w_row_bytes, xc, x_row_bytes, tab.xd, tab.xs, nc, nb,
                       r, nc, yc, ld_y, accumulate);
