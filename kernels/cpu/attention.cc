@@ -86,11 +86,25 @@ T* Scratch(std::vector<T>& buf, int64_t n) {
   return buf.data();
 }
 
+// The entries each token of a run sees (PagedAttention), as pool entries,
+// the same for all the run's tasks (KV heads): the run's last token's, the
+// length of a prefix of them for each token that sees one, and the others'
+// own lists ("alone").
+struct RunView {
+  int64_t n_last = 0;
+  int num_prefix = 0, num_alone = 0;
+  int64_t prefix_t[kMaxRows], prefix_n[kMaxRows];
+  int64_t alone_t[kMaxRows], alone_at[kMaxRows], alone_n[kMaxRows];
+};
+
 // A thread's scratch for its attention tasks (ReserveAttentionScratch).
 struct ThreadScratch {
   std::vector<const uint16_t*> k_rows, v_rows;  // a task's visible entries
   std::vector<KvEntryMeta> metas;
   std::vector<int32_t> keys;
+  // The view's entry lists: the last token's, then the alone tokens'.
+  std::vector<int32_t> view_entries;
+  RunView view;
   std::vector<float> scores, acc;
 };
 thread_local ThreadScratch tls;
@@ -360,6 +374,7 @@ void ReserveAttentionScratch(int64_t max_ctx) {
   Scratch(tls.v_rows, max_ctx);
   Scratch(tls.metas, max_ctx);
   Scratch(tls.keys, max_ctx);
+  Scratch(tls.view_entries, kMaxRows * max_ctx);
   Scratch(tls.scores, kMaxRows * ((max_ctx + kLanes - 1) / kLanes * kLanes));
   Scratch(tls.acc, 4 * kLanes * kMaxHeadDim);
 }
@@ -429,36 +444,22 @@ void PagedAttention(const AttentionShape& shape, const PagedKvLayer& kv,
       shape, n_tok, pool,
       [&](int64_t t) { return token_seq[t] == token_seq[t - 1]; },
       [&](int64_t t) { return seqs[token_seq[t]].num_ctx; }, long_single);
-  auto attend = [&](const TokenRun& run, int64_t kvh, int64_t h0, int g,
-                    bool first) {
-    const PagedAttentionSeq& seq = seqs[token_seq[run.first]];
-    // At a thread's first task of a run, the rows of all its KV heads from
-    // memory at once (those it does not see too: cheaper than the
-    // visibility test here). Against prefetching the next task's rows while
-    // a task computes, step-interleaved in process: 4 sequences 5.2-6.1%
-    // and 8 sequences 6.6-8.9% faster a step, one stream 0-0.9% slower.
-    const uint64_t touched =
-        first && seq.num_ctx * entries.RowBytes() <= kTouchMaxBytes
-            ? entries.Touch(seq)
-            : 0;
-    asm volatile("" : : "r"(touched));  // (keeps the loads)
-    const uint16_t** k_rows = Scratch(tls.k_rows, seq.num_ctx);
-    const uint16_t** v_rows = Scratch(tls.v_rows, seq.num_ctx);
+  // A thread's RunView of a run, at its first task of the run.
+  auto BuildView = [&](const TokenRun& run, const PagedAttentionSeq& seq) {
+    RunView& view = tls.view;
     KvEntryMeta* metas = Scratch(tls.metas, seq.num_ctx);
     int32_t* keys = Scratch(tls.keys, seq.num_ctx);
-    const KernelChoice kernels = ChooseKernels(
-        seq.kernel_tokens > 0 ? seq.kernel_tokens : seq.num_tokens,
-        shape.head_dim);
-    // The entries token t sees, in context order; returns their count.
-    auto gather = [&](int64_t t) {
+    int32_t* ents = Scratch(tls.view_entries, run.count * seq.num_ctx);
+    // The entries token t sees, in context order, into list (metas too);
+    // returns their count.
+    auto gather = [&](int64_t t, int32_t* list) {
       int64_t n = 0;
       for (int64_t j = 0; j < seq.num_ctx; ++j) {
         const int64_t e = entries.Slot(seq, j);
         const KvEntryMeta m = entries.Meta(e, j);
         if (!PagedEntries::Sees(seq, q_meta[t], m)) continue;
         metas[n] = m;
-        k_rows[n] = entries.K(e, kvh);
-        v_rows[n++] = entries.V(e, kvh);
+        list[n++] = static_cast<int32_t>(e);
       }
       return n;
     };
@@ -469,7 +470,8 @@ void PagedAttention(const AttentionShape& shape, const PagedKvLayer& kv,
     // those strictly below). When keys never decrease along the list (one
     // causal stream; branches), every such subset is a prefix.
     const int64_t last = run.first + run.count - 1;
-    const int64_t n_last = gather(last);
+    view.n_last = gather(last, ents);
+    const int64_t n_last = view.n_last;
     const KvEntryMeta ql = q_meta[last];
     bool monotone = true;
     for (int64_t j = 0; j < n_last; ++j) {
@@ -490,22 +492,62 @@ void PagedAttention(const AttentionShape& shape, const PagedKvLayer& kv,
       }
       return true;
     };
-    QueryRows rows;
-    int64_t alone[kMaxRows];
-    int num_alone = 0;
+    view.num_prefix = view.num_alone = 0;
+    int64_t at = n_last;
     for (int64_t t = run.first; t < last; ++t) {
       int64_t nt = 0;
       if (sees_prefix(t, &nt)) {
-        AddRows(shape, q, out, t, h0, g, nt, &rows);
+        view.prefix_t[view.num_prefix] = t;
+        view.prefix_n[view.num_prefix++] = nt;
       } else {
-        alone[num_alone++] = t;
+        const int i = view.num_alone++;
+        view.alone_t[i] = t;
+        view.alone_at[i] = at;
+        view.alone_n[i] = gather(t, ents + at);
+        at += view.alone_n[i];
       }
     }
-    AddRows(shape, q, out, last, h0, g, n_last, &rows);
+  };
+  auto attend = [&](const TokenRun& run, int64_t kvh, int64_t h0, int g,
+                    bool first) {
+    const PagedAttentionSeq& seq = seqs[token_seq[run.first]];
+    // At a thread's first task of a run, the rows of all its KV heads from
+    // memory at once (those it does not see too: cheaper than the
+    // visibility test here). Against prefetching the next task's rows while
+    // a task computes, step-interleaved in process: 4 sequences 5.2-6.1%
+    // and 8 sequences 6.6-8.9% faster a step, one stream 0-0.9% slower.
+    const uint64_t touched =
+        first && seq.num_ctx * entries.RowBytes() <= kTouchMaxBytes
+            ? entries.Touch(seq)
+            : 0;
+    asm volatile("" : : "r"(touched));  // (keeps the loads)
+    if (first) BuildView(run, seq);
+    const RunView& view = tls.view;
+    const int32_t* ents = tls.view_entries.data();
+    const uint16_t** k_rows = Scratch(tls.k_rows, seq.num_ctx);
+    const uint16_t** v_rows = Scratch(tls.v_rows, seq.num_ctx);
+    const KernelChoice kernels = ChooseKernels(
+        seq.kernel_tokens > 0 ? seq.kernel_tokens : seq.num_tokens,
+        shape.head_dim);
+    // This KV head's rows of n listed entries.
+    auto rows_of = [&](const int32_t* list, int64_t n) {
+      for (int64_t j = 0; j < n; ++j) {
+        k_rows[j] = entries.K(list[j], kvh);
+        v_rows[j] = entries.V(list[j], kvh);
+      }
+    };
+    QueryRows rows;
+    for (int i = 0; i < view.num_prefix; ++i) {
+      AddRows(shape, q, out, view.prefix_t[i], h0, g, view.prefix_n[i], &rows);
+    }
+    AddRows(shape, q, out, run.first + run.count - 1, h0, g, view.n_last,
+            &rows);
+    rows_of(ents, view.n_last);
     AttendRows(rows, k_rows, v_rows, shape.head_dim, scale, kernels);
-    for (int i = 0; i < num_alone; ++i) {
+    for (int i = 0; i < view.num_alone; ++i) {
       QueryRows one;
-      AddRows(shape, q, out, alone[i], h0, g, gather(alone[i]), &one);
+      AddRows(shape, q, out, view.alone_t[i], h0, g, view.alone_n[i], &one);
+      rows_of(ents + view.alone_at[i], view.alone_n[i]);
       AttendRows(one, k_rows, v_rows, shape.head_dim, scale, kernels);
     }
   };
