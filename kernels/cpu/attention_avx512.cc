@@ -21,6 +21,7 @@
 #include <cstdint>
 
 #include "kernels/cpu/attention_kernels.h"
+#include "kernels/cpu/prefetch.h"
 
 #define BRAID_AVX512 \
   __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,f16c,fma")))
@@ -85,8 +86,8 @@ BRAID_AVX512 inline void PrefetchKey(const uint16_t* const* k_rows,
   const char* vp = reinterpret_cast<const char*>(v_rows[j]);
 #pragma GCC unroll 8
   for (int c = 0; c < C; c += 2) {
-    _mm_prefetch(kp + 32 * c, _MM_HINT_T0);
-    _mm_prefetch(vp + 32 * c, _MM_HINT_T1);
+    PrefetchL1(kp + 32 * c);
+    PrefetchL2(vp + 32 * c);
   }
 }
 

@@ -6,6 +6,8 @@
 
 #include <immintrin.h>
 
+#include "kernels/cpu/prefetch.h"
+
 // GCC 12's AVX-512 intrinsics trip -Wmaybe-uninitialized on their own
 // _mm512_undefined_* placeholders (GCC bug 105593), and -Wuninitialized on
 // _mm512_shuffle_f32x4's.
@@ -128,10 +130,10 @@ BRAID_AVX512 void QuadTile(const uint8_t* w, const uint8_t* xq,
       const int64_t i = i0 + s;
       for (int64_t b = i * pf_step; b < (i + 1) * pf_step; b += 64) {
         if (b < near_bytes) {
-          _mm_prefetch(reinterpret_cast<const char*>(near + b), _MM_HINT_T0);
+          PrefetchL1(near + b);
         }
         if (b < far_bytes) {
-          _mm_prefetch(reinterpret_cast<const char*>(far + b), _MM_HINT_T1);
+          PrefetchL2(far + b);
         }
       }
       const __m512i q0 = F::QuadPair(w + 4 * i * kWB, 0);

@@ -8,6 +8,7 @@
 #include "kernels/cpu/cpu_features.h"
 #include "kernels/cpu/gemm_tile.h"
 #include "kernels/cpu/ggml_reduce.h"
+#include "kernels/cpu/prefetch.h"
 
 #define BRAID_AVX2 __attribute__((target("avx2,fma,f16c")))
 #define BRAID_VNNI __attribute__((target("avx2,fma,f16c,avxvnni")))
@@ -163,7 +164,7 @@ void RunTiles(const uint8_t* w, size_t w_row_bytes, const uint8_t* x,
     const uint8_t* ahead_end = w + std::max(r1, prefetch_end) * w_row_bytes;
     for (size_t off = 0; off < kR * w_row_bytes && ahead + off < ahead_end;
          off += 64) {
-      _mm_prefetch(reinterpret_cast<const char*>(ahead + off), _MM_HINT_T0);
+      PrefetchL1(ahead + off);
     }
     int64_t t = 0;
     for (; t + kT <= n_tok; t += kT) {

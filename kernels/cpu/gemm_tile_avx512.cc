@@ -29,6 +29,7 @@
 #include "kernels/cpu/gemm_quads_avx512.h"
 #include "kernels/cpu/gemm_tile.h"
 #include "kernels/cpu/ggml_reduce.h"
+#include "kernels/cpu/prefetch.h"
 
 namespace braid::kernels::cpu::internal {
 namespace {
@@ -320,10 +321,10 @@ BRAID_AVX512 void Run(const uint8_t* w, size_t w_row_bytes, const uint8_t* x,
       }
       if (!spread) {
         for (int64_t off = 0; off < ahead_bytes; off += 64) {
-          _mm_prefetch(reinterpret_cast<const char*>(ahead + off), _MM_HINT_T0);
+          PrefetchL1(ahead + off);
         }
         for (int64_t off = 0; off < far_bytes; off += 64) {
-          _mm_prefetch(reinterpret_cast<const char*>(far + off), _MM_HINT_T1);
+          PrefetchL2(far + off);
         }
       }
       if (quad_layout && nc <= 2) {

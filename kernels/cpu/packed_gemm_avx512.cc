@@ -11,6 +11,7 @@
 #include <cstring>
 
 #include "kernels/cpu/packed_gemm.h"
+#include "kernels/cpu/prefetch.h"
 
 #define BRAID_AVX512 \
   __attribute__((    \
@@ -51,8 +52,7 @@ BRAID_AVX512 void Tile(const uint8_t* ws, const uint8_t* wc, int64_t nb,
     const uint8_t* sb = ws + i * kSB;
 #pragma GCC unroll 16
     for (int64_t l = 0; l < kCB; l += 64) {
-      _mm_prefetch(reinterpret_cast<const char*>(b + kAheadBytes + l),
-                   _MM_HINT_T0);
+      PrefetchL1(b + kAheadBytes + l);
     }
     const __m512 dw = _mm512_cvtph_ps(
         _mm256_load_si256(reinterpret_cast<const __m256i*>(sb)));
