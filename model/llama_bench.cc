@@ -11,7 +11,12 @@
 //             case of the serving benchmark): median step times and ratio;
 //   read_gbps: a streaming read over a buffer much larger than the caches
 //             with the same thread count (the machine's read bandwidth);
-//   weight_bytes / kv bytes: what one decode step reads.
+//   weight_bytes / kv bytes: what one decode step reads;
+//   handoff_ns: the round trip of a cache line between two threads on CPUs
+//             0 and 1 (pinned), ~100 ns on one core complex, ~400 on two:
+//             this VM's vCPUs move between the two placements, which moves
+//             every ratio of batched to one-stream decode (the batched step
+//             is compute-bound, its ~150 parallel sections hand data across).
 // Each phase runs --reps times; the best run is reported. Prints one JSON
 // object on stdout; with --sections also (stderr) the decode phases' time a
 // step in each part of the forward pass, averaged over every rep; with
@@ -20,14 +25,18 @@
 // every rep), their ratio free of the drift between two phases' minutes.
 //   bazel run //model:llama_bench -- --model=PATH --threads=2
 #include <immintrin.h>
+#include <pthread.h>
+#include <sched.h>
 #include <sys/resource.h>
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cstdio>
 #include <cstring>
 #include <fstream>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "absl/flags/flag.h"
@@ -261,6 +270,44 @@ double ReadBandwidthGbps(braid::kernels::cpu::ThreadPool& pool) {
   return best;
 }
 
+// handoff_ns (see the file comment); 0 with fewer than 2 CPUs.
+double HandoffNs() {
+  cpu_set_t mask;
+  if (sched_getaffinity(0, sizeof(mask), &mask) != 0 || !CPU_ISSET(0, &mask) ||
+      !CPU_ISSET(1, &mask)) {
+    return 0;
+  }
+  auto pin = [](int cpu) {
+    cpu_set_t one;
+    CPU_ZERO(&one);
+    CPU_SET(cpu, &one);
+    pthread_setaffinity_np(pthread_self(), sizeof(one), &one);
+  };
+  constexpr int kTrips = 100000;
+  alignas(64) std::atomic<int> flag{0};
+  std::thread other([&] {
+    pin(1);
+    for (int i = 0; i < kTrips; ++i) {
+      while (flag.load(std::memory_order_acquire) != 2 * i + 1) {
+      }
+      flag.store(2 * i + 2, std::memory_order_release);
+    }
+  });
+  cpu_set_t before;
+  pthread_getaffinity_np(pthread_self(), sizeof(before), &before);
+  pin(0);
+  const auto t0 = Clock::now();
+  for (int i = 0; i < kTrips; ++i) {
+    flag.store(2 * i + 1, std::memory_order_release);
+    while (flag.load(std::memory_order_acquire) != 2 * i + 2) {
+    }
+  }
+  const double ns = Seconds(t0) / kTrips * 1e9;
+  other.join();
+  pthread_setaffinity_np(pthread_self(), sizeof(before), &before);
+  return ns;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -355,6 +402,7 @@ int main(int argc, char** argv) {
   const double kv_bytes = 2.0 * c.n_layer * c.kv_dim() * 2 * mean_ctx;
   braid::kernels::cpu::ThreadPool bw_pool(threads);
   const double read_gbps = ReadBandwidthGbps(bw_pool);
+  const double handoff_ns = HandoffNs();
   const double decode1_tps = n_decode / decode1_s;
   std::printf(
       "{\"threads\": %d, \"load_s\": %.4f, \"prefill_tokens\": %d, "
@@ -365,7 +413,7 @@ int main(int argc, char** argv) {
       "\"decode1_gbps\": %.2f, \"mixed_chunk\": %d, \"mixed_ctx\": %d, "
       "\"decode_step_ms\": %.2f, \"mixed_step_ms\": %.2f, "
       "\"mixed_ratio\": %.2f, \"interleaved_decode1_tps\": %.2f, "
-      "\"interleaved_decodeN_tps\": %.2f}\n",
+      "\"interleaved_decodeN_tps\": %.2f, \"handoff_ns\": %.0f}\n",
       bw_pool.num_threads(), load_s, n_prefill, n_prefill / prefill_s, n_decode,
       decode1_tps, n_seqs, n_seqs * n_decode / decoden_s, rss,
       pool.bytes() / 1048576.0, weight_bytes, kv_bytes, read_gbps,
@@ -373,6 +421,6 @@ int main(int argc, char** argv) {
       mixed.first * 1e3, mixed.second * 1e3,
       mixed.first > 0 ? mixed.second / mixed.first : 0.0,
       interleave ? reps * n_decode / inter_single_s : 0.0,
-      interleave ? reps * n_decode * n_seqs / inter_many_s : 0.0);
+      interleave ? reps * n_decode * n_seqs / inter_many_s : 0.0, handoff_ns);
   return 0;
 }

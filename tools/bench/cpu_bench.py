@@ -127,7 +127,8 @@ def main():
         print(f"round {r + 1}: braid prefill {b['prefill_tps']:.1f} decode1 "
               f"{b['decode1_tps']:.1f} decode{a.seqs} {b['decodeN_tps']:.1f} | "
               f"llama.cpp prefill {l['prefill_tps']:.1f} decode1 "
-              f"{l['decode1_tps']:.1f} | read {b['read_gbps']:.1f} GB/s",
+              f"{l['decode1_tps']:.1f} | read {b['read_gbps']:.1f} GB/s, "
+              f"handoff {b.get('handoff_ns', 0):.0f} ns",
               flush=True)
     med = lambda xs: statistics.median(xs)
     ratio = lambda k: med([b[k] / l[k] for b, l in rounds])
@@ -161,6 +162,8 @@ def main():
     print(f"{'  of which braid KV pool (MiB)':<34}{B['kv_pool_mib']:>10.1f}")
     print(f"{'bytes per decode step (MB)':<34}{step_bytes / 1e6:>10.1f}")
     print(f"{'read bandwidth (GB/s)':<34}{B['read_gbps']:>10.1f}")
+    print(f"{'CPU 0 <-> 1 handoff (ns)':<34}{B.get('handoff_ns', 0):>10.0f}"
+          "   (~100: one core complex; ~400: two, batched ratios lower)")
     print(f"{'decode bandwidth efficiency':<34}{100 * bw_frac:>9.1f}%"
           f"{100 * bw_frac * L['decode1_tps'] / B['decode1_tps']:>10.1f}%")
 
