@@ -71,6 +71,8 @@ ABSL_FLAG(bool, interleave, false,
           "also run one stream and --seqs sequences decoding with their steps "
           "alternating (their own contexts), so both step times come from the "
           "same minutes of a machine whose speed drifts: interleaved_* fields");
+ABSL_FLAG(bool, probe, false,
+          "print only {\"handoff_ns\": ...} (no model) and exit");
 ABSL_FLAG(bool, sections, false,
           "print (stderr) the decode phases' ms a step in each part of the "
           "forward pass (LlamaModel::SetSectionProfile)");
@@ -312,6 +314,10 @@ double HandoffNs() {
 
 int main(int argc, char** argv) {
   absl::ParseCommandLine(argc, argv);
+  if (absl::GetFlag(FLAGS_probe)) {
+    std::printf("{\"handoff_ns\": %.0f}\n", HandoffNs());
+    return 0;
+  }
   const int threads = absl::GetFlag(FLAGS_threads);
   const int reps = std::max(1, absl::GetFlag(FLAGS_reps));
   const auto t0 = Clock::now();

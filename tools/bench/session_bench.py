@@ -22,6 +22,11 @@ records the CPU time other processes took while it ran (`other CPU`: machine
 busy time from /proc/stat minus braidd's and this client's) and is repeated
 (--retries) when that exceeds --max_other_cpu (10%).
 
+Each round also prints the CPU 0 <-> 1 cache-line round trip (`llama_bench
+--probe`, when bazel-bin/model/llama_bench exists): ~100 ns when this VM's
+two vCPUs share a core complex, ~400 ns when they do not, and then every
+batched rate is lower against one stream.
+
 Needs: bazel build //server:braidd, and the venv python with grpcio and
 grpcio-tools (`make test` creates ~/.cache/braid/venv).
 
@@ -229,6 +234,19 @@ def run_round(pb, stub, args, ks, r, pid):
     return res, watch.other()
 
 
+def handoff_ns():
+    """CPU 0 <-> 1 cache-line round trip (llama_bench --probe), or None: ~100
+    ns when the VM's two vCPUs share a core complex, ~400 when they do not
+    (then every batched step is slower against one stream)."""
+    exe = os.path.join(ROOT, "bazel-bin", "model", "llama_bench")
+    try:
+        out = subprocess.run([exe, "--probe"], capture_output=True, text=True,
+                             timeout=30).stdout
+        return json.loads(out)["handoff_ns"]
+    except (OSError, ValueError, KeyError, subprocess.SubprocessError):
+        return None
+
+
 def git_commit():
     try:
         return subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT,
@@ -292,17 +310,21 @@ def main():
             for attempt in range(1 + args.retries):
                 wait_quiet(args)
                 res, other = run_round(pb, stub, args, ks, r, d.proc.pid)
+                hand = handoff_ns()
                 line = "  ".join(f"K={k}: {res[('session', k)]:.0f}/"
                                  f"{res[('independent', k)]:.0f}" for k in ks)
                 print(f"round {r + 1}: session/independent tok/s  {line}  "
-                      f"(other CPU {100 * other:.0f}%)", flush=True)
+                      f"(other CPU {100 * other:.0f}%, CPU 0 <-> 1 handoff "
+                      f"{'?' if hand is None else f'{hand:.0f}'} ns)",
+                      flush=True)
                 if other <= args.max_other_cpu:
                     break
                 print(f"  other processes took more than "
                       f"{100 * args.max_other_cpu:.0f}% of the CPUs"
                       + ("; repeating" if attempt < args.retries else
                          "; kept (retries spent)"), flush=True)
-            rounds.append(dict(other_cpu=other, attempt=attempt + 1, rates={
+            rounds.append(dict(other_cpu=other, attempt=attempt + 1,
+                               handoff_ns=hand, rates={
                 f"{m}/{k}": v for (m, k), v in res.items()}))
     finally:
         rc = d.stop()
