@@ -301,9 +301,8 @@ BRAID_AVX512 void Run(const uint8_t* w, size_t w_row_bytes, const uint8_t* x,
     const int R = quad_layout ? (nc >= 3 ? 4 : 16) : n_tok < 4 ? 8 : 4;
     const int64_t r_end = r0 + (r1 - r0) / R * R;
     for (int64_t r = r0; r < r_end; r += R) {
-      // The rows stream from memory once: on the first chunk, fetch the
-      // next tile's ahead.
-      // The next tile's rows into L1 and rows further ahead into L2, so
+      // The rows stream from memory once: on the first chunk, the next
+      // tile's rows into L1 and rows further ahead into L2, so
       // their DRAM latency overlaps several tiles' arithmetic (kFarRows:
       // 8-sequence decode ~3% faster, best of 5 alternating runs; one
       // stream unchanged): here, or spread over its blocks by a quad tile.
