@@ -22,10 +22,11 @@ void QuadTileRows(DType type, const uint8_t* w, size_t w_row_bytes,
                   const uint8_t* far, int64_t far_bytes);
 
 // 4 * quads rows (quads 1 or 4; w: their first quad, y: their first row)
-// for 1 or 2 tokens (n_tok), a row-quad tile.
+// for 1 or 2 tokens (n_tok), a row-quad tile, prefetching as QuadTileRows.
 void RowQuadTiles(DType type, const uint8_t* w, int quads, const uint8_t* xq,
                   const float* dpat, const float* spat, int64_t nb, int n_tok,
-                  float* y, int64_t ld_y, bool accumulate);
+                  float* y, int64_t ld_y, bool accumulate, const uint8_t* near,
+                  int64_t near_bytes, const uint8_t* far, int64_t far_bytes);
 
 // Tokens [t0, t1) of a chunk of nc tokens (x: token 0) into the quad tables
 // (xq, dpat, spat; see gemm_quads_avx512.cc); with t1 == nc also the last

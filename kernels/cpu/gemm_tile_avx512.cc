@@ -138,13 +138,14 @@ BRAID_AVX512 void Tile(const uint8_t* w, size_t w_row_bytes, const uint8_t* x,
   }
 }
 
-// How far ahead (in rows) weights are prefetched into L2: 32 rows, 8 quad
-// tiles or 2 row-quad tiles (128 rows for the 16-row tiles: one-stream
-// decode 392 -> 416-420 tok/s at 32, 16 or 48 rows; 8 streams unchanged).
+// How far ahead (in rows) weights are prefetched into L2: 32 rows, 2
+// row-quad tiles (1-2 tokens; 128 rows: one-stream decode 392 -> 416-420
+// tok/s at 32, 16 or 48 rows; with the spread prefetch 64 rows 4% slower a
+// step) or 4-8 row tiles (GGUF rows).
 constexpr int64_t kFarRows = 32;
-// The quad tiles' (3+ tokens), whose prefetch is spread over a tile: 16
-// rows, 4 tiles (step-interleaved against 16: 32 rows 0.7-0.9% slower a
-// step at 4 and 8 sequences, 64 and 8 rows 2-4%).
+// The quad tiles' (3+ tokens): 16 rows, 4 tiles (step-interleaved against
+// 16: 32 rows 0.7-0.9% slower a step at 4 and 8 sequences, 64 and 8 rows
+// 2-4%).
 constexpr int64_t kQuadFarRows = 16;
 
 // Tokens per chunk whose scale tables fit the stack buffers.
@@ -302,14 +303,15 @@ BRAID_AVX512 void Run(const uint8_t* w, size_t w_row_bytes, const uint8_t* x,
     const int64_t r_end = r0 + (r1 - r0) / R * R;
     for (int64_t r = r0; r < r_end; r += R) {
       // The rows stream from memory once: on the first chunk, the next
-      // tile's rows into L1 and rows further ahead into L2, so
-      // their DRAM latency overlaps several tiles' arithmetic (kFarRows:
-      // 8-sequence decode ~3% faster, best of 5 alternating runs; one
-      // stream unchanged): here, or spread over its blocks by a quad tile.
-      const bool spread = quad_layout && nc >= 3;
+      // tile's rows into L1 and rows further ahead into L2, so their DRAM
+      // latency overlaps several tiles' arithmetic: spread over the tile's
+      // blocks by the quad-layout tiles (SpreadPrefetch), here for the
+      // others.
+      const bool spread = quad_layout;
       const uint8_t* ahead = w + (r + R) * w_row_bytes;
       const uint8_t* far =
-          w + (r + (spread ? kQuadFarRows : kFarRows)) * w_row_bytes;
+          w + (r + (quad_layout && nc >= 3 ? kQuadFarRows : kFarRows)) *
+                  w_row_bytes;
       int64_t ahead_bytes = 0, far_bytes = 0;
       if (t0 == 0) {
         // (Past r1 up to prefetch_end: the rows the caller takes next.)
@@ -328,7 +330,8 @@ BRAID_AVX512 void Run(const uint8_t* w, size_t w_row_bytes, const uint8_t* x,
       }
       if (quad_layout && nc <= 2) {
         RowQuadTiles(type, w + r * w_row_bytes, 4, tab.xq, tab.dpat, tab.spat,
-                     nb, static_cast<int>(nc), yc + r, ld_y, accumulate);
+                     nb, static_cast<int>(nc), yc + r, ld_y, accumulate, ahead,
+                     ahead_bytes, far, far_bytes);
       } else if (quad_layout) {
         QuadTileRows(type, w, w_row_bytes, tab.xq, tab.dpat, tab.spat, nb, r,
                      nc, yc, ld_y, accumulate, ahead, ahead_bytes, far,
@@ -344,7 +347,8 @@ BRAID_AVX512 void Run(const uint8_t* w, size_t w_row_bytes, const uint8_t* x,
     if (quad_layout) {  // Quads left over from the 16-row tiles.
       for (int64_t r = r_end; r < r1; r += 4) {
         RowQuadTiles(type, w + r * w_row_bytes, 1, tab.xq, tab.dpat, tab.spat,
-                     nb, static_cast<int>(nc), yc + r, ld_y, accumulate);
+                     nb, static_cast<int>(nc), yc + r, ld_y, accumulate,
+                     nullptr, 0, nullptr, 0);
       }
     } else if (r_end < r1) {
       GemmTileAvx2(type, w, w_row_bytes, xc, x_row_bytes, n, r_end, r1, nc, yc,
