@@ -446,7 +446,7 @@ void PagedAttention(const AttentionShape& shape, const PagedKvLayer& kv,
       [&](int64_t t) { return token_seq[t] == token_seq[t - 1]; },
       [&](int64_t t) { return seqs[token_seq[t]].num_ctx; }, long_single);
   // A thread's RunView of a run, at its first task of the run.
-  auto BuildView = [&](const TokenRun& run, const PagedAttentionSeq& seq) {
+  auto build_view = [&](const TokenRun& run, const PagedAttentionSeq& seq) {
     RunView& view = tls.view;
     KvEntryMeta* metas = Scratch(tls.metas, seq.num_ctx);
     int32_t* keys = Scratch(tls.keys, seq.num_ctx);
@@ -522,7 +522,7 @@ void PagedAttention(const AttentionShape& shape, const PagedKvLayer& kv,
     // each see a part of its context (K = 4 branches in braidd, steps
     // alternating: 1.1-1.2% faster at 64 tokens a stream, 2.4% at 200).
     if (first) {
-      BuildView(run, seq);
+      build_view(run, seq);
       const int64_t n = tls.view.num_entries;
       const uint64_t touched = n * entries.RowBytes() <= kTouchMaxBytes
                                    ? entries.Touch(tls.view_entries.data(), n)
