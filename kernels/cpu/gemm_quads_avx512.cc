@@ -75,16 +75,19 @@ BRAID_AVX512 inline __m512 QuadSums(const __m512* a0, const __m512* a1) {
 // 5-12% faster a step (quad tiles), one stream 4-6.5% (row-quad tiles): a
 // burst of prefetches outruns the line-fill buffers and stalls the
 // arithmetic.
+// A tile of `rows` rows of `block_bytes` blocks takes ceil(rows *
+// block_bytes / 64) lines a block (a whole line at least: no division
+// per tile).
 class SpreadPrefetch {
  public:
   BRAID_AVX512 SpreadPrefetch(const uint8_t* near, int64_t near_bytes,
-                              const uint8_t* far, int64_t far_bytes, int64_t nb)
+                              const uint8_t* far, int64_t far_bytes,
+                              int64_t rows, int64_t block_bytes)
       : near_(near),
         far_(far),
         near_bytes_(near_bytes),
         far_bytes_(far_bytes),
-        step_(((std::max(near_bytes, far_bytes) + 63) / 64 + nb - 1) / nb *
-              64) {}
+        step_((rows * block_bytes + 63) / 64 * 64) {}
   BRAID_AVX512 void Block(int64_t i) const {
     for (int64_t b = i * step_; b < (i + 1) * step_; b += 64) {
       if (b < near_bytes_) PrefetchL1(near_ + b);
@@ -255,7 +258,7 @@ BRAID_AVX512 void RunQuadRows(const uint8_t* w, size_t w_row_bytes,
            spat + qd * quad_floats, quad_floats, nb, n_valid, y + t * ld_y + r,
            ld_y, accumulate,
            SpreadPrefetch(near, t == 0 ? near_bytes : 0, far,
-                          t == 0 ? far_bytes : 0, nb));
+                          t == 0 ? far_bytes : 0, 4, sizeof(typename F::W)));
     };
     if (n_valid > 4) {
       run(QuadTile<F, 8>);
@@ -399,7 +402,9 @@ BRAID_AVX512 void RowQuadTiles(DType type, const uint8_t* w, int quads,
                                float* y, int64_t ld_y, bool accumulate,
                                const uint8_t* near, int64_t near_bytes,
                                const uint8_t* far, int64_t far_bytes) {
-  const SpreadPrefetch pf(near, near_bytes, far, far_bytes, nb);
+  const SpreadPrefetch pf(
+      near, near_bytes, far, far_bytes, 4 * quads,
+      type == DType::kQ4_1 ? sizeof(BlockQ4_1) : sizeof(BlockQ8_0));
   auto tile = [&](auto t) {
     t(w, xq, dpat, spat, nb, n_tok, y, ld_y, accumulate, pf);
   };
