@@ -74,10 +74,8 @@ BRAID_AVX512 inline __m512 QuadSums(const __m512* a0, const __m512* a1) {
 // burst before each tile, step-interleaved in process: 4 and 8 sequences
 // 5-12% faster a step (quad tiles), one stream 4-6.5% (row-quad tiles): a
 // burst of prefetches outruns the line-fill buffers and stalls the
-// arithmetic.
-// A tile of `rows` rows of `block_bytes` blocks takes ceil(rows *
-// block_bytes / 64) lines a block (a whole line at least: no division
-// per tile).
+// arithmetic. A tile of `rows` rows of `block_bytes` blocks takes
+// ceil(rows * block_bytes / 64) lines of each region a block.
 class SpreadPrefetch {
  public:
   BRAID_AVX512 SpreadPrefetch(const uint8_t* near, int64_t near_bytes,

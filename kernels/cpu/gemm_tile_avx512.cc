@@ -307,7 +307,6 @@ BRAID_AVX512 void Run(const uint8_t* w, size_t w_row_bytes, const uint8_t* x,
       // latency overlaps several tiles' arithmetic: spread over the tile's
       // blocks by the quad-layout tiles (SpreadPrefetch), here for the
       // others.
-      const bool spread = quad_layout;
       const uint8_t* ahead = w + (r + R) * w_row_bytes;
       const uint8_t* far =
           w + (r + (quad_layout && nc >= 3 ? kQuadFarRows : kFarRows)) *
@@ -320,7 +319,7 @@ BRAID_AVX512 void Run(const uint8_t* w, size_t w_row_bytes, const uint8_t* x,
         ahead_bytes = std::min(tile_bytes, end - std::min(ahead, end));
         far_bytes = std::min(tile_bytes, end - std::min(far, end));
       }
-      if (!spread) {
+      if (!quad_layout) {
         for (int64_t off = 0; off < ahead_bytes; off += 64) {
           PrefetchL1(ahead + off);
         }
