@@ -266,7 +266,8 @@ BRAID_AVX512 void RunQuadRows(const uint8_t* w, size_t w_row_bytes,
   }
 }
 
-// Batches of 1 or 2 tokens on the quad layout: 4Q rows (Q quads) x T
+// Batches of 1 or 2 tokens (Q = 4 or 1) and of 3 or 4 (T = 4, Q = 2) on
+// the quad layout: 4Q rows (Q quads) x T tokens of the first quad of
 // tokens, the accumulators as in QuadTile (row pairs interleaved), so a
 // block's unpacked row pair serves T tokens and its 64-bit product pair
 // comes from a table computed ahead per segment (4Q products per multiply).
@@ -276,7 +277,9 @@ BRAID_AVX512 void RowQuadTile(const uint8_t* w, const uint8_t* xq,
                               const float* dpat, const float* spat, int64_t nb,
                               int n_valid, float* y, int64_t ld_y,
                               bool accumulate, const SpreadPrefetch& pf) {
-  static_assert((T == 1 || T == 2) && (Q == 1 || Q == 4), "tile shape");
+  static_assert((T == 1 || T == 2 || T == 4) && (Q == 1 || Q == 2 || Q == 4) &&
+                    2 * Q * T <= 16,
+                "tile shape");
   constexpr int P = 2 * Q;                            // row pairs
   constexpr int64_t kQB = 4 * sizeof(typename F::W);  // a quad's block
   constexpr int kSeg = 16;
@@ -286,10 +289,10 @@ BRAID_AVX512 void RowQuadTile(const uint8_t* w, const uint8_t* xq,
   __m512 summs[T];  // lanes: rows
 #pragma GCC unroll 8
   for (int p = 0; p < P; ++p) {
-#pragma GCC unroll 2
+#pragma GCC unroll 4
     for (int t = 0; t < T; ++t) acc[p][t] = _mm512_setzero_ps();
   }
-#pragma GCC unroll 2
+#pragma GCC unroll 4
   for (int t = 0; t < T; ++t) summs[t] = _mm512_setzero_ps();
   // Of quads g's [d0 m0 d1 m1 d2 m2 d3 m3] at lanes 8g..8g + 7 of two
   // registers (g = 0, 1 | 2, 3): every d (m) in row order.
@@ -313,11 +316,18 @@ BRAID_AVX512 void RowQuadTile(const uint8_t* w, const uint8_t* xq,
         dw = _mm512_permutex2var_ps(lo, even, hi);
         mw = _mm512_permutex2var_ps(lo, odd, hi);
       } else {
-        const __m512 dm = F::QuadScales(b);
+        // Q == 2: both quads' 8 (d, m) in one register (lanes 8..15 of dw
+        // and mw repeat 0..7, unused).
+        const __m512 dm =
+            Q == 1 ? F::QuadScales(b)
+                   : _mm512_insertf32x8(
+                         F::QuadScales(b),
+                         _mm512_castps512_ps256(F::QuadScales(b + quad_stride)),
+                         1);
         dw = _mm512_permutexvar_ps(even, dm);
         mw = _mm512_permutexvar_ps(odd, dm);
       }
-#pragma GCC unroll 2
+#pragma GCC unroll 4
       for (int t = 0; t < T; ++t) {
         // The tables' scales of token t at block i (quad 0 of tokens).
         const int64_t at = (i * 4 + t) * 4;
@@ -332,7 +342,7 @@ BRAID_AVX512 void RowQuadTile(const uint8_t* w, const uint8_t* xq,
       const int64_t i = i0 + s;
       pf.Block(i);
       __m512i xv[T];
-#pragma GCC unroll 2
+#pragma GCC unroll 4
       for (int t = 0; t < T; ++t) {
         xv[t] = _mm512_load_si512(xq + (i * 4 + t) * 64);
       }
@@ -346,7 +356,7 @@ BRAID_AVX512 void RowQuadTile(const uint8_t* w, const uint8_t* xq,
               start, _mm512_dpbusd_epi32(
                          start, _mm512_set1_epi8(static_cast<char>(0x80)), q));
         }
-#pragma GCC unroll 2
+#pragma GCC unroll 4
         for (int t = 0; t < T; ++t) {
           double pr;
           std::memcpy(&pr, &prod[s][t][2 * p], 8);
@@ -357,7 +367,7 @@ BRAID_AVX512 void RowQuadTile(const uint8_t* w, const uint8_t* xq,
       }
     }
   }
-#pragma GCC unroll 2
+#pragma GCC unroll 4
   for (int t = 0; t < T; ++t) {
     if (t >= n_valid) break;
     // Pairs 2j and 2j + 1 are rows 4j..4j + 3.
@@ -369,7 +379,7 @@ BRAID_AVX512 void RowQuadTile(const uint8_t* w, const uint8_t* xq,
     }
     __m512 v = QuadSums(a0, a1);
     if constexpr (F::kMin) v = _mm512_add_ps(v, summs[t]);
-    constexpr __mmask16 kRows = Q == 4 ? 0xFFFF : 0x000F;
+    constexpr __mmask16 kRows = Q == 4 ? 0xFFFF : Q == 2 ? 0x00FF : 0x000F;
     float* dst = y + t * ld_y;
     if (accumulate) v = _mm512_add_ps(_mm512_maskz_loadu_ps(kRows, dst), v);
     _mm512_mask_storeu_ps(dst, kRows, v);
@@ -407,7 +417,9 @@ BRAID_AVX512 void RowQuadTiles(DType type, const uint8_t* w, int quads,
     t(w, xq, dpat, spat, nb, n_tok, y, ld_y, accumulate, pf);
   };
   const bool q4 = type == DType::kQ4_1, two = n_tok == 2;
-  if (quads == 4) {
+  if (quads == 2) {
+    q4 ? tile(RowQuadTile<Q41, 4, 2>) : tile(RowQuadTile<Q80, 4, 2>);
+  } else if (quads == 4) {
     if (q4) {
       two ? tile(RowQuadTile<Q41, 2, 4>) : tile(RowQuadTile<Q41, 1, 4>);
     } else {
