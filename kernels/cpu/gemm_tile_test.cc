@@ -100,14 +100,19 @@ TEST(GemmTileTest, BitIdenticalToDotRowForEveryTileShape) {
 // GemmTileQuads equals DotRow bit for bit for 1-2 tokens (row-quad tiles of
 // 16 rows and single quads), 3-4 (row-quad tiles of 8 rows, single quads in
 // quad tiles), 5+ (quad tiles), row ranges of whole quads and cutting
-// quads, with and without prepared tables, = and +=.
+// quads, with and without prepared tables, = and +=, rows of one and of
+// several scale-table segments.
 TEST(GemmTileTest, QuadLayoutBitIdenticalToDotRow) {
   if (!CanRepackQuads(DType::kQ4_1, 4, 32)) {
     GTEST_SKIP() << "no AVX-512 VNNI: the quad layout is not used here";
   }
   std::mt19937 rng(17);
-  for (DType type : {DType::kQ4_1, DType::kQ8_0}) {
-    const int64_t rows = 40, cols = 288, n_tok = 75;
+  // 288 columns: one segment of the tiles' scale tables; 1600: 24 + 24 + 2.
+  for (auto [type, cols] : {std::pair{DType::kQ4_1, int64_t{288}},
+                            {DType::kQ8_0, int64_t{288}},
+                            {DType::kQ4_1, int64_t{1600}},
+                            {DType::kQ8_0, int64_t{1600}}}) {
+    const int64_t rows = 40, n_tok = 75;
     const auto [w_bytes, x_bytes, w, x] =
         testing::MakeRandomOperands(type, rows, cols, n_tok, 3.0f, rng);
     ASSERT_TRUE(CanRepackQuads(type, rows, cols));
