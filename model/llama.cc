@@ -322,6 +322,12 @@ void LlamaModel::RunLayer(int il, const Batch& batch, const KvView& kv) {
   k::QuantizedActivations ffn_in[2];
   NormQuantizeFor(s.x.data(), l.ffn_norm.data(), n, gate_up, 2, ffn_in);
   mark(kNormFfn);
+  // The down projection's input is quantized by the runs that write it,
+  // each its own blocks (k::StartActivations; in s.matmul3, which the FFN's
+  // two inputs leave unused), not in a pass after the section: no parallel
+  // section of its own, and no thread reads the other's SwiGLU rows.
+  k::QuantizedActivations down_in;
+  const bool fused = k::StartActivations(l.w_down, n, &s.matmul3, &down_in);
   // Multiples of 64 rows keep SwiGlu's 16-element groups aligned with
   // ggml's rows.
   const int64_t ffn_units = (c.n_ff + 63) / 64;
@@ -335,11 +341,20 @@ void LlamaModel::RunLayer(int il, const Batch& batch, const KvView& kv) {
       float* g = s.gate.data() + int64_t{t} * c.n_ff + r0;
       k::SiluMul(g, s.up.data() + int64_t{t} * c.n_ff + r0, r1 - r0);
     }
+    if (fused) {
+      k::QuantizeActivationColumns(l.w_down, s.gate.data(), c.n_ff, down_in, r0,
+                                   r1);
+    }
   };
   pool_.ParallelRanges(ffn_units, k::kMatMulRunRows / 64, ffn_rows);
   mark(kGateUp);
-  k::MatMul(l.w_down, s.gate.data(), n, s.x.data(), /*accumulate=*/true, &pool_,
-            &s.matmul);
+  if (fused) {
+    k::MatMulQuantized(l.w_down, down_in, s.x.data(), /*accumulate=*/true,
+                       &pool_);
+  } else {
+    k::MatMul(l.w_down, s.gate.data(), n, s.x.data(), /*accumulate=*/true,
+              &pool_, &s.matmul);
+  }
   mark(kDown);
 }
 

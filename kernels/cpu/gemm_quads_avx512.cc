@@ -203,21 +203,23 @@ BRAID_AVX512 void QuadTile(const uint8_t* w, const uint8_t* xq,
   }
 }
 
-// Lays out tokens [t0, t1) of a chunk of nc tokens' activations in quads
-// (see QuadTile): each block's 32-bit groups doubled (xq; signed weights'
-// activations + 128), and the scales (and Q4_1's sums) four times each
-// (dpat, spat); with t1 == nc also the last quad's tokens past nc, as zeros.
+// Lays out blocks [b0, b1) of tokens [t0, t1) of a chunk of nc tokens'
+// activations in quads (see QuadTile): each block's 32-bit groups doubled
+// (xq; signed weights' activations + 128), and the scales (and Q4_1's sums)
+// four times each (dpat, spat); with t1 == nc also the last quad's tokens
+// past nc, as zeros.
 template <typename F>
 BRAID_AVX512 void LayOutQuads(const uint8_t* x, size_t x_row_bytes, int64_t nc,
-                              int64_t nb, int64_t t0, int64_t t1, uint8_t* xq,
-                              float* dpat, float* spat) {
+                              int64_t nb, int64_t t0, int64_t t1, int64_t b0,
+                              int64_t b1, uint8_t* xq, float* dpat,
+                              float* spat) {
   constexpr int64_t kXB = sizeof(typename F::X);
   const __m512i dup =
       _mm512_set_epi32(7, 7, 6, 6, 5, 5, 4, 4, 3, 3, 2, 2, 1, 1, 0, 0);
   const int64_t end = t1 == nc ? (nc + 3) / 4 * 4 : t1;
   for (int64_t t = t0; t < end; ++t) {
     const int64_t qd = t / 4, j = t % 4;
-    for (int64_t i = 0; i < nb; ++i) {
+    for (int64_t i = b0; i < b1; ++i) {
       const int64_t at = (qd * nb + i) * 4 + j;
       __m512i v = _mm512_setzero_si512();
       float d = 0.0f, s = 0.0f;
@@ -439,12 +441,13 @@ BRAID_AVX512 void RowQuadTiles(DType type, const uint8_t* w, int quads,
 
 BRAID_AVX512 void LayOutQuadTables(DType type, const uint8_t* x,
                                    size_t x_row_bytes, int64_t nc, int64_t nb,
-                                   int64_t t0, int64_t t1, uint8_t* xq,
-                                   float* dpat, float* spat) {
+                                   int64_t t0, int64_t t1, int64_t b0,
+                                   int64_t b1, uint8_t* xq, float* dpat,
+                                   float* spat) {
   if (type == DType::kQ4_1) {
-    LayOutQuads<Q41>(x, x_row_bytes, nc, nb, t0, t1, xq, dpat, spat);
+    LayOutQuads<Q41>(x, x_row_bytes, nc, nb, t0, t1, b0, b1, xq, dpat, spat);
   } else {
-    LayOutQuads<Q80>(x, x_row_bytes, nc, nb, t0, t1, xq, dpat, spat);
+    LayOutQuads<Q80>(x, x_row_bytes, nc, nb, t0, t1, b0, b1, xq, dpat, spat);
   }
 }
 

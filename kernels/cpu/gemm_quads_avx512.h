@@ -28,12 +28,13 @@ void RowQuadTiles(DType type, const uint8_t* w, int quads, const uint8_t* xq,
                   float* y, int64_t ld_y, bool accumulate, const uint8_t* near,
                   int64_t near_bytes, const uint8_t* far, int64_t far_bytes);
 
-// Tokens [t0, t1) of a chunk of nc tokens (x: token 0) into the quad tables
-// (xq, dpat, spat; see gemm_quads_avx512.cc); with t1 == nc also the last
-// quad's tokens past nc, as zeros.
+// Blocks [b0, b1) of tokens [t0, t1) of a chunk of nc tokens (x: token 0)
+// into the quad tables (xq, dpat, spat; see gemm_quads_avx512.cc); with
+// t1 == nc also the last quad's tokens past nc, as zeros.
 void LayOutQuadTables(DType type, const uint8_t* x, size_t x_row_bytes,
                       int64_t nc, int64_t nb, int64_t t0, int64_t t1,
-                      uint8_t* xq, float* dpat, float* spat);
+                      int64_t b0, int64_t b1, uint8_t* xq, float* dpat,
+                      float* spat);
 
 }  // namespace braid::kernels::cpu::internal
 

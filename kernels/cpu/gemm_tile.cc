@@ -17,10 +17,12 @@ size_t GemmTileActivationsBytes(DType type, int64_t n, int64_t n_tok) {
 bool PrepareGemmTileActivations(DType type, const uint8_t* x,
                                 size_t x_row_bytes, int64_t n, int64_t n_tok,
                                 uint8_t* buf, GemmTileActivations* out,
-                                int64_t t0, int64_t t1, bool quad_layout) {
-  return UseAvx512() && internal::PrepareGemmTileActivationsAvx512(
-                            type, x, x_row_bytes, n, n_tok, buf, out, t0,
-                            t1 < 0 ? n_tok : t1, quad_layout);
+                                int64_t t0, int64_t t1, bool quad_layout,
+                                int64_t b0, int64_t b1) {
+  return UseAvx512() &&
+         internal::PrepareGemmTileActivationsAvx512(
+             type, x, x_row_bytes, n, n_tok, buf, out, t0, t1 < 0 ? n_tok : t1,
+             quad_layout, b0, b1 < 0 ? n / kQK : b1);
 }
 
 bool CanRepackQuads(DType type, int64_t rows, int64_t cols) {

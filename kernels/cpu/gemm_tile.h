@@ -44,14 +44,16 @@ size_t GemmTileActivationsBytes(DType type, int64_t n, int64_t n_tok);
 
 // Lays out the tables of activations x (as for GemmTile) into buf (at least
 // GemmTileActivationsBytes bytes); false (nothing done) when that is 0.
-// Only tokens [t0, t1) (t1 < 0: n_tok) are written, so disjoint ranges can
-// be laid out in parallel; *out is the same for every range.
+// Only blocks [b0, b1) (b1 < 0: all, n / 32) of tokens [t0, t1) (t1 < 0:
+// n_tok) are written, and only those blocks of x are read, so disjoint
+// ranges can be laid out in parallel; *out is the same for every range.
 // quad_layout: for weights in the quad layout (GemmTileQuads).
 bool PrepareGemmTileActivations(DType type, const uint8_t* x,
                                 size_t x_row_bytes, int64_t n, int64_t n_tok,
                                 uint8_t* buf, GemmTileActivations* out,
                                 int64_t t0 = 0, int64_t t1 = -1,
-                                bool quad_layout = false);
+                                bool quad_layout = false, int64_t b0 = 0,
+                                int64_t b1 = -1);
 
 // y[t * ld_y + r] (= or += when accumulate) for rows r in [r0, r1) of the
 // weight matrix w (rows of w_row_bytes bytes) and tokens t in [0, n_tok) of
@@ -121,7 +123,8 @@ bool PrepareGemmTileActivationsAvx512(DType type, const uint8_t* x,
                                       size_t x_row_bytes, int64_t n,
                                       int64_t n_tok, uint8_t* buf,
                                       GemmTileActivations* out, int64_t t0,
-                                      int64_t t1, bool quad_layout);
+                                      int64_t t1, bool quad_layout, int64_t b0,
+                                      int64_t b1);
 }  // namespace internal
 
 }  // namespace braid::kernels::cpu

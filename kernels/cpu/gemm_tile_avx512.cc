@@ -219,14 +219,17 @@ TableLayout LayOutTables(int64_t nb, int64_t nc, bool quad_layout) {
   return t;
 }
 
-// Fills tokens [t0, t1) of the tables of a chunk of nc tokens (row stride
-// x_row_bytes; xc is token 0) into buf (laid out as LayOutTables says).
+// Fills blocks [b0, b1) of tokens [t0, t1) of the tables of a chunk of nc
+// tokens (row stride x_row_bytes; xc is token 0) into buf (laid out as
+// LayOutTables says).
 template <typename F>
 BRAID_AVX512 GemmTileActivations PrepareChunk(const uint8_t* xc,
                                               size_t x_row_bytes, int64_t nc,
                                               int64_t nb, bool quad_layout,
                                               uint8_t* buf, int64_t t0,
-                                              int64_t t1) {
+                                              int64_t t1, int64_t b0 = 0,
+                                              int64_t b1 = -1) {
+  if (b1 < 0) b1 = nb;
   constexpr int64_t kXB = sizeof(typename F::X);
   const TableLayout l = LayOutTables(nb, nc, quad_layout);
   GemmTileActivations out;
@@ -235,8 +238,8 @@ BRAID_AVX512 GemmTileActivations PrepareChunk(const uint8_t* xc,
     out.xq = buf + l.xq;
     out.dpat = reinterpret_cast<float*>(buf + l.dpat);
     out.spat = reinterpret_cast<float*>(buf + l.spat);
-    LayOutQuadTables(F::kType, xc, x_row_bytes, nc, nb, t0, t1, buf + l.xq,
-                     reinterpret_cast<float*>(buf + l.dpat),
+    LayOutQuadTables(F::kType, xc, x_row_bytes, nc, nb, t0, t1, b0, b1,
+                     buf + l.xq, reinterpret_cast<float*>(buf + l.dpat),
                      reinterpret_cast<float*>(buf + l.spat));
     return out;
   }
@@ -244,7 +247,7 @@ BRAID_AVX512 GemmTileActivations PrepareChunk(const uint8_t* xc,
   float* xs = reinterpret_cast<float*>(buf + l.xs);
   for (int64_t t = t0; t < t1; ++t) {
     const uint8_t* xt = xc + t * x_row_bytes;
-    for (int64_t i = 0; i < nb; ++i) {
+    for (int64_t i = b0; i < b1; ++i) {
       uint16_t h[2];
       std::memcpy(h, xt + i * kXB, 4);
       xd[i * nc + t] = _cvtsh_ss(h[0]);
@@ -416,14 +419,15 @@ size_t GemmTileActivationsBytesAvx512(DType type, int64_t n, int64_t n_tok) {
 BRAID_AVX512 bool PrepareGemmTileActivationsAvx512(
     DType type, const uint8_t* x, size_t x_row_bytes, int64_t n, int64_t n_tok,
     uint8_t* buf, GemmTileActivations* out, int64_t t0, int64_t t1,
-    bool quad_layout) {
+    bool quad_layout, int64_t b0, int64_t b1) {
   if (!TakesPrepared(type, n, n_tok)) return false;
   uint8_t* p = Align64(buf);
   const int64_t nb = n / kQK;
-  *out = type == DType::kQ4_1 ? PrepareChunk<Q41>(x, x_row_bytes, n_tok, nb,
-                                                  quad_layout, p, t0, t1)
-                              : PrepareChunk<Q80>(x, x_row_bytes, n_tok, nb,
-                                                  quad_layout, p, t0, t1);
+  *out = type == DType::kQ4_1
+             ? PrepareChunk<Q41>(x, x_row_bytes, n_tok, nb, quad_layout, p, t0,
+                                 t1, b0, b1)
+             : PrepareChunk<Q80>(x, x_row_bytes, n_tok, nb, quad_layout, p, t0,
+                                 t1, b0, b1);
   return true;
 }
 

@@ -98,6 +98,49 @@ QuantizedActivations QuantizeActivations(
   return q;
 }
 
+bool StartActivations(const WeightMatrix& w, int64_t n_tok,
+                      std::vector<uint8_t>* scratch, QuantizedActivations* q) {
+  const DType act = ActivationDType(w.type);
+  if (act == DType::kF32 || w.packed != nullptr) return false;
+  q->type = act;
+  q->row_bytes = DTypeRowBytes(act, w.cols);
+  q->n_tok = n_tok;
+  q->cols = w.cols;
+  q->packed_tables = nullptr;
+  const size_t rows_bytes = q->row_bytes * n_tok;
+  const size_t need = rows_bytes + TableBytes(w, n_tok);
+  if (scratch->size() < need) scratch->resize(need);
+  q->data = scratch->data();
+  q->has_tiles = GemmTileActivationsBytes(w.type, w.cols, n_tok) > 0;
+  q->tiles = GemmTileActivations{};
+  if (q->has_tiles) {
+    // Only the views: no block, no token.
+    PrepareGemmTileActivations(w.type, q->data, q->row_bytes, w.cols, n_tok,
+                               scratch->data() + rows_bytes, &q->tiles, 0, 0,
+                               /*quad_layout=*/w.quads != nullptr, 0, 0);
+  }
+  return true;
+}
+
+void QuantizeActivationColumns(const WeightMatrix& w, const float* x,
+                               int64_t ld_x, const QuantizedActivations& q,
+                               int64_t c0, int64_t c1) {
+  // The rows' bytes, the tables after them (StartActivations' scratch).
+  uint8_t* data = const_cast<uint8_t*>(q.data);
+  const size_t block_bytes = DTypeRowBytes(q.type, kQK);
+  for (int64_t t = 0; t < q.n_tok; ++t) {
+    QuantizeRow(q.type, x + t * ld_x + c0,
+                data + t * q.row_bytes + c0 / kQK * block_bytes, c1 - c0);
+  }
+  if (q.has_tiles) {
+    GemmTileActivations unused;
+    PrepareGemmTileActivations(w.type, q.data, q.row_bytes, w.cols, q.n_tok,
+                               data + q.row_bytes * q.n_tok, &unused, 0,
+                               q.n_tok, /*quad_layout=*/w.quads != nullptr,
+                               c0 / kQK, c1 / kQK);
+  }
+}
+
 void MatMulRows(const WeightMatrix& w, const QuantizedActivations& xq,
                 int64_t r0, int64_t r1, float* y, int64_t ld_y, bool accumulate,
                 int64_t prefetch_end) {
@@ -120,8 +163,12 @@ void MatMulRows(const WeightMatrix& w, const QuantizedActivations& xq,
 void MatMul(const WeightMatrix& w, const float* x, int64_t n_tok, float* y,
             bool accumulate, ThreadPool* pool, std::vector<uint8_t>* scratch,
             absl::FunctionRef<void(int64_t, int64_t)> before) {
-  const QuantizedActivations xq =
-      QuantizeActivations(w, x, n_tok, scratch, pool, before);
+  MatMulQuantized(w, QuantizeActivations(w, x, n_tok, scratch, pool, before), y,
+                  accumulate, pool);
+}
+
+void MatMulQuantized(const WeightMatrix& w, const QuantizedActivations& xq,
+                     float* y, bool accumulate, ThreadPool* pool) {
   // Runs of kPackRows (the packed layout's row groups).
   const int64_t units = (w.rows + kPackRows - 1) / kPackRows;
   auto rows = [&](int64_t u0, int64_t u1, int64_t share_end) {

@@ -87,6 +87,23 @@ QuantizedActivations QuantizeActivations(
     std::vector<uint8_t>* scratch, ThreadPool* pool,
     absl::FunctionRef<void(int64_t, int64_t)> before = [](int64_t, int64_t) {});
 
+// Activations quantized a range of columns at a time by the tasks that
+// produce them (each run of an FFN's rows quantizing the blocks it wrote),
+// instead of in a pass of their own after them: StartActivations sets *q up
+// in *scratch (grown if too small) for n_tok rows against w, writing
+// nothing, or returns false where w's kernels need whole rows at once (the
+// packed kernels' tables, float weights); then QuantizeActivationColumns
+// for column ranges that together cover [0, w.cols) exactly once, from any
+// threads, all finished before a MatMulRows reads *q. The result is
+// QuantizeActivations' byte for byte.
+bool StartActivations(const WeightMatrix& w, int64_t n_tok,
+                      std::vector<uint8_t>* scratch, QuantizedActivations* q);
+// Columns [c0, c1) (multiples of 32) of x [q.n_tok, ld_x floats a row] into
+// *q (from StartActivations for w).
+void QuantizeActivationColumns(const WeightMatrix& w, const float* x,
+                               int64_t ld_x, const QuantizedActivations& q,
+                               int64_t c0, int64_t c1);
+
 // y[t * ld_y + r] (= or +=) for rows [r0, r1) of w and every token of xq
 // (xq.type must be ActivationDType(w.type), xq.cols == w.cols). Rows below
 // prefetch_end (<= w.rows; when past r1) may be prefetched: the rows this
@@ -119,6 +136,11 @@ void MatMul(
     const WeightMatrix& w, const float* x, int64_t n_tok, float* y,
     bool accumulate, ThreadPool* pool, std::vector<uint8_t>* scratch,
     absl::FunctionRef<void(int64_t, int64_t)> before = [](int64_t, int64_t) {});
+
+// The same on activations already quantized for w (QuantizeActivations or
+// StartActivations and QuantizeActivationColumns).
+void MatMulQuantized(const WeightMatrix& w, const QuantizedActivations& xq,
+                     float* y, bool accumulate, ThreadPool* pool);
 
 }  // namespace braid::kernels::cpu
 
