@@ -311,11 +311,27 @@ void LlamaModel::RunLayer(int il, const Batch& batch, const KvView& kv) {
   mark(kQkv);
   const k::AttentionShape shape{c.n_head, c.n_head_kv, c.head_dim};
   const k::PagedKvLayer layer{k_layer, v_layer, kv.meta, kv.block_size};
+  // The O projection's input quantized by the attention tasks that write it
+  // (whole heads; in s.matmul, free once Q/K/V are done), as the down
+  // projection's below.
+  k::QuantizedActivations o_in;
+  const bool fuse_o =
+      hd % k::kQK == 0 && k::StartActivations(l.wo, n, &s.matmul, &o_in);
   k::PagedAttention(shape, layer, s.q.data(), batch.meta.data(), s.seqs.data(),
-                    s.tok_seq.data(), n, s.attn.data(), &pool_);
+                    s.tok_seq.data(), n, s.attn.data(), &pool_,
+                    [&](int64_t t0, int64_t t1, int64_t c0, int64_t c1) {
+                      if (fuse_o) {
+                        k::QuantizeActivationColumns(l.wo, s.attn.data(), q_dim,
+                                                     o_in, c0, c1, t0, t1);
+                      }
+                    });
   mark(kAttention);
-  k::MatMul(l.wo, s.attn.data(), n, s.x.data(), /*accumulate=*/true, &pool_,
-            &s.matmul);
+  if (fuse_o) {
+    k::MatMulQuantized(l.wo, o_in, s.x.data(), /*accumulate=*/true, &pool_);
+  } else {
+    k::MatMul(l.wo, s.attn.data(), n, s.x.data(), /*accumulate=*/true, &pool_,
+              &s.matmul);
+  }
   mark(kOut);
 
   const k::WeightMatrix* gate_up[2] = {&l.w_gate, &l.w_up};

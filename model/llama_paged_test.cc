@@ -138,6 +138,60 @@ TEST_P(PagedForwardTest, RecomputedOutputsWithOneTokenKernelsEqualDecoding) {
   EXPECT_EQ(got, want);
 }
 
+// Past 1024 entries a lone one-token sequence takes attention's long-context
+// phases (attention_long.cc), and with head size 64 the O projection's
+// input is quantized as attention finishes it: decode steps there give the
+// logits of the same tokens recomputed as one chunk with one-token kernels
+// (the per-task path), bit for bit.
+TEST(PagedForwardTest, LongContextDecodeEqualsRecompute) {
+  testing::RandomLlamaSpec spec;
+  spec.n_embd = 256;  // head size 64
+  spec.n_ff = 128;
+  spec.n_ctx_train = 2048;
+  auto file = GgufFile::FromBytes(testing::MakeRandomLlamaGguf(spec));
+  ASSERT_TRUE(file.ok()) << file.status();
+  auto loaded = LlamaModel::Load(*std::move(file), LoadOptions{2});
+  ASSERT_TRUE(loaded.ok()) << loaded.status();
+  LlamaModel& model = **loaded;
+  ASSERT_EQ(model.config().head_dim, 64);
+  std::vector<int32_t> prompt;
+  for (int i = 0; i < 1100; ++i) prompt.push_back((i * 37 + 5) % spec.n_vocab);
+  constexpr int kBlock = 16;
+  PagedKvPool pool = model.NewPagedKvPool(kBlock, 80);
+  Seq seq{{}, 0};
+  for (int b = 0; b < 72; ++b) seq.table.push_back((b * 13) % 80);
+  std::vector<float> got;
+  for (size_t at = 0; at < prompt.size(); at += 256) {
+    Batch batch;
+    Add(batch, seq,
+        std::vector<int32_t>(
+            prompt.begin() + at,
+            prompt.begin() + std::min(prompt.size(), at + 256)),
+        BatchSequence::Logits::kLast);
+    ASSERT_TRUE(model.Forward(batch, pool, &got).ok());
+    seq.num_cached += batch.tokens.size();
+  }
+  std::vector<int32_t> decoded;
+  std::vector<float> want;
+  int32_t next = 17;
+  for (int step = 0; step < 4; ++step) {
+    Batch b;
+    Add(b, seq, {next}, BatchSequence::Logits::kLast);
+    ASSERT_TRUE(model.Forward(b, pool, &got).ok());
+    ++seq.num_cached;
+    decoded.push_back(next);
+    want.insert(want.end(), got.begin(), got.end());
+    next = static_cast<int32_t>(std::max_element(got.begin(), got.end()) -
+                                got.begin());
+  }
+  Seq again{seq.table, static_cast<int>(prompt.size())};
+  Batch b;
+  Add(b, again, decoded, BatchSequence::Logits::kAll);
+  b.sequences[0].kernel_tokens = 1;
+  ASSERT_TRUE(model.Forward(b, pool, &got).ok());
+  EXPECT_EQ(got, want);
+}
+
 // The thread count changes no bit: a prompt and decode steps give the same
 // logits on 1, 2 and 3 threads (every task computes whole output elements).
 TEST_P(PagedForwardTest, ThreadCountChangesNoBit) {

@@ -410,10 +410,11 @@ void Attention(const AttentionShape& shape, const float* q,
             });
 }
 
-void PagedAttention(const AttentionShape& shape, const PagedKvLayer& kv,
-                    const float* q, const KvEntryMeta* q_meta,
-                    const PagedAttentionSeq* seqs, const int32_t* token_seq,
-                    int64_t n_tok, float* out, ThreadPool* pool) {
+void PagedAttention(
+    const AttentionShape& shape, const PagedKvLayer& kv, const float* q,
+    const KvEntryMeta* q_meta, const PagedAttentionSeq* seqs,
+    const int32_t* token_seq, int64_t n_tok, float* out, ThreadPool* pool,
+    absl::FunctionRef<void(int64_t, int64_t, int64_t, int64_t)> done) {
   const PagedEntries entries(shape, kv);
   const float scale = 1.0f / std::sqrt(static_cast<float>(shape.head_dim));
   // One-token sequences over long contexts (decode steps, one-token prompt
@@ -557,10 +558,15 @@ void PagedAttention(const AttentionShape& shape, const PagedKvLayer& kv,
       rows_of(ents + view.alone_at[i], view.alone_n[i]);
       AttendRows(one, k_rows, v_rows, shape.head_dim, scale, kernels);
     }
+    done(run.first, run.first + run.count, h0 * shape.head_dim,
+         (h0 + g) * shape.head_dim);
   };
   split.Run(pool, attend);
   internal::LongContextAttention(shape, entries, q, q_meta, seqs, token_seq,
                                  n_tok, long_single, scale, out, pool);
+  for (int64_t t = 0; t < n_tok; ++t) {
+    if (long_single(t)) done(t, t + 1, 0, shape.n_head * shape.head_dim);
+  }
 }
 
 }  // namespace braid::kernels::cpu

@@ -29,6 +29,7 @@
 
 #include <cstdint>
 
+#include "absl/functional/function_ref.h"
 #include "kernels/cpu/thread_pool.h"
 
 namespace braid::kernels::cpu {
@@ -97,10 +98,16 @@ struct PagedAttentionSeq {
 // num_tokens, == 1 or not), never from the rest of the batch: a sequence's
 // result is bit-identical alone or in any batch, and with one stream and
 // context = positions 0.. it equals Attention().
-void PagedAttention(const AttentionShape& shape, const PagedKvLayer& kv,
-                    const float* q, const KvEntryMeta* q_meta,
-                    const PagedAttentionSeq* seqs, const int32_t* token_seq,
-                    int64_t n_tok, float* out, ThreadPool* pool);
+// done(t0, t1, c0, c1), when given, runs once for each part of out that is
+// final, rows [t0, t1) and columns [c0, c1) (whole heads), on the thread
+// that wrote it (e.g. to quantize it for the next product): the parts
+// cover out exactly once.
+void PagedAttention(
+    const AttentionShape& shape, const PagedKvLayer& kv, const float* q,
+    const KvEntryMeta* q_meta, const PagedAttentionSeq* seqs,
+    const int32_t* token_seq, int64_t n_tok, float* out, ThreadPool* pool,
+    absl::FunctionRef<void(int64_t, int64_t, int64_t, int64_t)> done =
+        [](int64_t, int64_t, int64_t, int64_t) {});
 
 // Sizes the calling thread's scratch (the rows and scores of Attention's and
 // PagedAttention's tasks) for contexts of up to max_ctx entries, so the

@@ -124,20 +124,21 @@ bool StartActivations(const WeightMatrix& w, int64_t n_tok,
 
 void QuantizeActivationColumns(const WeightMatrix& w, const float* x,
                                int64_t ld_x, const QuantizedActivations& q,
-                               int64_t c0, int64_t c1) {
+                               int64_t c0, int64_t c1, int64_t t0, int64_t t1) {
+  if (t1 < 0) t1 = q.n_tok;
   // The rows' bytes, the tables after them (StartActivations' scratch).
   uint8_t* data = const_cast<uint8_t*>(q.data);
   const size_t block_bytes = DTypeRowBytes(q.type, kQK);
-  for (int64_t t = 0; t < q.n_tok; ++t) {
+  for (int64_t t = t0; t < t1; ++t) {
     QuantizeRow(q.type, x + t * ld_x + c0,
                 data + t * q.row_bytes + c0 / kQK * block_bytes, c1 - c0);
   }
   if (q.has_tiles) {
     GemmTileActivations unused;
     PrepareGemmTileActivations(w.type, q.data, q.row_bytes, w.cols, q.n_tok,
-                               data + q.row_bytes * q.n_tok, &unused, 0,
-                               q.n_tok, /*quad_layout=*/w.quads != nullptr,
-                               c0 / kQK, c1 / kQK);
+                               data + q.row_bytes * q.n_tok, &unused, t0, t1,
+                               /*quad_layout=*/w.quads != nullptr, c0 / kQK,
+                               c1 / kQK);
   }
 }
 

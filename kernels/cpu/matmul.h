@@ -93,16 +93,17 @@ QuantizedActivations QuantizeActivations(
 // in *scratch (grown if too small) for n_tok rows against w, writing
 // nothing, or returns false where w's kernels need whole rows at once (the
 // packed kernels' tables, float weights); then QuantizeActivationColumns
-// for column ranges that together cover [0, w.cols) exactly once, from any
+// for (row and) column ranges that together cover x exactly once, from any
 // threads, all finished before a MatMulRows reads *q. The result is
 // QuantizeActivations' byte for byte.
 bool StartActivations(const WeightMatrix& w, int64_t n_tok,
                       std::vector<uint8_t>* scratch, QuantizedActivations* q);
-// Columns [c0, c1) (multiples of 32) of x [q.n_tok, ld_x floats a row] into
-// *q (from StartActivations for w).
+// Columns [c0, c1) (multiples of 32) of rows [t0, t1) (t1 < 0: q.n_tok) of
+// x [q.n_tok, ld_x floats a row] into *q (from StartActivations for w).
 void QuantizeActivationColumns(const WeightMatrix& w, const float* x,
                                int64_t ld_x, const QuantizedActivations& q,
-                               int64_t c0, int64_t c1);
+                               int64_t c0, int64_t c1, int64_t t0 = 0,
+                               int64_t t1 = -1);
 
 // y[t * ld_y + r] (= or +=) for rows [r0, r1) of w and every token of xq
 // (xq.type must be ActivationDType(w.type), xq.cols == w.cols). Rows below
