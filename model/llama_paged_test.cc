@@ -58,6 +58,35 @@ void Add(Batch& batch, Seq& seq, const std::vector<int32_t>& tokens,
   batch.sequences.push_back(std::move(bs));
 }
 
+// Decodes `steps` greedy tokens of `seq` (its prompt cached) one at a time,
+// then recomputes them as one chunk with one-token kernels in the same
+// blocks (as the scheduler recomputes a preempted request's outputs) and
+// expects every row's logits bit for bit.
+void ExpectDecodingEqualsRecompute(LlamaModel& model, PagedKvPool& pool,
+                                   Seq seq, int steps) {
+  const int prompt_len = seq.num_cached;
+  std::vector<float> got, want;  // want: each decode step's logits
+  std::vector<int32_t> decoded;
+  int32_t next = 17;
+  for (int step = 0; step < steps; ++step) {
+    Batch b;
+    Add(b, seq, {next}, BatchSequence::Logits::kLast);
+    ASSERT_TRUE(model.Forward(b, pool, &got).ok());
+    ++seq.num_cached;
+    decoded.push_back(next);
+    want.insert(want.end(), got.begin(), got.end());
+    next = static_cast<int32_t>(std::max_element(got.begin(), got.end()) -
+                                got.begin());
+  }
+  // The same blocks: the prompt's entries stay, the outputs are rewritten.
+  Seq again{seq.table, prompt_len};
+  Batch b;
+  Add(b, again, decoded, BatchSequence::Logits::kAll);
+  b.sequences[0].kernel_tokens = 1;
+  ASSERT_TRUE(model.Forward(b, pool, &got).ok());
+  EXPECT_EQ(got, want);
+}
+
 // Parameters: the matrix type, and LoadOptions::packed_matmul (both
 // arithmetics must be batch-invariant and deterministic).
 class PagedForwardTest
@@ -116,26 +145,7 @@ TEST_P(PagedForwardTest, RecomputedOutputsWithOneTokenKernelsEqualDecoding) {
   Add(batch, seq, prompt, BatchSequence::Logits::kLast);
   ASSERT_TRUE(model->Forward(batch, pool, &got).ok());
   seq.num_cached += prompt.size();
-  std::vector<int32_t> decoded;
-  std::vector<float> want;  // each decode step's logits
-  int32_t next = 17;
-  for (int step = 0; step < 9; ++step) {
-    Batch b;
-    Add(b, seq, {next}, BatchSequence::Logits::kLast);
-    ASSERT_TRUE(model->Forward(b, pool, &got).ok());
-    ++seq.num_cached;
-    decoded.push_back(next);
-    want.insert(want.end(), got.begin(), got.end());
-    next = static_cast<int32_t>(std::max_element(got.begin(), got.end()) -
-                                got.begin());
-  }
-  // The same blocks: the prompt's entries stay, the outputs are rewritten.
-  Seq again{seq.table, static_cast<int>(prompt.size())};
-  Batch b;
-  Add(b, again, decoded, BatchSequence::Logits::kAll);
-  b.sequences[0].kernel_tokens = 1;
-  ASSERT_TRUE(model->Forward(b, pool, &got).ok());
-  EXPECT_EQ(got, want);
+  ExpectDecodingEqualsRecompute(*model, pool, seq, 9);
 }
 
 // Past 1024 entries a lone one-token sequence takes attention's long-context
@@ -171,25 +181,7 @@ TEST(PagedForwardTest, LongContextDecodeEqualsRecompute) {
     ASSERT_TRUE(model.Forward(batch, pool, &got).ok());
     seq.num_cached += batch.tokens.size();
   }
-  std::vector<int32_t> decoded;
-  std::vector<float> want;
-  int32_t next = 17;
-  for (int step = 0; step < 4; ++step) {
-    Batch b;
-    Add(b, seq, {next}, BatchSequence::Logits::kLast);
-    ASSERT_TRUE(model.Forward(b, pool, &got).ok());
-    ++seq.num_cached;
-    decoded.push_back(next);
-    want.insert(want.end(), got.begin(), got.end());
-    next = static_cast<int32_t>(std::max_element(got.begin(), got.end()) -
-                                got.begin());
-  }
-  Seq again{seq.table, static_cast<int>(prompt.size())};
-  Batch b;
-  Add(b, again, decoded, BatchSequence::Logits::kAll);
-  b.sequences[0].kernel_tokens = 1;
-  ASSERT_TRUE(model.Forward(b, pool, &got).ok());
-  EXPECT_EQ(got, want);
+  ExpectDecodingEqualsRecompute(model, pool, seq, 4);
 }
 
 // The thread count changes no bit: a prompt and decode steps give the same
