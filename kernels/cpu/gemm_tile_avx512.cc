@@ -280,8 +280,8 @@ BRAID_AVX512 void Run(const uint8_t* w, size_t w_row_bytes, const uint8_t* x,
   }
   // The quad layout: row-quad tiles of 16 rows for 1 or 2 tokens and of 8
   // rows for 3 or 4, quad tiles (4 rows) for 5+ and for the quads left
-  // over, all on the quad tables. GGUF
-  // rows: the row tiles, 8 rows for decode-sized batches, else 4.
+  // over, all on the quad tables. GGUF rows: the row tiles, 8 rows for
+  // decode-sized batches, else 4.
   // Tables laid out once for the whole call (one chunk of tokens), or
   // here, per chunk.
   const bool use_prepared = prepared != nullptr && prepared->n_tok == n_tok &&
