@@ -280,6 +280,12 @@ BRAID_AVX512 void RunQuadRows(const uint8_t* w, size_t w_row_bytes,
 // block's unpacked row pair serves T tokens and its 64-bit product pair
 // comes from a table computed ahead per segment (4Q products per multiply).
 // The 8-lane sums: QuadSums with rows 4j..4j + 3 in 128-bit lane j.
+// A quad table's scale of one token (p[0], four times) in lanes 0..7 and
+// of the next (p[4]) in lanes 8..15.
+BRAID_AVX512 inline __m512 TwoTokens(const float* p) {
+  return _mm512_insertf32x8(_mm512_set1_ps(p[0]), _mm256_set1_ps(p[4]), 1);
+}
+
 template <typename F, int T, int Q>
 BRAID_AVX512 void RowQuadTile(const uint8_t* w, const uint8_t* xq,
                               const float* dpat, const float* spat, int64_t nb,
@@ -290,7 +296,11 @@ BRAID_AVX512 void RowQuadTile(const uint8_t* w, const uint8_t* xq,
                 "tile shape");
   constexpr int P = 2 * Q;                            // row pairs
   constexpr int64_t kQB = 4 * sizeof(typename F::W);  // a quad's block
-  // prod[s][t][r] = d_w(r) * d_x(t) at block i0 + s (r < 4Q).
+  // 8 rows: two tokens' products (and min terms) per multiply (fma), rows
+  // 0..7 of token 2j in lanes 0..7 and of token 2j + 1 in lanes 8..15.
+  constexpr bool kPairs = Q == 2 && T % 2 == 0;
+  // prod[s][t][r] = d_w(r) * d_x(t) at block i0 + s (r < 4Q); with kPairs
+  // prod[s][t / 2][8 * (t % 2) + r].
   alignas(64) float prod[kSeg][T][16];
   __m512 acc[P][T];
   __m512 summs[T];  // lanes: rows
@@ -334,14 +344,26 @@ BRAID_AVX512 void RowQuadTile(const uint8_t* w, const uint8_t* xq,
         dw = _mm512_permutexvar_ps(even, dm);
         mw = _mm512_permutexvar_ps(odd, dm);
       }
+      if constexpr (kPairs) {
+#pragma GCC unroll 2
+        for (int j = 0; j < T / 2; ++j) {
+          // Tokens 2j and 2j + 1's scales at block i (quad 0 of tokens).
+          const int64_t at = (i * 4 + 2 * j) * 4;
+          _mm512_store_ps(prod[s][j], _mm512_mul_ps(dw, TwoTokens(dpat + at)));
+          if constexpr (F::kMin) {
+            summs[j] = _mm512_fmadd_ps(mw, TwoTokens(spat + at), summs[j]);
+          }
+        }
+      } else {
 #pragma GCC unroll 4
-      for (int t = 0; t < T; ++t) {
-        // The tables' scales of token t at block i (quad 0 of tokens).
-        const int64_t at = (i * 4 + t) * 4;
-        _mm512_store_ps(prod[s][t],
-                        _mm512_mul_ps(dw, _mm512_set1_ps(dpat[at])));
-        if constexpr (F::kMin) {
-          summs[t] = _mm512_fmadd_ps(mw, _mm512_set1_ps(spat[at]), summs[t]);
+        for (int t = 0; t < T; ++t) {
+          // The tables' scales of token t at block i (quad 0 of tokens).
+          const int64_t at = (i * 4 + t) * 4;
+          _mm512_store_ps(prod[s][t],
+                          _mm512_mul_ps(dw, _mm512_set1_ps(dpat[at])));
+          if constexpr (F::kMin) {
+            summs[t] = _mm512_fmadd_ps(mw, _mm512_set1_ps(spat[at]), summs[t]);
+          }
         }
       }
     }
@@ -366,7 +388,10 @@ BRAID_AVX512 void RowQuadTile(const uint8_t* w, const uint8_t* xq,
 #pragma GCC unroll 4
         for (int t = 0; t < T; ++t) {
           double pr;
-          std::memcpy(&pr, &prod[s][t][2 * p], 8);
+          std::memcpy(&pr,
+                      kPairs ? &prod[s][t / 2][8 * (t % 2) + 2 * p]
+                             : &prod[s][t][2 * p],
+                      8);
           acc[p][t] = _mm512_fmadd_ps(
               _mm512_castpd_ps(_mm512_set1_pd(pr)),
               _mm512_cvtepi32_ps(F::Dot(start, q, xv[t])), acc[p][t]);
@@ -385,7 +410,14 @@ BRAID_AVX512 void RowQuadTile(const uint8_t* w, const uint8_t* xq,
       a1[j] = j < Q ? acc[2 * j + 1][t] : _mm512_setzero_ps();
     }
     __m512 v = QuadSums(a0, a1);
-    if constexpr (F::kMin) v = _mm512_add_ps(v, summs[t]);
+    if constexpr (F::kMin) {
+      if constexpr (kPairs) {
+        const __m512 s2 = summs[t / 2];  // token t's rows to lanes 0..7
+        v = _mm512_add_ps(v, t % 2 ? _mm512_shuffle_f32x4(s2, s2, 0xEE) : s2);
+      } else {
+        v = _mm512_add_ps(v, summs[t]);
+      }
+    }
     constexpr __mmask16 kRows = Q == 4 ? 0xFFFF : Q == 2 ? 0x00FF : 0x000F;
     float* dst = y + t * ld_y;
     if (accumulate) v = _mm512_add_ps(_mm512_maskz_loadu_ps(kRows, dst), v);
