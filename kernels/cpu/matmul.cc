@@ -39,40 +39,48 @@ size_t MatMulScratchBytes(const WeightMatrix& w, int64_t n_tok) {
   return DTypeRowBytes(act, w.cols) * n_tok + TableBytes(w, n_tok);
 }
 
+namespace {
+
+// q's rows and tables in *scratch (grown if too small) for n_tok rows of
+// w's activation type (not f32): the views, nothing written.
+void SetUpActivations(const WeightMatrix& w, int64_t n_tok,
+                      std::vector<uint8_t>* scratch, QuantizedActivations* q) {
+  q->type = ActivationDType(w.type);
+  q->row_bytes = DTypeRowBytes(q->type, w.cols);
+  q->n_tok = n_tok;
+  q->cols = w.cols;
+  q->packed_tables = nullptr;
+  const size_t rows_bytes = q->row_bytes * n_tok;
+  const size_t need = rows_bytes + TableBytes(w, n_tok);
+  if (scratch->size() < need) scratch->resize(need);
+  q->data = scratch->data();
+  q->has_tiles = w.packed == nullptr &&
+                 GemmTileActivationsBytes(w.type, w.cols, n_tok) > 0;
+  q->tiles = GemmTileActivations{};
+  if (q->has_tiles) {
+    // Only the views: no block, no token.
+    PrepareGemmTileActivations(w.type, q->data, q->row_bytes, w.cols, n_tok,
+                               scratch->data() + rows_bytes, &q->tiles, 0, 0,
+                               /*quad_layout=*/w.quads != nullptr, 0, 0);
+  }
+}
+
+}  // namespace
+
 QuantizedActivations QuantizeActivations(
     const WeightMatrix& w, const float* x, int64_t n_tok,
     std::vector<uint8_t>* scratch, ThreadPool* pool,
     absl::FunctionRef<void(int64_t, int64_t)> before) {
-  const DType weight_type = w.type;
   const int64_t cols = w.cols;
-  const DType act = ActivationDType(weight_type);
-  QuantizedActivations q{act, reinterpret_cast<const uint8_t*>(x),
+  const bool f32 = ActivationDType(w.type) == DType::kF32;
+  QuantizedActivations q{DType::kF32, reinterpret_cast<const uint8_t*>(x),
                          cols * sizeof(float), n_tok, cols};
-  uint8_t* out = nullptr;
-  size_t rows_bytes = 0;
-  if (act != DType::kF32) {
-    q.row_bytes = DTypeRowBytes(act, cols);
-    rows_bytes = q.row_bytes * n_tok;
-    const size_t need = rows_bytes + TableBytes(w, n_tok);
-    if (scratch->size() < need) scratch->resize(need);
-    out = scratch->data();
-    q.data = out;
-    q.has_tiles = w.packed == nullptr &&
-                  GemmTileActivationsBytes(weight_type, cols, n_tok) > 0;
-  }
+  if (!f32) SetUpActivations(w, n_tok, scratch, &q);
   // Each task: its tokens' `before`, then their rows and their part of the
   // tiles' tables.
   auto rows = [&](int64_t t0, int64_t t1) {
     before(t0, t1);
-    if (act == DType::kF32) return;
-    for (int64_t t = t0; t < t1; ++t) {
-      QuantizeRow(act, x + t * cols, out + t * q.row_bytes, cols);
-    }
-    if (q.has_tiles) {
-      PrepareGemmTileActivations(weight_type, out, q.row_bytes, cols, n_tok,
-                                 out + rows_bytes, &q.tiles, t0, t1,
-                                 /*quad_layout=*/w.quads != nullptr);
-    }
+    if (!f32) QuantizeActivationColumns(w, x, cols, q, 0, cols, t0, t1);
   };
   // Tasks of at least 4 tokens, at most 16, and at least one per thread
   // when there are 8+ tokens (a decode step's batch: serial, this work
@@ -87,12 +95,13 @@ QuantizedActivations QuantizeActivations(
       rows(i * n_tok / n_tasks, (i + 1) * n_tok / n_tasks);
     });
   }
-  if (w.packed != nullptr && act != DType::kF32) {
-    // After the rows, 64-byte aligned (rows_bytes need not be).
+  if (w.packed != nullptr && !f32) {
+    // After the rows, 64-byte aligned (the rows' bytes need not be).
+    uint8_t* out = scratch->data();
     float* tables = reinterpret_cast<float*>(
-        (reinterpret_cast<uintptr_t>(out + rows_bytes) + 63) & ~uintptr_t{63});
-    PreparePackedActivations(weight_type, out, q.row_bytes, cols, n_tok,
-                             tables);
+        (reinterpret_cast<uintptr_t>(out + q.row_bytes * n_tok) + 63) &
+        ~uintptr_t{63});
+    PreparePackedActivations(w.type, out, q.row_bytes, cols, n_tok, tables);
     q.packed_tables = tables;
   }
   return q;
@@ -100,25 +109,10 @@ QuantizedActivations QuantizeActivations(
 
 bool StartActivations(const WeightMatrix& w, int64_t n_tok,
                       std::vector<uint8_t>* scratch, QuantizedActivations* q) {
-  const DType act = ActivationDType(w.type);
-  if (act == DType::kF32 || w.packed != nullptr) return false;
-  q->type = act;
-  q->row_bytes = DTypeRowBytes(act, w.cols);
-  q->n_tok = n_tok;
-  q->cols = w.cols;
-  q->packed_tables = nullptr;
-  const size_t rows_bytes = q->row_bytes * n_tok;
-  const size_t need = rows_bytes + TableBytes(w, n_tok);
-  if (scratch->size() < need) scratch->resize(need);
-  q->data = scratch->data();
-  q->has_tiles = GemmTileActivationsBytes(w.type, w.cols, n_tok) > 0;
-  q->tiles = GemmTileActivations{};
-  if (q->has_tiles) {
-    // Only the views: no block, no token.
-    PrepareGemmTileActivations(w.type, q->data, q->row_bytes, w.cols, n_tok,
-                               scratch->data() + rows_bytes, &q->tiles, 0, 0,
-                               /*quad_layout=*/w.quads != nullptr, 0, 0);
+  if (ActivationDType(w.type) == DType::kF32 || w.packed != nullptr) {
+    return false;
   }
+  SetUpActivations(w, n_tok, scratch, q);
   return true;
 }
 
