@@ -12,6 +12,10 @@ using Clock = std::chrono::steady_clock;
 
 inline void CpuRelax() { _mm_pause(); }
 
+// The pool this thread is a worker of, and its index there (ThreadIndex).
+thread_local const ThreadPool* tls_pool = nullptr;
+thread_local int64_t tls_index = 0;
+
 // Spins until done() (short waits), yielding the core after a while in case
 // the thread waited for is descheduled.
 template <typename Done>
@@ -36,7 +40,11 @@ ThreadPool::ThreadPool(int num_threads, int spin_us)
   shares_ = std::vector<Share>(num_threads);
   workers_.reserve(num_threads - 1);
   for (int i = 0; i < num_threads - 1; ++i) {
-    workers_.emplace_back([this] { WorkerLoop(); });
+    workers_.emplace_back([this, i] {
+      tls_pool = this;
+      tls_index = i + 1;
+      WorkerLoop();
+    });
   }
 }
 
@@ -113,6 +121,14 @@ void ThreadPool::RunOnEachThread(absl::FunctionRef<void()> fn) {
     WaitUntil([&] { return arrived.load() == n; });
     fn();
   });
+}
+
+int64_t ThreadPool::ThreadIndex() const {
+  return tls_pool == this ? tls_index : 0;
+}
+
+void ThreadPool::RunOnThreads(absl::FunctionRef<void(int64_t)> fn) {
+  RunOnEachThread([&] { fn(ThreadIndex()); });
 }
 
 void ThreadPool::ParallelRanges(

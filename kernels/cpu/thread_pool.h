@@ -70,8 +70,16 @@ class ThreadPool {
   // when every call finished.
   void RunOnEachThread(absl::FunctionRef<void()> fn);
 
+  // Runs fn(i) for every i in [0, num_threads()), item i always on the same
+  // thread: 0 on the caller, k + 1 on worker k. For work whose thread_local
+  // state must meet the same item every time (so it is sized once). Returns
+  // when every call finished; fn must not call the pool.
+  void RunOnThreads(absl::FunctionRef<void(int64_t)> fn);
+
  private:
   void WorkerLoop();
+  // This thread's item in RunOnThreads: k + 1 on worker k, else 0.
+  int64_t ThreadIndex() const;
 
   const int spin_us_;
   std::vector<std::thread> workers_;

@@ -79,6 +79,44 @@ TEST(ThreadPoolTest, RunOnEachThreadReachesEveryThreadOnce) {
   }
 }
 
+// RunOnThreads runs every item once a call, item i on the same thread every
+// call and item 0 on the caller (also one of another pool's workers).
+TEST(ThreadPoolTest, RunOnThreadsKeepsEachItemOnItsThread) {
+  for (int threads : {1, 2, 4}) {
+    ThreadPool pool(threads, 0);
+    std::vector<std::thread::id> first(threads);
+    for (int call = 0; call < 50; ++call) {
+      std::mutex mu;
+      std::vector<std::thread::id> ran(threads);
+      std::vector<int> count(threads, 0);
+      pool.RunOnThreads([&](int64_t i) {
+        std::lock_guard<std::mutex> lock(mu);
+        ran[i] = std::this_thread::get_id();
+        ++count[i];
+      });
+      for (int i = 0; i < threads; ++i) ASSERT_EQ(count[i], 1) << i;
+      if (call == 0) first = ran;
+      ASSERT_EQ(ran, first) << "call " << call;
+      ASSERT_EQ(ran[0], std::this_thread::get_id());
+    }
+  }
+  // From a worker of another pool, item 0 still runs on the calling thread.
+  ThreadPool outer(2, 0), inner(2, 0);
+  std::set<std::thread::id> ids;
+  std::mutex mu;
+  outer.RunOnThreads([&](int64_t i) {
+    std::thread::id self = std::this_thread::get_id();
+    inner.RunOnThreads([&](int64_t j) {
+      if (j == 0) {
+        std::lock_guard<std::mutex> lock(mu);
+        ids.insert(std::this_thread::get_id());
+        EXPECT_EQ(std::this_thread::get_id(), self) << "outer item " << i;
+      }
+    });
+  });
+  EXPECT_EQ(ids.size(), 2u);
+}
+
 // A job ends when its items are done: a worker that is stopped (here by a
 // signal handler that blocks, as the OS deschedules a thread on a busy
 // machine) before it claims anything is not waited for, and joins the pool's
