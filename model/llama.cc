@@ -169,11 +169,10 @@ PagedKvPool LlamaModel::NewPagedKvPool(int block_size, int num_blocks) const {
   return PagedKvPool(config_.n_layer, config_.kv_dim(), block_size, num_blocks);
 }
 
-void LlamaModel::EnsureScratch(int n) {
-  if (n <= scratch_.capacity) return;
+void LlamaModel::EnsureScratch(Scratch& s, int n) {
+  if (n <= s.capacity) return;
   const LlamaConfig& c = config_;
   const size_t q_dim = static_cast<size_t>(c.n_head) * c.head_dim;
-  Scratch& s = scratch_;
   s.capacity = n;
   s.x.resize(n * c.n_embd);
   s.h.resize(n * c.n_embd);
@@ -204,15 +203,17 @@ void LlamaModel::EnsureScratch(int n) {
 
 void LlamaModel::NormQuantizeFor(const float* x, const float* weight, int n,
                                  const k::WeightMatrix* const* ws, int count,
-                                 k::QuantizedActivations* out) {
+                                 k::QuantizedActivations* out,
+                                 const Exec& exec) {
   const LlamaConfig& c = config_;
-  float* h = scratch_.h.data();
+  Scratch& scratch = *exec.scratch;
+  float* h = scratch.h.data();
   auto norm = [&](int64_t t0, int64_t t1) {
     k::RmsNorm(x + t0 * c.n_embd, weight, t1 - t0, c.n_embd, c.rms_eps,
                h + t0 * c.n_embd);
   };
-  std::vector<uint8_t>* bufs[] = {&scratch_.matmul, &scratch_.matmul2,
-                                  &scratch_.matmul3};
+  std::vector<uint8_t>* bufs[] = {&scratch.matmul, &scratch.matmul2,
+                                  &scratch.matmul3};
   for (int i = 0; i < count; ++i) {
     const k::DType act = k::ActivationDType(ws[i]->type);
     int same = -1;
@@ -226,9 +227,9 @@ void LlamaModel::NormQuantizeFor(const float* x, const float* weight, int n,
     if (same >= 0) {
       out[i] = out[same];
     } else if (i == 0) {  // The norm runs in the first one's tasks.
-      out[i] = k::QuantizeActivations(*ws[i], h, n, bufs[i], &pool_, norm);
+      out[i] = k::QuantizeActivations(*ws[i], h, n, bufs[i], exec.pool, norm);
     } else {
-      out[i] = k::QuantizeActivations(*ws[i], h, n, bufs[i], &pool_);
+      out[i] = k::QuantizeActivations(*ws[i], h, n, bufs[i], exec.pool);
     }
   }
 }
@@ -244,11 +245,13 @@ void LlamaModel::NormQuantizeFor(const float* x, const float* weight, int n,
 // equal share, then from the back of the other's (k::kMatMulRunRows,
 // ThreadPool::ParallelRanges). The batch shares each weight fetch; attention
 // runs per sequence over the paged cache. Five parallel sections per layer.
-void LlamaModel::RunLayer(int il, const Batch& batch, const KvView& kv) {
+void LlamaModel::RunLayer(int il, const EntryMeta* meta, int n,
+                          const KvView& kv, const Exec& exec) {
   const LlamaConfig& c = config_;
   const Layer& l = layers_[il];
-  Scratch& s = scratch_;
-  const int n = static_cast<int>(batch.tokens.size());
+  Scratch& s = *exec.scratch;
+  k::ThreadPool& pool = *exec.pool;
+  SectionProfile* const profile = exec.profile;
   const int64_t hd = c.head_dim;
   const int64_t q_dim = c.n_head * hd;
   const int64_t kv_dim = c.kv_dim();
@@ -256,17 +259,17 @@ void LlamaModel::RunLayer(int il, const Batch& batch, const KvView& kv) {
   const k::WeightMatrix* qkv[3] = {&l.wq, &l.wk, &l.wv};
   // Section timing (SetSectionProfile): mark(part) adds the time since the
   // last mark.
-  auto t_last = profile_ != nullptr ? std::chrono::steady_clock::now()
-                                    : std::chrono::steady_clock::time_point{};
+  auto t_last = profile != nullptr ? std::chrono::steady_clock::now()
+                                   : std::chrono::steady_clock::time_point{};
   auto mark = [&](Section part) {
-    if (profile_ == nullptr) return;
+    if (profile == nullptr) return;
     const auto now = std::chrono::steady_clock::now();
-    profile_->seconds[part] +=
+    profile->seconds[part] +=
         std::chrono::duration<double>(now - t_last).count();
     t_last = now;
   };
   k::QuantizedActivations qkv_in[3];
-  NormQuantizeFor(s.x.data(), l.attn_norm.data(), n, qkv, 3, qkv_in);
+  NormQuantizeFor(s.x.data(), l.attn_norm.data(), n, qkv, 3, qkv_in, exec);
   mark(kNormQkv);
   uint16_t* k_layer = kv.k + il * kv.layer_stride;
   uint16_t* v_layer = kv.v + il * kv.layer_stride;
@@ -307,7 +310,7 @@ void LlamaModel::RunLayer(int il, const Batch& batch, const KvView& kv) {
       }
     }
   };
-  pool_.ParallelRanges(units, k::kMatMulRunRows / unit, qkv_rows);
+  pool.ParallelRanges(units, k::kMatMulRunRows / unit, qkv_rows);
   mark(kQkv);
   const k::AttentionShape shape{c.n_head, c.n_head_kv, c.head_dim};
   const k::PagedKvLayer layer{k_layer, v_layer, kv.meta, kv.block_size};
@@ -317,8 +320,8 @@ void LlamaModel::RunLayer(int il, const Batch& batch, const KvView& kv) {
   k::QuantizedActivations o_in;
   const bool fuse_o =
       hd % k::kQK == 0 && k::StartActivations(l.wo, n, &s.matmul, &o_in);
-  k::PagedAttention(shape, layer, s.q.data(), batch.meta.data(), s.seqs.data(),
-                    s.tok_seq.data(), n, s.attn.data(), &pool_,
+  k::PagedAttention(shape, layer, s.q.data(), meta, s.seqs.data(),
+                    s.tok_seq.data(), n, s.attn.data(), &pool,
                     [&](int64_t t0, int64_t t1, int64_t c0, int64_t c1) {
                       if (fuse_o) {
                         k::QuantizeActivationColumns(l.wo, s.attn.data(), q_dim,
@@ -327,16 +330,16 @@ void LlamaModel::RunLayer(int il, const Batch& batch, const KvView& kv) {
                     });
   mark(kAttention);
   if (fuse_o) {
-    k::MatMulQuantized(l.wo, o_in, s.x.data(), /*accumulate=*/true, &pool_);
+    k::MatMulQuantized(l.wo, o_in, s.x.data(), /*accumulate=*/true, &pool);
   } else {
-    k::MatMul(l.wo, s.attn.data(), n, s.x.data(), /*accumulate=*/true, &pool_,
+    k::MatMul(l.wo, s.attn.data(), n, s.x.data(), /*accumulate=*/true, &pool,
               &s.matmul);
   }
   mark(kOut);
 
   const k::WeightMatrix* gate_up[2] = {&l.w_gate, &l.w_up};
   k::QuantizedActivations ffn_in[2];
-  NormQuantizeFor(s.x.data(), l.ffn_norm.data(), n, gate_up, 2, ffn_in);
+  NormQuantizeFor(s.x.data(), l.ffn_norm.data(), n, gate_up, 2, ffn_in, exec);
   mark(kNormFfn);
   // The down projection's input is quantized by the runs that write it,
   // each its own blocks (k::StartActivations; in s.matmul3, which the FFN's
@@ -362,14 +365,14 @@ void LlamaModel::RunLayer(int il, const Batch& batch, const KvView& kv) {
                                    r1);
     }
   };
-  pool_.ParallelRanges(ffn_units, k::kMatMulRunRows / 64, ffn_rows);
+  pool.ParallelRanges(ffn_units, k::kMatMulRunRows / 64, ffn_rows);
   mark(kGateUp);
   if (fused) {
     k::MatMulQuantized(l.w_down, down_in, s.x.data(), /*accumulate=*/true,
-                       &pool_);
+                       &pool);
   } else {
     k::MatMul(l.w_down, s.gate.data(), n, s.x.data(), /*accumulate=*/true,
-              &pool_, &s.matmul);
+              &pool, &s.matmul);
   }
   mark(kDown);
 }
@@ -445,87 +448,6 @@ absl::Status LlamaModel::ValidateBatch(const Batch& b, const KvView& kv) const {
         absl::StrCat("Forward: sequences cover ", next, " of ", n, " tokens"));
   }
   return absl::OkStatus();
-}
-
-void LlamaModel::ForwardBatch(const Batch& b, const KvView& kv,
-                              std::vector<float>* logits) {
-  const LlamaConfig& c = config_;
-  const int n = static_cast<int>(b.tokens.size());
-  EnsureScratch(n);
-  Scratch& s = scratch_;
-  int n_out = 0;
-  int64_t max_ctx = 0;  // the longest context, for the attention scratch
-  for (size_t i = 0; i < b.sequences.size(); ++i) {
-    const BatchSequence& seq = b.sequences[i];
-    max_ctx = std::max(max_ctx, int64_t{seq.num_cached} + seq.num_tokens);
-    s.seqs[i] =
-        k::PagedAttentionSeq{seq.first_token,
-                             seq.num_tokens,
-                             int64_t{seq.num_cached} + seq.num_tokens,
-                             seq.block_table.data(),
-                             seq.visible_streams.data(),
-                             static_cast<int64_t>(seq.visible_streams.size()),
-                             seq.kernel_tokens};
-    for (int j = 0; j < seq.num_tokens; ++j) {
-      const int t = seq.first_token + j;
-      s.tok_seq[t] = static_cast<int32_t>(i);
-      const int64_t e = seq.num_cached + j;
-      s.slot[t] = seq.block_table[e / kv.block_size] * kv.block_size +
-                  e % kv.block_size;
-      kv.meta[s.slot[t]] = b.meta[t];
-      const bool wanted = seq.logits == BatchSequence::Logits::kAll ||
-                          (seq.logits == BatchSequence::Logits::kLast &&
-                           j == seq.num_tokens - 1);
-      if (wanted) s.out_rows[n_out++] = t;
-    }
-  }
-  for (int t = 0; t < n; ++t) {
-    s.pos[t] = b.meta[t].y;
-    float* x = s.x.data() + static_cast<size_t>(t) * c.n_embd;
-    k::DequantizeRow(token_embd_.type, token_embd_.Row(b.tokens[t]), x,
-                     c.n_embd);
-    if (!stream_embd_.empty()) {
-      k::AddInPlace(x,
-                    stream_embd_.data() +
-                        static_cast<size_t>(b.meta[t].stream) * c.n_embd,
-                    c.n_embd);
-    }
-  }
-  // Every pool thread's attention scratch sized for the batch's longest
-  // context (to the next power of two), on every thread at once: which
-  // thread takes which task is chance, and the step loop allocates nothing.
-  if (max_ctx > s.attention_ctx) {
-    int64_t ctx = 256;
-    while (ctx < max_ctx) ctx *= 2;
-    s.attention_ctx = ctx;
-    pool_.RunOnEachThread([ctx] { k::ReserveAttentionScratch(ctx); });
-  }
-  k::RopeTable(s.pos.data(), n, c.n_rot, c.rope_base, s.rope_cs.data());
-  for (int il = 0; il < c.n_layer; ++il) RunLayer(il, b, kv);
-
-  // Final norm (in the projection's quantization tasks) and vocabulary
-  // projection of the wanted rows.
-  logits->resize(static_cast<size_t>(n_out) * c.n_vocab);
-  if (n_out > 0) {
-    auto norm = [&](int64_t r0, int64_t r1) {
-      for (int64_t r = r0; r < r1; ++r) {
-        k::RmsNorm(s.x.data() + static_cast<size_t>(s.out_rows[r]) * c.n_embd,
-                   output_norm_.data(), 1, c.n_embd, c.rms_eps,
-                   s.h.data() + static_cast<size_t>(r) * c.n_embd);
-      }
-    };
-    const auto t0 = profile_ != nullptr
-                        ? std::chrono::steady_clock::now()
-                        : std::chrono::steady_clock::time_point{};
-    k::MatMul(output_, s.h.data(), n_out, logits->data(), false, &pool_,
-              &s.matmul, norm);
-    if (profile_ != nullptr) {
-      profile_->seconds[kVocab] +=
-          std::chrono::duration<double>(std::chrono::steady_clock::now() - t0)
-              .count();
-    }
-  }
-  if (profile_ != nullptr) ++profile_->steps;
 }
 
 absl::Status LlamaModel::Forward(const Batch& batch, PagedKvPool& kv,

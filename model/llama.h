@@ -6,9 +6,12 @@
 // step: any number of sequences over a paged KV pool (one sequence alone is a
 // batch of one; model/testing/sequence_runner.h wraps that for tests).
 // Scratch buffers are sized for the largest batch seen and reused, so
-// steady-state decoding allocates nothing. Thread-safety: Forward mutates
-// scratch state and must be called from one thread at a time (the engine
-// thread); config()/file()/NewPagedKvPool() are safe from any thread.
+// steady-state decoding allocates nothing. A step runs row-parallel (each
+// section split over the pool) or, for large batches of independent
+// decode-sized sequences, data-parallel (data_parallel_steps()). Thread-safety:
+// Forward mutates scratch state and must be called from one thread at a time
+// (the engine thread); config()/file()/NewPagedKvPool() are safe from any
+// thread.
 #ifndef BRAID_MODEL_LLAMA_H_
 #define BRAID_MODEL_LLAMA_H_
 
@@ -99,6 +102,15 @@ class LlamaModel {
   void SetSectionProfile(SectionProfile* profile) { profile_ = profile; }
   static const char* SectionName(Section s);
 
+  // Steps run data-parallel so far (for tests and benchmarks). A batch of
+  // at least 8 tokens a pool thread, of decode-sized sequences none of
+  // which sees a block another writes in the step, runs as one part a
+  // thread: each thread runs the whole forward pass of its sequences alone,
+  // so no data crosses between threads inside the step. Otherwise every
+  // section of the pass is split over the pool (row-parallel). The logits
+  // are the same bits either way.
+  int64_t data_parallel_steps() const { return data_parallel_steps_; }
+
  private:
   struct Layer {
     std::vector<float> attn_norm;               // [n_embd]
@@ -144,21 +156,50 @@ class LlamaModel {
     std::vector<uint8_t> matmul, matmul2, matmul3;
   };
 
+  // Where one forward pass runs: the pool its sections split over, its
+  // scratch, and where its sections are timed (null: not timed).
+  struct Exec {
+    kernels::cpu::ThreadPool* pool = nullptr;
+    Scratch* scratch = nullptr;
+    SectionProfile* profile = nullptr;
+  };
+  // The batch's sequences [s0, s1), whose tokens are [t0, t1) and whose
+  // logits rows start at row `row`.
+  struct Part {
+    int s0 = 0, s1 = 0, t0 = 0, t1 = 0, row = 0;
+  };
+  // One part of a data-parallel step (SplitBatch): run by one pool thread
+  // alone, on its own scratch.
+  struct PartExec {
+    std::unique_ptr<kernels::cpu::ThreadPool> serial;  // one thread: inline
+    Scratch scratch;
+    SectionProfile profile;
+  };
+
   LlamaModel(std::unique_ptr<GgufFile> file, LlamaConfig config,
              const LoadOptions& opts);
   absl::Status BindWeights();
-  void EnsureScratch(int n);
+  void EnsureScratch(Scratch& s, int n);
   absl::Status ValidateBatch(const Batch& batch, const KvView& kv) const;
-  // Runs a validated batch.
+  // Runs a validated batch: row-parallel (every section split over the
+  // pool), or data-parallel where SplitBatch finds parts.
   void ForwardBatch(const Batch& batch, const KvView& kv,
                     std::vector<float>* logits);
-  void RunLayer(int il, const Batch& batch, const KvView& kv);
+  // Parts for a data-parallel step, one per pool thread, into parts_: false
+  // when the batch should run row-parallel.
+  bool SplitBatch(const Batch& batch, const KvView& kv);
+  // The forward pass of one part of the batch, its logits rows into logits.
+  void RunPart(const Batch& batch, const Part& part, const KvView& kv,
+               const Exec& exec, float* logits);
+  void RunLayer(int il, const EntryMeta* meta, int n, const KvView& kv,
+                const Exec& exec);
   // Quantizes h = RmsNorm(x) * weight [n, ws[i]->cols] (into scratch h)
   // once per distinct activation type (and packing) of ws into out[i] for
   // ws[i]; the norm runs in the first quantization's parallel tasks.
   void NormQuantizeFor(const float* x, const float* weight, int n,
                        const kernels::cpu::WeightMatrix* const* ws, int count,
-                       kernels::cpu::QuantizedActivations* out);
+                       kernels::cpu::QuantizedActivations* out,
+                       const Exec& exec);
 
   std::unique_ptr<GgufFile> file_;
   LlamaConfig config_;
@@ -172,6 +213,13 @@ class LlamaModel {
   std::vector<float> stream_embd_;
   std::vector<Layer> layers_;
   Scratch scratch_;
+  // Data-parallel steps: per pool thread its part's execution, the parts of
+  // the current step, and per pool block the sequence writing it this step
+  // (-1: none).
+  std::vector<PartExec> part_execs_;
+  std::vector<Part> parts_;
+  std::vector<int32_t> block_writer_;
+  int64_t data_parallel_steps_ = 0;
 };
 
 }  // namespace braid::model

@@ -4,6 +4,8 @@
 #include <atomic>
 #include <cstdlib>
 #include <new>
+#include <tuple>
+#include <utility>
 #include <vector>
 
 #include "gtest/gtest.h"
@@ -32,27 +34,32 @@ void operator delete[](void* p, size_t) noexcept { std::free(p); }
 namespace braid::model {
 namespace {
 
-// Parameter: LoadOptions::packed_matmul.
-class LlamaAllocTest : public ::testing::TestWithParam<bool> {};
+// Parameters: LoadOptions::packed_matmul; threads and decoding sequences:
+// 4 threads and 4 sequences (every step row-parallel), 2 threads and 16
+// sequences (every step data-parallel: each thread's part on its own
+// scratch, LlamaModel::data_parallel_steps).
+class LlamaAllocTest
+    : public ::testing::TestWithParam<std::tuple<bool, std::pair<int, int>>> {};
 
 TEST_P(LlamaAllocTest, DecodeStepsAllocateNothing) {
+  const auto [packed, shape] = GetParam();
+  const auto [threads, seqs] = shape;
   testing::RandomLlamaSpec spec;
   spec.n_ctx_train = 512;
   auto file = GgufFile::FromBytes(testing::MakeRandomLlamaGguf(spec));
   ASSERT_TRUE(file.ok());
   // More threads than cores: which thread takes which task is chance, and
   // every thread must have its scratch before the counted steps.
-  LoadOptions opts{4};
-  opts.packed_matmul = GetParam();
+  LoadOptions opts{threads};
+  opts.packed_matmul = packed;
   auto model = LlamaModel::Load(*std::move(file), opts);
   ASSERT_TRUE(model.ok());
-  constexpr int kSeqs = 4, kBlockSize = 16, kBlocksPerSeq = 8;
-  PagedKvPool pool =
-      (*model)->NewPagedKvPool(kBlockSize, kSeqs * kBlocksPerSeq);
-  // A batch of kSeqs decoding sequences, updated in place each step (as an
-  // engine reuses its batch); prefill 20 tokens each first.
+  constexpr int kBlockSize = 16, kBlocksPerSeq = 8;
+  PagedKvPool pool = (*model)->NewPagedKvPool(kBlockSize, seqs * kBlocksPerSeq);
+  // A batch of decoding sequences, updated in place each step (as an engine
+  // reuses its batch).
   Batch batch;
-  for (int s = 0; s < kSeqs; ++s) {
+  for (int s = 0; s < seqs; ++s) {
     BatchSequence seq;
     seq.first_token = s;
     seq.num_tokens = 1;
@@ -66,18 +73,20 @@ TEST_P(LlamaAllocTest, DecodeStepsAllocateNothing) {
   std::vector<float> logits;
   auto step = [&] {
     ASSERT_TRUE((*model)->Forward(batch, pool, &logits).ok());
-    for (int s = 0; s < kSeqs; ++s) {
+    for (int s = 0; s < seqs; ++s) {
       batch.tokens[s] = (batch.tokens[s] * 7 + 3) % spec.n_vocab;
       ++batch.meta[s].y;
       ++batch.sequences[s].num_cached;
     }
   };
   for (int i = 0; i < 20; ++i) step();  // Warm-up: scratch reaches its size.
+  const int64_t parallel = (*model)->data_parallel_steps();
   allocations.store(0);
   counting.store(true);
   for (int i = 0; i < 40; ++i) step();
   counting.store(false);
   EXPECT_EQ(allocations.load(), 0);
+  EXPECT_EQ((*model)->data_parallel_steps() - parallel, seqs >= 16 ? 40 : 0);
   // The counter works: a vector allocates.
   counting.store(true);
   std::vector<int>* v = new std::vector<int>(10);
@@ -86,7 +95,11 @@ TEST_P(LlamaAllocTest, DecodeStepsAllocateNothing) {
   EXPECT_EQ(allocations.load(), 2);
 }
 
-INSTANTIATE_TEST_SUITE_P(Arithmetic, LlamaAllocTest, ::testing::Bool());
+INSTANTIATE_TEST_SUITE_P(
+    ArithmeticAndSplit, LlamaAllocTest,
+    ::testing::Combine(::testing::Bool(),
+                       ::testing::Values(std::pair<int, int>{4, 4},
+                                         std::pair<int, int>{2, 16})));
 
 }  // namespace
 }  // namespace braid::model

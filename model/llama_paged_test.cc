@@ -236,9 +236,12 @@ TEST_P(PagedForwardTest, BatchOfSixteenEqualsEachAloneAndIsDeterministic) {
   using Trace = std::vector<std::vector<std::vector<float>>>;
   auto next_tokens = [&](int i, int step) {
     // Fixed decode inputs (so both runs feed the same tokens), sometimes two
-    // tokens in one step to mix one- and multi-token sequences.
+    // tokens in one step to mix one- and multi-token sequences; the last
+    // step one token each, so it runs data-parallel (8 + 8 on 2 threads).
     std::vector<int32_t> t = {static_cast<int32_t>((i * 13 + step) % n_vocab)};
-    if ((i + step) % 4 == 0) t.push_back((i + 3 * step) % n_vocab);
+    if ((i + step) % 4 == 0 && step < kSteps) {
+      t.push_back((i + 3 * step) % n_vocab);
+    }
     return t;
   };
   auto run_alone = [&]() {
@@ -284,7 +287,10 @@ TEST_P(PagedForwardTest, BatchOfSixteenEqualsEachAloneAndIsDeterministic) {
     return trace;
   };
   const Trace alone = run_alone();
+  const int64_t parallel = model->data_parallel_steps();
   const Trace batched = run_batched();
+  // The decode steps (16-20 tokens, 2 threads) ran data-parallel.
+  EXPECT_GT(model->data_parallel_steps(), parallel);
   for (int i = 0; i < kSeqs; ++i) {
     for (int step = 0; step <= kSteps; ++step) {
       ASSERT_EQ(batched[i][step], alone[i][step])
@@ -292,6 +298,54 @@ TEST_P(PagedForwardTest, BatchOfSixteenEqualsEachAloneAndIsDeterministic) {
     }
   }
   EXPECT_EQ(run_batched(), batched);
+}
+
+// A step whose sequences read entries another writes in the same step
+// (two streams of one context, the second seeing the first) is not split
+// over the threads: its logits equal one thread's and it runs row-parallel,
+// although it is big enough for a data-parallel step.
+TEST(PagedForwardTest, SameStepDependenciesStayRowParallel) {
+  auto run = [](LlamaModel& model) {
+    PagedKvPool pool = model.NewPagedKvPool(kBlockSize, 32);
+    Seq ctx;
+    for (int b = 0; b < 8; ++b) ctx.table.push_back(31 - b);
+    std::vector<float> logits;
+    Batch prefix;
+    Add(prefix, ctx, {5, 9, 14, 2, 7, 30, 11, 4}, BatchSequence::Logits::kNone);
+    EXPECT_TRUE(model.Forward(prefix, pool, &logits).ok());
+    ctx.num_cached = 8;
+    Batch step;
+    // Streams 1 and 2 at y = 8..11, their entries at 8..11 and 12..15;
+    // stream 2 sees stream 1's (y' < y), written by this step.
+    auto stream = [&](int id, int num_cached, std::vector<int32_t> visible) {
+      BatchSequence seq;
+      seq.first_token = static_cast<int>(step.tokens.size());
+      seq.num_tokens = 4;
+      seq.num_cached = num_cached;
+      seq.block_table = ctx.table;
+      seq.visible_streams = std::move(visible);
+      seq.logits = BatchSequence::Logits::kAll;
+      for (int j = 0; j < 4; ++j) {
+        step.tokens.push_back((id * 17 + j * 5) % 96);
+        step.meta.push_back(EntryMeta{id, 8 + j});
+      }
+      step.sequences.push_back(std::move(seq));
+    };
+    stream(1, 8, {0});
+    for (int i = 0; i < 10; ++i) {  // one-token sequences of their own
+      Seq own{{i}, 0};
+      Add(step, own, {(i * 7 + 1) % 96}, BatchSequence::Logits::kLast);
+    }
+    stream(2, 12, {0, 1});
+    EXPECT_TRUE(model.Forward(step, pool, &logits).ok());
+    return logits;
+  };
+  auto two = LoadRandom(GgmlType::kQ4_1, 2);
+  auto one = LoadRandom(GgmlType::kQ4_1, 1);
+  ASSERT_NE(two, nullptr);
+  ASSERT_NE(one, nullptr);
+  EXPECT_EQ(run(*two), run(*one));
+  EXPECT_EQ(two->data_parallel_steps(), 0);
 }
 
 INSTANTIATE_TEST_SUITE_P(

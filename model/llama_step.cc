@@ -1,0 +1,283 @@
+// One step of LlamaModel::Forward over a validated batch: row-parallel
+// (every section of the pass split over the pool) or data-parallel (the
+// batch's sequences in parts, one a pool thread, each running the whole
+// pass of its part alone): SplitBatch decides, RunPart runs a part.
+#include <algorithm>
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "kernels/cpu/attention.h"
+#include "kernels/cpu/matmul.h"
+#include "kernels/cpu/ops.h"
+#include "kernels/cpu/quant.h"
+#include "kernels/cpu/thread_pool.h"
+#include "model/llama.h"
+
+namespace braid::model {
+
+namespace k = ::braid::kernels::cpu;
+
+namespace {
+
+// Logits rows a sequence asks for (BatchSequence::logits).
+int LogitsRows(const BatchSequence& seq) {
+  switch (seq.logits) {
+    case BatchSequence::Logits::kAll:
+      return seq.num_tokens;
+    case BatchSequence::Logits::kLast:
+      return 1;
+    default:
+      return 0;
+  }
+}
+
+// Data-parallel steps (LlamaModel::data_parallel_steps): at least this many
+// tokens a thread, so each thread's products still take 8-token tiles.
+// Against the row-parallel step (llama_bench, steps alternating,
+// docs/PERFORMANCE.md): 16 sequences 0.1-2.3% less time a step with the two
+// threads on one core complex and 12-15% on two, 32 sequences 9% on one
+// (the 16-token parts take each weight row once, 32 row-parallel tokens
+// twice); 8 sequences (4 a thread) 6-9% more on one complex.
+constexpr int kDataParallelTokens = 8;
+// Decode-sized sequences only (decode steps, a session's lockstep streams):
+// their costs are alike, so contiguous parts balance.
+constexpr int kDataParallelSeqTokens = 4;
+// A token's products cost about what its attention over this many context
+// entries does (SmolLM2-135M, 8-token tiles): a sequence's cost in the
+// split is its tokens x (this + its context).
+constexpr int64_t kTokenCostEntries = 640;
+
+}  // namespace
+
+bool LlamaModel::SplitBatch(const Batch& b, const KvView& kv) {
+  const int p = pool_.num_threads();
+  const int n = static_cast<int>(b.tokens.size());
+  const int n_seq = static_cast<int>(b.sequences.size());
+  if (p < 2 || n < kDataParallelTokens * p || n_seq < p) return false;
+  for (const BatchSequence& seq : b.sequences) {
+    if (seq.num_tokens > kDataParallelSeqTokens) return false;
+  }
+  // Parts must not depend on each other within the step: no sequence may
+  // hold in its table a block another sequence writes now (a session's
+  // streams in one context, a block two sequences share and both write).
+  // Blocks shared read-only (a cached prefix) are fine.
+  if (static_cast<int64_t>(block_writer_.size()) != kv.num_blocks) {
+    block_writer_.assign(kv.num_blocks, -1);
+  }
+  const int64_t bs = kv.block_size;
+  auto written = [&](const BatchSequence& seq, auto&& fn) {
+    const int64_t last = int64_t{seq.num_cached} + seq.num_tokens - 1;
+    for (int64_t blk = seq.num_cached / bs; blk <= last / bs; ++blk) {
+      fn(seq.block_table[blk]);
+    }
+  };
+  bool independent = true;
+  for (int i = 0; i < n_seq; ++i) {
+    written(b.sequences[i], [&](int32_t blk) {
+      if (block_writer_[blk] >= 0 && block_writer_[blk] != i) {
+        independent = false;
+      }
+      block_writer_[blk] = i;
+    });
+  }
+  for (int i = 0; i < n_seq && independent; ++i) {
+    const BatchSequence& seq = b.sequences[i];
+    const int64_t blocks =
+        (int64_t{seq.num_cached} + seq.num_tokens + bs - 1) / bs;
+    for (int64_t j = 0; j < blocks; ++j) {
+      const int32_t w = block_writer_[seq.block_table[j]];
+      if (w >= 0 && w != i) {
+        independent = false;
+        break;
+      }
+    }
+  }
+  for (const BatchSequence& seq : b.sequences) {
+    written(seq, [&](int32_t blk) { block_writer_[blk] = -1; });
+  }
+  if (!independent) return false;
+  // Contiguous runs of sequences of about equal cost, one a thread.
+  auto cost = [](const BatchSequence& seq) {
+    return int64_t{seq.num_tokens} *
+           (kTokenCostEntries + seq.num_cached + seq.num_tokens);
+  };
+  int64_t total = 0;
+  for (const BatchSequence& seq : b.sequences) total += cost(seq);
+  parts_.clear();
+  int64_t acc = 0, part_cost = 0, max_cost = 0;
+  int row = 0;
+  Part part;
+  for (int i = 0; i < n_seq; ++i) {
+    const BatchSequence& seq = b.sequences[i];
+    const int64_t c = cost(seq);
+    const int64_t target = total * static_cast<int64_t>(parts_.size() + 1) / p;
+    // Close the part before sequence i when that lands nearer its share's
+    // end than taking i does, leaving a sequence for each later part.
+    const bool close = i > part.s0 && static_cast<int>(parts_.size()) < p - 1 &&
+                       (acc + c - target > target - acc ||
+                        n_seq - i <= p - 1 - static_cast<int>(parts_.size()));
+    if (close) {
+      part.s1 = i;
+      part.t1 = seq.first_token;
+      parts_.push_back(part);
+      max_cost = std::max(max_cost, part_cost);
+      part = Part{i, 0, seq.first_token, 0, row};
+      part_cost = 0;
+    }
+    acc += c;
+    part_cost += c;
+    row += LogitsRows(seq);
+  }
+  part.s1 = n_seq;
+  part.t1 = n;
+  parts_.push_back(part);
+  max_cost = std::max(max_cost, part_cost);
+  // Uneven costs (a long context beside short ones) stay row-parallel.
+  if (static_cast<int>(parts_.size()) != p || max_cost * p > total * 5 / 4) {
+    return false;
+  }
+  // Neither may a part's tiles cost more than its thread's share of the
+  // row-parallel step's: a product over t tokens takes t / 8 passes of
+  // 8-token tiles, and a rest of 1-4 tokens a 4-token tile costing ~0.65 of
+  // one (5-7 tokens: a whole one). 16 sequences split 8 + 8 (the same
+  // tiles, no hand-overs); 24 as 12 + 12 would take an extra 4-token tile a
+  // thread (1.4% slower, step-interleaved).
+  auto tiles = [](int t) {
+    return (t / 8) * 100 + (t % 8 == 0 ? 0 : t % 8 <= 4 ? 65 : 100);
+  };
+  for (const Part& q : parts_) {
+    if (tiles(q.t1 - q.t0) * p > tiles(n)) return false;
+  }
+  if (static_cast<int>(part_execs_.size()) != p) {
+    part_execs_ = std::vector<PartExec>(p);
+    for (PartExec& e : part_execs_) {
+      e.serial = std::make_unique<k::ThreadPool>(1);
+    }
+  }
+  return true;
+}
+
+void LlamaModel::ForwardBatch(const Batch& b, const KvView& kv,
+                              std::vector<float>* logits) {
+  const LlamaConfig& c = config_;
+  int n_out = 0;
+  for (const BatchSequence& seq : b.sequences) n_out += LogitsRows(seq);
+  logits->resize(static_cast<size_t>(n_out) * c.n_vocab);
+  if (!SplitBatch(b, kv)) {
+    const Part all{0, static_cast<int>(b.sequences.size()), 0,
+                   static_cast<int>(b.tokens.size()), 0};
+    RunPart(b, all, kv, Exec{&pool_, &scratch_, profile_}, logits->data());
+    if (profile_ != nullptr) ++profile_->steps;
+    return;
+  }
+  ++data_parallel_steps_;
+  const int p = static_cast<int>(parts_.size());
+  // Part i on thread i every step: its thread_local kernel scratch is
+  // sized once.
+  pool_.RunOnThreads([&](int64_t i) {
+    PartExec& e = part_execs_[i];
+    e.profile = SectionProfile{};
+    RunPart(b, parts_[i], kv,
+            Exec{e.serial.get(), &e.scratch,
+                 profile_ != nullptr ? &e.profile : nullptr},
+            logits->data() + static_cast<size_t>(parts_[i].row) * c.n_vocab);
+  });
+  if (profile_ != nullptr) {  // The parts ran side by side: their mean.
+    for (int sec = 0; sec < kNumSections; ++sec) {
+      for (const PartExec& e : part_execs_) {
+        profile_->seconds[sec] += e.profile.seconds[sec] / p;
+      }
+    }
+    ++profile_->steps;
+  }
+}
+
+void LlamaModel::RunPart(const Batch& b, const Part& part, const KvView& kv,
+                         const Exec& exec, float* logits) {
+  const LlamaConfig& c = config_;
+  const int n = part.t1 - part.t0;
+  Scratch& s = *exec.scratch;
+  EnsureScratch(s, n);
+  int n_out = 0;
+  int64_t max_ctx = 0;  // the longest context, for the attention scratch
+  for (int i = part.s0; i < part.s1; ++i) {
+    const BatchSequence& seq = b.sequences[i];
+    max_ctx = std::max(max_ctx, int64_t{seq.num_cached} + seq.num_tokens);
+    s.seqs[i - part.s0] =
+        k::PagedAttentionSeq{seq.first_token - part.t0,
+                             seq.num_tokens,
+                             int64_t{seq.num_cached} + seq.num_tokens,
+                             seq.block_table.data(),
+                             seq.visible_streams.data(),
+                             static_cast<int64_t>(seq.visible_streams.size()),
+                             seq.kernel_tokens};
+    for (int j = 0; j < seq.num_tokens; ++j) {
+      const int t = seq.first_token + j;  // in the batch
+      const int lt = t - part.t0;         // in the part
+      s.tok_seq[lt] = i - part.s0;
+      const int64_t e = seq.num_cached + j;
+      s.slot[lt] = seq.block_table[e / kv.block_size] * kv.block_size +
+                   e % kv.block_size;
+      kv.meta[s.slot[lt]] = b.meta[t];
+      const bool wanted = seq.logits == BatchSequence::Logits::kAll ||
+                          (seq.logits == BatchSequence::Logits::kLast &&
+                           j == seq.num_tokens - 1);
+      if (wanted) s.out_rows[n_out++] = lt;
+    }
+  }
+  const EntryMeta* meta = b.meta.data() + part.t0;
+  for (int t = 0; t < n; ++t) {
+    s.pos[t] = meta[t].y;
+    float* x = s.x.data() + static_cast<size_t>(t) * c.n_embd;
+    k::DequantizeRow(token_embd_.type, token_embd_.Row(b.tokens[part.t0 + t]),
+                     x, c.n_embd);
+    if (!stream_embd_.empty()) {
+      k::AddInPlace(
+          x,
+          stream_embd_.data() + static_cast<size_t>(meta[t].stream) * c.n_embd,
+          c.n_embd);
+    }
+  }
+  // The attention scratch of every thread that may run a task, sized for
+  // the longest context (to the next power of two) before the layers: the
+  // step loop allocates nothing. A pool's threads take tasks by chance, so
+  // all of them, at once; a one-thread execution (a data-parallel part, on
+  // whichever pool thread took it) this thread, every time (free when
+  // already large enough).
+  int64_t ctx = 256;
+  while (ctx < max_ctx) ctx *= 2;
+  if (exec.pool->num_threads() == 1) {
+    k::ReserveAttentionScratch(ctx);
+  } else if (ctx > s.attention_ctx) {
+    s.attention_ctx = ctx;
+    exec.pool->RunOnEachThread([ctx] { k::ReserveAttentionScratch(ctx); });
+  }
+  k::RopeTable(s.pos.data(), n, c.n_rot, c.rope_base, s.rope_cs.data());
+  for (int il = 0; il < c.n_layer; ++il) RunLayer(il, meta, n, kv, exec);
+
+  // Final norm (in the projection's quantization tasks) and vocabulary
+  // projection of the wanted rows.
+  if (n_out > 0) {
+    auto norm = [&](int64_t r0, int64_t r1) {
+      for (int64_t r = r0; r < r1; ++r) {
+        k::RmsNorm(s.x.data() + static_cast<size_t>(s.out_rows[r]) * c.n_embd,
+                   output_norm_.data(), 1, c.n_embd, c.rms_eps,
+                   s.h.data() + static_cast<size_t>(r) * c.n_embd);
+      }
+    };
+    const auto t0 = exec.profile != nullptr
+                        ? std::chrono::steady_clock::now()
+                        : std::chrono::steady_clock::time_point{};
+    k::MatMul(output_, s.h.data(), n_out, logits, false, exec.pool, &s.matmul,
+              norm);
+    if (exec.profile != nullptr) {
+      exec.profile->seconds[kVocab] +=
+          std::chrono::duration<double>(std::chrono::steady_clock::now() - t0)
+              .count();
+    }
+  }
+}
+
+}  // namespace braid::model
