@@ -103,12 +103,12 @@ class LlamaModel {
   static const char* SectionName(Section s);
 
   // Steps run data-parallel so far (for tests and benchmarks). A batch of
-  // at least 8 tokens a pool thread, of decode-sized sequences none of
-  // which sees a block another writes in the step, runs as one part a
-  // thread: each thread runs the whole forward pass of its sequences alone,
-  // so no data crosses between threads inside the step. Otherwise every
-  // section of the pass is split over the pool (row-parallel). The logits
-  // are the same bits either way.
+  // at least 8 tokens a pool thread, of decode-sized sequences, runs as one
+  // part a thread (sequences that see a block another writes in the step,
+  // such as a session's streams, in the same part): each thread runs the
+  // whole forward pass of its sequences alone, so no data crosses between
+  // threads inside the step. Otherwise every section of the pass is split
+  // over the pool (row-parallel). The logits are the same bits either way.
   int64_t data_parallel_steps() const { return data_parallel_steps_; }
 
  private:
@@ -214,11 +214,13 @@ class LlamaModel {
   std::vector<Layer> layers_;
   Scratch scratch_;
   // Data-parallel steps: per pool thread its part's execution, the parts of
-  // the current step, and per pool block the sequence writing it this step
-  // (-1: none).
+  // the current step, per pool block the sequence writing it this step (-1:
+  // none), and per sequence how far the sequences it meets reach
+  // (SplitBatch).
   std::vector<PartExec> part_execs_;
   std::vector<Part> parts_;
   std::vector<int32_t> block_writer_;
+  std::vector<int32_t> reach_;
   int64_t data_parallel_steps_ = 0;
 };
 

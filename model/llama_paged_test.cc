@@ -300,23 +300,24 @@ TEST_P(PagedForwardTest, BatchOfSixteenEqualsEachAloneAndIsDeterministic) {
   EXPECT_EQ(run_batched(), batched);
 }
 
-// A step whose sequences read entries another writes in the same step
-// (two streams of one context, the second seeing the first) is not split
-// over the threads: its logits equal one thread's and it runs row-parallel,
-// although it is big enough for a data-parallel step.
-TEST(PagedForwardTest, SameStepDependenciesStayRowParallel) {
-  auto run = [](LlamaModel& model) {
-    PagedKvPool pool = model.NewPagedKvPool(kBlockSize, 32);
+// A data-parallel step keeps sequences that read entries another writes in
+// the same step (two streams of one context, the second seeing the first's
+// new entries) in one part: with the two streams adjacent, the step is
+// split around them (8 + 8 tokens); with eight sequences between them the
+// even cut (8 + 8) would part them, so it runs row-parallel. Either way its
+// logits equal one thread's.
+TEST(PagedForwardTest, StreamsOfOneContextStayInOnePart) {
+  // Streams 1 and 2 of a context at y = 8..11, their entries at 8..11 and
+  // 12..15, and `between` + `after` one-token sequences of their own.
+  auto run = [](LlamaModel& model, int between, int after) {
+    PagedKvPool pool = model.NewPagedKvPool(kBlockSize, 48);
     Seq ctx;
-    for (int b = 0; b < 8; ++b) ctx.table.push_back(31 - b);
+    for (int b = 0; b < 8; ++b) ctx.table.push_back(47 - b);
     std::vector<float> logits;
     Batch prefix;
     Add(prefix, ctx, {5, 9, 14, 2, 7, 30, 11, 4}, BatchSequence::Logits::kNone);
     EXPECT_TRUE(model.Forward(prefix, pool, &logits).ok());
-    ctx.num_cached = 8;
     Batch step;
-    // Streams 1 and 2 at y = 8..11, their entries at 8..11 and 12..15;
-    // stream 2 sees stream 1's (y' < y), written by this step.
     auto stream = [&](int id, int num_cached, std::vector<int32_t> visible) {
       BatchSequence seq;
       seq.first_token = static_cast<int>(step.tokens.size());
@@ -331,21 +332,32 @@ TEST(PagedForwardTest, SameStepDependenciesStayRowParallel) {
       }
       step.sequences.push_back(std::move(seq));
     };
+    int own = 0;
+    auto singles = [&](int count) {
+      for (int i = 0; i < count; ++i, ++own) {
+        Seq seq{{own}, 0};
+        Add(step, seq, {(own * 7 + 1) % 96}, BatchSequence::Logits::kLast);
+      }
+    };
     stream(1, 8, {0});
-    for (int i = 0; i < 10; ++i) {  // one-token sequences of their own
-      Seq own{{i}, 0};
-      Add(step, own, {(i * 7 + 1) % 96}, BatchSequence::Logits::kLast);
-    }
+    singles(between);
     stream(2, 12, {0, 1});
+    singles(after);
     EXPECT_TRUE(model.Forward(step, pool, &logits).ok());
     return logits;
   };
-  auto two = LoadRandom(GgmlType::kQ4_1, 2);
   auto one = LoadRandom(GgmlType::kQ4_1, 1);
-  ASSERT_NE(two, nullptr);
   ASSERT_NE(one, nullptr);
-  EXPECT_EQ(run(*two), run(*one));
-  EXPECT_EQ(two->data_parallel_steps(), 0);
+  for (const auto& [between, after, parallel] :
+       {std::tuple<int, int, int>{8, 0, 0},
+        std::tuple<int, int, int>{0, 8, 1}}) {
+    SCOPED_TRACE(::testing::Message()
+                 << between << " between, " << after << " after");
+    auto two = LoadRandom(GgmlType::kQ4_1, 2);
+    ASSERT_NE(two, nullptr);
+    EXPECT_EQ(run(*two, between, after), run(*one, between, after));
+    EXPECT_EQ(two->data_parallel_steps(), parallel);
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(

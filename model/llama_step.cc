@@ -59,13 +59,19 @@ bool LlamaModel::SplitBatch(const Batch& b, const KvView& kv) {
   for (const BatchSequence& seq : b.sequences) {
     if (seq.num_tokens > kDataParallelSeqTokens) return false;
   }
-  // Parts must not depend on each other within the step: no sequence may
-  // hold in its table a block another sequence writes now (a session's
-  // streams in one context, a block two sequences share and both write).
-  // Blocks shared read-only (a cached prefix) are fine.
+  // Sequences that meet in the step go to the same part: one holds in its
+  // table a block the other writes now, or both write one (a session's
+  // streams in one context). Blocks shared read-only (a cached prefix) are
+  // fine. reach_[i]: the last sequence that sequence i (or one before it)
+  // meets; a part may end before sequence i only if none reaches i.
   if (static_cast<int64_t>(block_writer_.size()) != kv.num_blocks) {
     block_writer_.assign(kv.num_blocks, -1);
   }
+  reach_.resize(n_seq);
+  for (int i = 0; i < n_seq; ++i) reach_[i] = i;
+  auto meet = [&](int a, int c) {
+    reach_[std::min(a, c)] = std::max(reach_[std::min(a, c)], std::max(a, c));
+  };
   const int64_t bs = kv.block_size;
   auto written = [&](const BatchSequence& seq, auto&& fn) {
     const int64_t last = int64_t{seq.num_cached} + seq.num_tokens - 1;
@@ -73,31 +79,26 @@ bool LlamaModel::SplitBatch(const Batch& b, const KvView& kv) {
       fn(seq.block_table[blk]);
     }
   };
-  bool independent = true;
   for (int i = 0; i < n_seq; ++i) {
     written(b.sequences[i], [&](int32_t blk) {
       if (block_writer_[blk] >= 0 && block_writer_[blk] != i) {
-        independent = false;
+        meet(block_writer_[blk], i);
       }
       block_writer_[blk] = i;
     });
   }
-  for (int i = 0; i < n_seq && independent; ++i) {
+  for (int i = 0; i < n_seq; ++i) {
     const BatchSequence& seq = b.sequences[i];
     const int64_t blocks =
         (int64_t{seq.num_cached} + seq.num_tokens + bs - 1) / bs;
     for (int64_t j = 0; j < blocks; ++j) {
       const int32_t w = block_writer_[seq.block_table[j]];
-      if (w >= 0 && w != i) {
-        independent = false;
-        break;
-      }
+      if (w >= 0 && w != i) meet(w, i);
     }
   }
   for (const BatchSequence& seq : b.sequences) {
     written(seq, [&](int32_t blk) { block_writer_[blk] = -1; });
   }
-  if (!independent) return false;
   // Contiguous runs of sequences of about equal cost, one a thread.
   auto cost = [](const BatchSequence& seq) {
     return int64_t{seq.num_tokens} *
@@ -107,17 +108,20 @@ bool LlamaModel::SplitBatch(const Batch& b, const KvView& kv) {
   for (const BatchSequence& seq : b.sequences) total += cost(seq);
   parts_.clear();
   int64_t acc = 0, part_cost = 0, max_cost = 0;
-  int row = 0;
+  int row = 0, reach = -1;
   Part part;
   for (int i = 0; i < n_seq; ++i) {
     const BatchSequence& seq = b.sequences[i];
     const int64_t c = cost(seq);
     const int64_t target = total * static_cast<int64_t>(parts_.size() + 1) / p;
-    // Close the part before sequence i when that lands nearer its share's
-    // end than taking i does, leaving a sequence for each later part.
-    const bool close = i > part.s0 && static_cast<int>(parts_.size()) < p - 1 &&
+    // Close the part before sequence i when no meeting crosses there and
+    // that lands nearer its share's end than taking i does, leaving a
+    // sequence for each later part.
+    const bool close = i > part.s0 && reach < i &&
+                       static_cast<int>(parts_.size()) < p - 1 &&
                        (acc + c - target > target - acc ||
                         n_seq - i <= p - 1 - static_cast<int>(parts_.size()));
+    reach = std::max(reach, reach_[i]);
     if (close) {
       part.s1 = i;
       part.t1 = seq.first_token;
