@@ -188,6 +188,8 @@ class LlamaModel {
   // Parts for a data-parallel step, one per pool thread, into parts_: false
   // when the batch should run row-parallel.
   bool SplitBatch(const Batch& batch, const KvView& kv);
+  // Fills reach_ for SplitBatch (llama_step.cc).
+  void MarkMeetings(const Batch& batch, const KvView& kv);
   // The forward pass of one part of the batch, its logits rows into logits.
   void RunPart(const Batch& batch, const Part& part, const KvView& kv,
                const Exec& exec, float* logits);

@@ -21,7 +21,8 @@ namespace k = ::braid::kernels::cpu;
 
 namespace {
 
-// Logits rows a sequence asks for (BatchSequence::logits).
+// Logits rows a sequence asks for (BatchSequence::logits): its last this
+// many tokens'.
 int LogitsRows(const BatchSequence& seq) {
   switch (seq.logits) {
     case BatchSequence::Logits::kAll:
@@ -51,6 +52,47 @@ constexpr int64_t kTokenCostEntries = 640;
 
 }  // namespace
 
+// Sequences that meet in the step go to the same part: one holds in its
+// table a block another writes now, as a session's streams in one context
+// do (two writing one block both hold it). Blocks shared read-only (a
+// cached prefix) are fine. reach_[i]: the last sequence that sequence i (or
+// one before it) meets; a part may end before sequence i only if none
+// reaches i.
+void LlamaModel::MarkMeetings(const Batch& b, const KvView& kv) {
+  const int n_seq = static_cast<int>(b.sequences.size());
+  if (static_cast<int64_t>(block_writer_.size()) != kv.num_blocks) {
+    block_writer_.assign(kv.num_blocks, -1);
+  }
+  const int64_t bs = kv.block_size;
+  // The blocks sequence `seq` writes in the step, to fn.
+  auto written = [&](const BatchSequence& seq, auto&& fn) {
+    const int64_t last = int64_t{seq.num_cached} + seq.num_tokens - 1;
+    for (int64_t blk = seq.num_cached / bs; blk <= last / bs; ++blk) {
+      fn(seq.block_table[blk]);
+    }
+  };
+  for (int i = 0; i < n_seq; ++i) {
+    written(b.sequences[i], [&](int32_t blk) { block_writer_[blk] = i; });
+  }
+  reach_.resize(n_seq);
+  for (int i = 0; i < n_seq; ++i) reach_[i] = i;
+  for (int i = 0; i < n_seq; ++i) {
+    const BatchSequence& seq = b.sequences[i];
+    const int64_t blocks =
+        (int64_t{seq.num_cached} + seq.num_tokens + bs - 1) / bs;
+    for (int64_t j = 0; j < blocks; ++j) {
+      const int32_t w = block_writer_[seq.block_table[j]];
+      if (w >= 0 && w != i) {
+        reach_[std::min(w, i)] =
+            std::max(reach_[std::min(w, i)], std::max(w, i));
+      }
+    }
+  }
+  for (const BatchSequence& seq : b.sequences) {
+    written(seq, [&](int32_t blk) { block_writer_[blk] = -1; });
+  }
+}
+
 bool LlamaModel::SplitBatch(const Batch& b, const KvView& kv) {
   const int p = pool_.num_threads();
   const int n = static_cast<int>(b.tokens.size());
@@ -59,46 +101,7 @@ bool LlamaModel::SplitBatch(const Batch& b, const KvView& kv) {
   for (const BatchSequence& seq : b.sequences) {
     if (seq.num_tokens > kDataParallelSeqTokens) return false;
   }
-  // Sequences that meet in the step go to the same part: one holds in its
-  // table a block the other writes now, or both write one (a session's
-  // streams in one context). Blocks shared read-only (a cached prefix) are
-  // fine. reach_[i]: the last sequence that sequence i (or one before it)
-  // meets; a part may end before sequence i only if none reaches i.
-  if (static_cast<int64_t>(block_writer_.size()) != kv.num_blocks) {
-    block_writer_.assign(kv.num_blocks, -1);
-  }
-  reach_.resize(n_seq);
-  for (int i = 0; i < n_seq; ++i) reach_[i] = i;
-  auto meet = [&](int a, int c) {
-    reach_[std::min(a, c)] = std::max(reach_[std::min(a, c)], std::max(a, c));
-  };
-  const int64_t bs = kv.block_size;
-  auto written = [&](const BatchSequence& seq, auto&& fn) {
-    const int64_t last = int64_t{seq.num_cached} + seq.num_tokens - 1;
-    for (int64_t blk = seq.num_cached / bs; blk <= last / bs; ++blk) {
-      fn(seq.block_table[blk]);
-    }
-  };
-  for (int i = 0; i < n_seq; ++i) {
-    written(b.sequences[i], [&](int32_t blk) {
-      if (block_writer_[blk] >= 0 && block_writer_[blk] != i) {
-        meet(block_writer_[blk], i);
-      }
-      block_writer_[blk] = i;
-    });
-  }
-  for (int i = 0; i < n_seq; ++i) {
-    const BatchSequence& seq = b.sequences[i];
-    const int64_t blocks =
-        (int64_t{seq.num_cached} + seq.num_tokens + bs - 1) / bs;
-    for (int64_t j = 0; j < blocks; ++j) {
-      const int32_t w = block_writer_[seq.block_table[j]];
-      if (w >= 0 && w != i) meet(w, i);
-    }
-  }
-  for (const BatchSequence& seq : b.sequences) {
-    written(seq, [&](int32_t blk) { block_writer_[blk] = -1; });
-  }
+  MarkMeetings(b, kv);
   // Contiguous runs of sequences of about equal cost, one a thread.
   auto cost = [](const BatchSequence& seq) {
     return int64_t{seq.num_tokens} *
@@ -225,10 +228,7 @@ void LlamaModel::RunPart(const Batch& b, const Part& part, const KvView& kv,
       s.slot[lt] = seq.block_table[e / kv.block_size] * kv.block_size +
                    e % kv.block_size;
       kv.meta[s.slot[lt]] = b.meta[t];
-      const bool wanted = seq.logits == BatchSequence::Logits::kAll ||
-                          (seq.logits == BatchSequence::Logits::kLast &&
-                           j == seq.num_tokens - 1);
-      if (wanted) s.out_rows[n_out++] = lt;
+      if (j >= seq.num_tokens - LogitsRows(seq)) s.out_rows[n_out++] = lt;
     }
   }
   const EntryMeta* meta = b.meta.data() + part.t0;
