@@ -29,6 +29,12 @@ ABSL_FLAG(int, tokens, 1, "query tokens per sequence");
 ABSL_FLAG(int, threads, 2, "threads");
 ABSL_FLAG(int, calls, 30, "calls per run (one per layer)");
 ABSL_FLAG(int, reps, 5, "runs (best is reported)");
+ABSL_FLAG(int, branches, 0,
+          "instead of --seqs: one session context of --ctx prefix entries "
+          "and this many branch streams (each seeing the prefix and itself) "
+          "of --branch_len entries each, written in lockstep; one query "
+          "token a branch");
+ABSL_FLAG(int, branch_len, 64, "entries of each branch before the step");
 ABSL_FLAG(int, evict_mb, 0,
           "MiB read between calls (untimed), as the model's weights pass "
           "through the caches between one layer's attention and the next");
@@ -37,8 +43,14 @@ namespace k = braid::kernels::cpu;
 
 int main(int argc, char** argv) {
   absl::ParseCommandLine(argc, argv);
-  const int ctx = absl::GetFlag(FLAGS_ctx), n_seqs = absl::GetFlag(FLAGS_seqs);
-  const int n_q = absl::GetFlag(FLAGS_tokens);
+  const int n_branches = absl::GetFlag(FLAGS_branches);
+  const int branch_len = absl::GetFlag(FLAGS_branch_len);
+  const int prefix = absl::GetFlag(FLAGS_ctx);
+  // A session: one context, prefix then the branches' entries in lockstep
+  // (n_q = its query tokens, one a branch, written last).
+  const int ctx = n_branches > 0 ? prefix + n_branches * branch_len : prefix;
+  const int n_seqs = n_branches > 0 ? 1 : absl::GetFlag(FLAGS_seqs);
+  const int n_q = n_branches > 0 ? n_branches : absl::GetFlag(FLAGS_tokens);
   const k::AttentionShape shape{9, 3, 64};
   const int64_t kv_stride = shape.n_kv_head * shape.head_dim;
   constexpr int kBs = 16;
@@ -68,7 +80,28 @@ int main(int argc, char** argv) {
   std::vector<k::PagedAttentionSeq> seqs(n_seqs);
   std::vector<k::KvEntryMeta> q_meta;
   std::vector<int32_t> token_seq;
-  for (int s = 0; s < n_seqs; ++s) {
+  // Entry metadata (branches only): stream 0 the prefix, stream b + 1
+  // branch b, in context order; pool slot of entry i via the block table.
+  std::vector<k::KvEntryMeta> meta;
+  const int32_t prefix_stream = 0;
+  if (n_branches > 0) {
+    meta.resize(static_cast<size_t>(n_blocks) * kBs);
+    auto put = [&](int i, k::KvEntryMeta m) {
+      meta[static_cast<size_t>(blocks[i / kBs]) * kBs + i % kBs] = m;
+    };
+    for (int i = 0; i < prefix; ++i) put(i, {0, i});
+    for (int j = 0; j <= branch_len; ++j) {
+      for (int b = 0; b < n_branches; ++b) {
+        put(prefix + j * n_branches + b, {b + 1, prefix + j});
+      }
+    }
+    seqs[0] = {0, n_q, ctx + n_q, blocks.data(), &prefix_stream, 1};
+    for (int b = 0; b < n_branches; ++b) {
+      q_meta.push_back({b + 1, prefix + branch_len});
+      token_seq.push_back(0);
+    }
+  }
+  for (int s = 0; s < n_seqs && n_branches == 0; ++s) {
     seqs[s] = {s * n_q, n_q, ctx + n_q, blocks.data() + s * per_seq,
                nullptr, 0};
     for (int t = 0; t < n_q; ++t) {
@@ -98,7 +131,8 @@ int main(int argc, char** argv) {
         });
       }
       const auto t0 = std::chrono::steady_clock::now();
-      const k::PagedKvLayer layer{k[l].get(), v[l].get(), nullptr, kBs};
+      const k::PagedKvLayer layer{k[l].get(), v[l].get(),
+                                  meta.empty() ? nullptr : meta.data(), kBs};
       k::PagedAttention(shape, layer, q.data(), q_meta.data(), seqs.data(),
                         token_seq.data(), n_tok, out.data(), &pool);
       total +=
@@ -108,12 +142,14 @@ int main(int argc, char** argv) {
     best = std::min(best, total);
   }
   if (sink == 1) std::printf("!");
-  const double pairs = static_cast<double>(n_tok) * shape.n_head *
-                       (ctx + (n_q + 1) / 2.0) * calls;
+  // Entries a query sees: a branch's query the prefix and its own.
+  const double seen =
+      n_branches > 0 ? prefix + branch_len + 1 : ctx + (n_q + 1) / 2.0;
+  const double pairs = static_cast<double>(n_tok) * shape.n_head * seen * calls;
   std::printf(
-      "ctx %d seqs %d tokens %d threads %d: %.1f us per call, %.2f ns "
-      "per (head, entry)\n",
-      ctx, n_seqs, n_q, pool.num_threads(), best / calls * 1e6,
+      "ctx %d seqs %d tokens %d branches %d threads %d: %.1f us per call, "
+      "%.2f ns per (head, entry)\n",
+      ctx, n_seqs, n_q, n_branches, pool.num_threads(), best / calls * 1e6,
       best / pairs * 1e9);
   return 0;
 }

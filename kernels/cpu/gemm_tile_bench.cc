@@ -7,12 +7,21 @@
 // matrix that streams from memory as in a decode step (best of 5).
 //   bazel run -c opt //kernels/cpu:gemm_tile_bench -- [n_tok]
 // PER=rows: rows per call in the from-memory runs (as the model's tasks).
+// THREADS=n: the from-memory run on n threads, each streaming an equal
+// share of the rows (prefetching to its share's end, as the model's
+// products do); its figures are per element-block of the whole matrix, so
+// with n threads the time a thread spends on one is n times the figure.
+// Then the quad layout's arithmetic alone on the same threads: each thread
+// takes its share's first 256 rows over and over (they stay in L2), as many
+// rows as its share: the stream's time over this and over the memory's
+// (the 1-token figure) says how well the two overlap.
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <random>
+#include <thread>
 #include <vector>
 
 #include "kernels/cpu/gemm_tile.h"
@@ -87,15 +96,16 @@ struct Case {
                                 packed_tables.data());
     y.resize(n_tok * rows);
   }
-  void Gguf(int64_t r0, int64_t r1) {
+  // Rows [r0, r1); rows up to prefetch_end are the caller's next.
+  void Gguf(int64_t r0, int64_t r1, int64_t prefetch_end = 0) {
     k::GemmTile(type, w.data(), wb, x.data(), xb, cols, r0, r1, n_tok, y.data(),
-                rows, false, has_tab ? &tab : nullptr);
+                rows, false, has_tab ? &tab : nullptr, prefetch_end);
   }
-  void Quads(int64_t r0, int64_t r1) {
+  void Quads(int64_t r0, int64_t r1, int64_t prefetch_end = 0) {
     k::GemmTileQuads(quads, x.data(), xb, r0, r1, n_tok, y.data(), rows, false,
-                     has_quad_tab ? &quad_tab : nullptr);
+                     has_quad_tab ? &quad_tab : nullptr, prefetch_end);
   }
-  void Packed(int64_t r0, int64_t r1) {
+  void Packed(int64_t r0, int64_t r1, int64_t /*prefetch_end*/ = 0) {
     k::PackedGemm(packed, x.data(), xb, packed_tables.data(), n_tok, r0, r1,
                   y.data(), rows, false);
   }
@@ -136,20 +146,44 @@ int main(int argc, char** argv) {
   const int64_t rows = (int64_t{64} << 20) / 360 / 16 * 16;
   Case c(k::DType::kQ4_1, rows, 576, n_tok, rng, /*same_rows=*/true);
   const int64_t per = getenv("PER") ? atoi(getenv("PER")) : rows;
-  auto run = [&](auto&& kernel) {
+  const int threads =
+      getenv("THREADS") ? std::max(1, atoi(getenv("THREADS"))) : 1;
+  // in_l2: each call on the share's first `per` (at most 256) rows again.
+  auto run = [&](auto&& kernel, bool in_l2 = false) {
+    // Thread i's share: rows [rows * i / threads, rows * (i + 1) / threads)
+    // rounded to 16, in calls of `per` rows.
+    auto share = [&](int i) {
+      const int64_t a = rows * i / threads / 16 * 16;
+      const int64_t b =
+          i == threads - 1 ? rows : rows * (i + 1) / threads / 16 * 16;
+      const int64_t n = in_l2 ? std::min<int64_t>(per, 256) : per;
+      for (int64_t r = a; r < b; r += n) {
+        const int64_t r0 = in_l2 ? a : r;
+        const int64_t r1 = std::min(in_l2 ? a + n : b, r0 + n);
+        kernel(r0, r1, in_l2 ? r1 : b);
+      }
+    };
     return BestUs(5, 1, [&] {
-      for (int64_t r = 0; r < rows; r += per)
-        kernel(r, std::min(rows, r + per));
+      std::vector<std::thread> others;
+      for (int i = 1; i < threads; ++i) others.emplace_back(share, i);
+      share(0);
+      for (std::thread& t : others) t.join();
     });
   };
-  const double gguf = run([&](int64_t a, int64_t b) { c.Gguf(a, b); });
-  const double quads = run([&](int64_t a, int64_t b) { c.Quads(a, b); });
-  const double packed = run([&](int64_t a, int64_t b) { c.Packed(a, b); });
+  const double gguf =
+      run([&](int64_t a, int64_t b, int64_t e) { c.Gguf(a, b, e); });
+  const double quads =
+      run([&](int64_t a, int64_t b, int64_t e) { c.Quads(a, b, e); });
+  const double packed =
+      run([&](int64_t a, int64_t b, int64_t e) { c.Packed(a, b, e); });
+  const double arith =
+      run([&](int64_t a, int64_t b, int64_t e) { c.Quads(a, b, e); }, true);
   const double eb = c.ElementBlocks() / 1e3, gb = rows * c.wb / 1e3;
   std::printf(
-      "Q4_1 %ldx576 n_tok %ld from memory: GGUF rows %.3f (%.1f GB/s), quad "
-      "layout %.3f (%.1f GB/s), packed %.3f (%.1f GB/s)\n",
-      rows, n_tok, gguf / eb, gb / gguf, quads / eb, gb / quads, packed / eb,
-      gb / packed);
+      "Q4_1 %ldx576 n_tok %ld from memory, %d thread(s): GGUF rows %.3f (%.1f "
+      "GB/s), quad layout %.3f (%.1f GB/s), packed %.3f (%.1f GB/s); quad "
+      "layout's arithmetic alone %.3f\n",
+      rows, n_tok, threads, gguf / eb, gb / gguf, quads / eb, gb / quads,
+      packed / eb, gb / packed, arith / eb);
   return 0;
 }
