@@ -6,8 +6,12 @@
 // (timing the calls only: with --evict_mb, each call's rows and code are
 // first pushed out of the caches, as the model's weights push them out
 // between one layer's attention and the next; --evict_mb=8 gives the
-// model's per-call time at 8 sequences).
+// model's per-call time at 8 sequences). With --branches=K, one session's
+// context instead (MULTISTREAM.md's branches): --ctx prefix entries, then K
+// branch streams of --branch_len entries each, written in lockstep, and one
+// query token a branch, each seeing the prefix and its own branch.
 //   bazel run //kernels/cpu:attention_bench -- --ctx=1500 --threads=2
+//   bazel run //kernels/cpu:attention_bench -- --ctx=32 --branches=4
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
