@@ -172,12 +172,11 @@ int main(int argc, char** argv) {
   };
   const double gguf =
       run([&](int64_t a, int64_t b, int64_t e) { c.Gguf(a, b, e); });
-  const double quads =
-      run([&](int64_t a, int64_t b, int64_t e) { c.Quads(a, b, e); });
+  auto quad_rows = [&](int64_t a, int64_t b, int64_t e) { c.Quads(a, b, e); };
+  const double quads = run(quad_rows);
   const double packed =
       run([&](int64_t a, int64_t b, int64_t e) { c.Packed(a, b, e); });
-  const double arith =
-      run([&](int64_t a, int64_t b, int64_t e) { c.Quads(a, b, e); }, true);
+  const double arith = run(quad_rows, /*in_l2=*/true);
   const double eb = c.ElementBlocks() / 1e3, gb = rows * c.wb / 1e3;
   std::printf(
       "Q4_1 %ldx576 n_tok %ld from memory, %d thread(s): GGUF rows %.3f (%.1f "

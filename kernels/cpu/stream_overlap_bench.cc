@@ -69,7 +69,6 @@ BRAID_AVX512 float Stream(const uint8_t* p, size_t bytes, int64_t prefetch) {
   __m512i seen = _mm512_setzero_si512();
   const size_t lines = bytes / 64;
   int rot = 0;
-
   for (size_t i = 0; i < lines; ++i) {
     const uint8_t* line = p + (kInL1 ? (i & 63) : i) * 64;
     if (!kInL1 && prefetch > 0 && (i + 1) * 64 + prefetch <= bytes) {
