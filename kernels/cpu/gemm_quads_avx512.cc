@@ -32,10 +32,10 @@ namespace {
 // per call with its 32-bit groups doubled (LayOutQuads), so one dpbusd
 // gives both elements' exact integer block sums, and a weight block is
 // unpacked once for the T tokens. The products d_w(r) * d_x(t) and
-// d_w(r + 1) * d_x(t) are adjacent in a table computed ahead for a segment
-// of blocks (16 products per multiply, from the 4 rows' scales, one load,
-// and the activations' scales laid out 4 times each, dpat), so the fma
-// takes them as one 64-bit broadcast: per element pair and block the vector
+// d_w(r + 1) * d_x(t) are adjacent in a table computed a block ahead (16
+// products per multiply, from the 4 rows' scales, one load, and the
+// activations' scales laid out 4 times each, dpat), so the fma takes them
+// as one 64-bit broadcast: per element pair and block the vector
 // pipes see dpbusd, the conversion and the fma. Per element the operations
 // are still the row dot's, in block order (see the file comment); Q4_1's
 // min term is fma(m_w, s_x, summs) in block order, 16 elements per fma. The
@@ -68,12 +68,14 @@ BRAID_AVX512 inline __m512 QuadSums(const __m512* a0, const __m512* a1) {
                        _mm512_shuffle_ps(p, q, _MM_SHUFFLE(3, 2, 3, 2)));
 }
 
-// Blocks per segment of the tiles' scale-product tables: a row of 576
-// columns (18 blocks) in one segment and one of 1536 (48) in two. Against
-// 16 (segments of 16 and 2 blocks), gemm_tile_bench 8 in cache 6-10% less
-// time per element; in the model, step-interleaved, 8 sequences 0.974 /
-// 0.979, 4 sequences 0.996 / 0.998 (48: the same as 24).
-constexpr int kSeg = 24;
+// The tiles' scale work (the products d_w * d_x of a block, Q4_1's min
+// terms) runs a block ahead, beside the previous block's products: block i
+// + 1's while block i's dpbusd/fma run, in a table of two blocks. Against a
+// pass over a segment of 24 blocks before their products (which touched
+// every weight line of the tile at once, the scales being at the head of
+// each block), step-interleaved in process: one stream 5.3-7.2% less a
+// step, 2 sequences 4.2-5.2%, 4 sequences 2.4-4.7%, 8 sequences 0.7-2.0%;
+// in cache (gemm_tile_bench) within 2%.
 
 // Prefetch spread over a tile's nb blocks: at block i, its share of
 // near_bytes from near (the next tile's rows, into L1) and of far_bytes from
@@ -117,8 +119,8 @@ BRAID_AVX512 void QuadTile(const uint8_t* w, const uint8_t* xq,
   static_assert(T == 4 || T == 8, "tile shape");
   constexpr int U = T / 4;  // quads
   constexpr int64_t kWB = sizeof(typename F::W);
-  // prod[s][4t + r] = d_w(r) * d_x(t) at block i0 + s.
-  alignas(64) float prod[kSeg][4 * T];
+  // prod[i % 2][4t + r] = d_w(r) * d_x(t) at block i.
+  alignas(64) float prod[2][4 * T];
   __m512 acc[2][T];
   __m512 summs[U];  // [t][r], like prod.
 #pragma GCC unroll 8
@@ -133,56 +135,51 @@ BRAID_AVX512 void QuadTile(const uint8_t* w, const uint8_t* xq,
       _mm512_set_epi32(6, 4, 2, 0, 6, 4, 2, 0, 6, 4, 2, 0, 6, 4, 2, 0);
   const __m512i pick_m =
       _mm512_set_epi32(7, 5, 3, 1, 7, 5, 3, 1, 7, 5, 3, 1, 7, 5, 3, 1);
-  for (int64_t i0 = 0; i0 < nb; i0 += kSeg) {
-    const int ns = static_cast<int>(std::min<int64_t>(kSeg, nb - i0));
-    for (int s = 0; s < ns; ++s) {
-      // prod[s] and the min terms from the 4 rows' (d, m).
-      const int64_t i = i0 + s;
-      const __m512 dm = F::QuadScales(w + 4 * i * kWB);
-      const __m512 dw = _mm512_permutexvar_ps(pick_d, dm);
+  // Block i's products into prod[i % 2], its min terms into summs.
+  auto scales = [&](int64_t i) BRAID_AVX512 {
+    const __m512 dm = F::QuadScales(w + 4 * i * kWB);
+    const __m512 dw = _mm512_permutexvar_ps(pick_d, dm);
+#pragma GCC unroll 2
+    for (int u = 0; u < U; ++u) {
+      _mm512_store_ps(
+          prod[i % 2] + 16 * u,
+          _mm512_mul_ps(dw, _mm512_load_ps(dpat + u * quad_floats + i * 16)));
+    }
+    if constexpr (F::kMin) {
+      const __m512 mw = _mm512_permutexvar_ps(pick_m, dm);
 #pragma GCC unroll 2
       for (int u = 0; u < U; ++u) {
-        _mm512_store_ps(
-            prod[s] + 16 * u,
-            _mm512_mul_ps(dw, _mm512_load_ps(dpat + u * quad_floats + i * 16)));
-      }
-      if constexpr (F::kMin) {
-        const __m512 mw = _mm512_permutexvar_ps(pick_m, dm);
-#pragma GCC unroll 2
-        for (int u = 0; u < U; ++u) {
-          summs[u] = _mm512_fmadd_ps(
-              mw, _mm512_load_ps(spat + u * quad_floats + i * 16), summs[u]);
-        }
+        summs[u] = _mm512_fmadd_ps(
+            mw, _mm512_load_ps(spat + u * quad_floats + i * 16), summs[u]);
       }
     }
-    for (int s = 0; s < ns; ++s) {
-      const int64_t i = i0 + s;
-      pf.Block(i);
-      const __m512i q0 = F::QuadPair(w + 4 * i * kWB, 0);
-      const __m512i q1 = F::QuadPair(w + 4 * i * kWB, 1);
-      // Signed weights: the activations are x + 128 (unsigned), so each
-      // lane starts at -128 * sum(w) of its group.
-      __m512i start0 = _mm512_setzero_si512(), start1 = start0;
-      if constexpr (F::kSigned) {
-        const __m512i k128 = _mm512_set1_epi8(static_cast<char>(0x80));
-        start0 =
-            _mm512_sub_epi32(start0, _mm512_dpbusd_epi32(start0, k128, q0));
-        start1 =
-            _mm512_sub_epi32(start1, _mm512_dpbusd_epi32(start1, k128, q1));
-      }
+  };
+  scales(0);
+  for (int64_t i = 0; i < nb; ++i) {
+    if (i + 1 < nb) scales(i + 1);
+    pf.Block(i);
+    const __m512i q0 = F::QuadPair(w + 4 * i * kWB, 0);
+    const __m512i q1 = F::QuadPair(w + 4 * i * kWB, 1);
+    // Signed weights: the activations are x + 128 (unsigned), so each
+    // lane starts at -128 * sum(w) of its group.
+    __m512i start0 = _mm512_setzero_si512(), start1 = start0;
+    if constexpr (F::kSigned) {
+      const __m512i k128 = _mm512_set1_epi8(static_cast<char>(0x80));
+      start0 = _mm512_sub_epi32(start0, _mm512_dpbusd_epi32(start0, k128, q0));
+      start1 = _mm512_sub_epi32(start1, _mm512_dpbusd_epi32(start1, k128, q1));
+    }
 #pragma GCC unroll 8
-      for (int t = 0; t < T; ++t) {
-        const int64_t off = (t / 4) * quad_bytes + (i * 4 + t % 4) * 64;
-        const __m512i xv = _mm512_load_si512(xq + off);
-        double pr[2];
-        std::memcpy(pr, &prod[s][4 * t], 16);
-        acc[0][t] = _mm512_fmadd_ps(_mm512_castpd_ps(_mm512_set1_pd(pr[0])),
-                                    _mm512_cvtepi32_ps(F::Dot(start0, q0, xv)),
-                                    acc[0][t]);
-        acc[1][t] = _mm512_fmadd_ps(_mm512_castpd_ps(_mm512_set1_pd(pr[1])),
-                                    _mm512_cvtepi32_ps(F::Dot(start1, q1, xv)),
-                                    acc[1][t]);
-      }
+    for (int t = 0; t < T; ++t) {
+      const int64_t off = (t / 4) * quad_bytes + (i * 4 + t % 4) * 64;
+      const __m512i xv = _mm512_load_si512(xq + off);
+      double pr[2];
+      std::memcpy(pr, &prod[i % 2][4 * t], 16);
+      acc[0][t] = _mm512_fmadd_ps(_mm512_castpd_ps(_mm512_set1_pd(pr[0])),
+                                  _mm512_cvtepi32_ps(F::Dot(start0, q0, xv)),
+                                  acc[0][t]);
+      acc[1][t] = _mm512_fmadd_ps(_mm512_castpd_ps(_mm512_set1_pd(pr[1])),
+                                  _mm512_cvtepi32_ps(F::Dot(start1, q1, xv)),
+                                  acc[1][t]);
     }
   }
 #pragma GCC unroll 2
@@ -278,7 +275,7 @@ BRAID_AVX512 void RunQuadRows(const uint8_t* w, size_t w_row_bytes,
 // the quad layout: 4Q rows (Q quads) x T tokens of the first quad of
 // tokens, the accumulators as in QuadTile (row pairs interleaved), so a
 // block's unpacked row pair serves T tokens and its 64-bit product pair
-// comes from a table computed ahead per segment (4Q products per multiply).
+// comes from a table computed a block ahead (4Q products per multiply).
 // The 8-lane sums: QuadSums with rows 4j..4j + 3 in 128-bit lane j.
 // A quad table's scale of one token (p[0], four times) in lanes 0..7 and
 // of the next (p[4]) in lanes 8..15.
@@ -299,9 +296,9 @@ BRAID_AVX512 void RowQuadTile(const uint8_t* w, const uint8_t* xq,
   // 8 rows: two tokens' products (and min terms) per multiply (fma), rows
   // 0..7 of token 2j in lanes 0..7 and of token 2j + 1 in lanes 8..15.
   constexpr bool kPairs = Q == 2 && T % 2 == 0;
-  // prod[s][t][r] = d_w(r) * d_x(t) at block i0 + s (r < 4Q); with kPairs
-  // prod[s][t / 2][8 * (t % 2) + r].
-  alignas(64) float prod[kSeg][T][16];
+  // prod[i % 2][t][r] = d_w(r) * d_x(t) at block i (r < 4Q); with kPairs
+  // prod[i % 2][t / 2][8 * (t % 2) + r].
+  alignas(64) float prod[2][T][16];
   __m512 acc[P][T];
   __m512 summs[T];  // lanes: rows
 #pragma GCC unroll 8
@@ -317,85 +314,83 @@ BRAID_AVX512 void RowQuadTile(const uint8_t* w, const uint8_t* xq,
                                         10, 8, 6, 4, 2, 0);
   const __m512i odd = _mm512_add_epi32(even, _mm512_set1_epi32(1));
   const int64_t quad_stride = nb * kQB;  // bytes from quad to quad
-  for (int64_t i0 = 0; i0 < nb; i0 += kSeg) {
-    const int ns = static_cast<int>(std::min<int64_t>(kSeg, nb - i0));
-    for (int s = 0; s < ns; ++s) {
-      const int64_t i = i0 + s;
-      const uint8_t* b = w + i * kQB;
-      __m512 dw, mw;
-      if constexpr (Q == 4) {
-        const __m512 lo = _mm512_insertf32x8(
-            F::QuadScales(b),
-            _mm512_castps512_ps256(F::QuadScales(b + quad_stride)), 1);
-        const __m512 hi = _mm512_insertf32x8(
-            F::QuadScales(b + 2 * quad_stride),
-            _mm512_castps512_ps256(F::QuadScales(b + 3 * quad_stride)), 1);
-        dw = _mm512_permutex2var_ps(lo, even, hi);
-        mw = _mm512_permutex2var_ps(lo, odd, hi);
-      } else {
-        // Q == 2: both quads' 8 (d, m) in one register (lanes 8..15 of dw
-        // and mw repeat 0..7, unused).
-        const __m512 dm =
-            Q == 1 ? F::QuadScales(b)
-                   : _mm512_insertf32x8(
-                         F::QuadScales(b),
-                         _mm512_castps512_ps256(F::QuadScales(b + quad_stride)),
-                         1);
-        dw = _mm512_permutexvar_ps(even, dm);
-        mw = _mm512_permutexvar_ps(odd, dm);
-      }
-      if constexpr (kPairs) {
+  // Block i's products into prod[i % 2], its min terms into summs.
+  auto scales = [&](int64_t i) BRAID_AVX512 {
+    const uint8_t* b = w + i * kQB;
+    __m512 dw, mw;
+    if constexpr (Q == 4) {
+      const __m512 lo = _mm512_insertf32x8(
+          F::QuadScales(b),
+          _mm512_castps512_ps256(F::QuadScales(b + quad_stride)), 1);
+      const __m512 hi = _mm512_insertf32x8(
+          F::QuadScales(b + 2 * quad_stride),
+          _mm512_castps512_ps256(F::QuadScales(b + 3 * quad_stride)), 1);
+      dw = _mm512_permutex2var_ps(lo, even, hi);
+      mw = _mm512_permutex2var_ps(lo, odd, hi);
+    } else {
+      // Q == 2: both quads' 8 (d, m) in one register (lanes 8..15 of dw
+      // and mw repeat 0..7, unused).
+      const __m512 dm =
+          Q == 1
+              ? F::QuadScales(b)
+              : _mm512_insertf32x8(
+                    F::QuadScales(b),
+                    _mm512_castps512_ps256(F::QuadScales(b + quad_stride)), 1);
+      dw = _mm512_permutexvar_ps(even, dm);
+      mw = _mm512_permutexvar_ps(odd, dm);
+    }
+    if constexpr (kPairs) {
 #pragma GCC unroll 2
-        for (int j = 0; j < T / 2; ++j) {
-          // Tokens 2j and 2j + 1's scales at block i (quad 0 of tokens).
-          const int64_t at = (i * 4 + 2 * j) * 4;
-          _mm512_store_ps(prod[s][j], _mm512_mul_ps(dw, TwoTokens(dpat + at)));
-          if constexpr (F::kMin) {
-            summs[j] = _mm512_fmadd_ps(mw, TwoTokens(spat + at), summs[j]);
-          }
+      for (int j = 0; j < T / 2; ++j) {
+        // Tokens 2j and 2j + 1's scales at block i (quad 0 of tokens).
+        const int64_t at = (i * 4 + 2 * j) * 4;
+        _mm512_store_ps(prod[i % 2][j],
+                        _mm512_mul_ps(dw, TwoTokens(dpat + at)));
+        if constexpr (F::kMin) {
+          summs[j] = _mm512_fmadd_ps(mw, TwoTokens(spat + at), summs[j]);
         }
-      } else {
+      }
+    } else {
 #pragma GCC unroll 4
-        for (int t = 0; t < T; ++t) {
-          // The tables' scales of token t at block i (quad 0 of tokens).
-          const int64_t at = (i * 4 + t) * 4;
-          _mm512_store_ps(prod[s][t],
-                          _mm512_mul_ps(dw, _mm512_set1_ps(dpat[at])));
-          if constexpr (F::kMin) {
-            summs[t] = _mm512_fmadd_ps(mw, _mm512_set1_ps(spat[at]), summs[t]);
-          }
+      for (int t = 0; t < T; ++t) {
+        // The tables' scales of token t at block i (quad 0 of tokens).
+        const int64_t at = (i * 4 + t) * 4;
+        _mm512_store_ps(prod[i % 2][t],
+                        _mm512_mul_ps(dw, _mm512_set1_ps(dpat[at])));
+        if constexpr (F::kMin) {
+          summs[t] = _mm512_fmadd_ps(mw, _mm512_set1_ps(spat[at]), summs[t]);
         }
       }
     }
-    for (int s = 0; s < ns; ++s) {
-      const int64_t i = i0 + s;
-      pf.Block(i);
-      __m512i xv[T];
+  };
+  scales(0);
+  for (int64_t i = 0; i < nb; ++i) {
+    if (i + 1 < nb) scales(i + 1);
+    pf.Block(i);
+    __m512i xv[T];
+#pragma GCC unroll 4
+    for (int t = 0; t < T; ++t) {
+      xv[t] = _mm512_load_si512(xq + (i * 4 + t) * 64);
+    }
+#pragma GCC unroll 8
+    for (int p = 0; p < P; ++p) {
+      const __m512i q = F::QuadPair(w + (p / 2) * quad_stride + i * kQB, p % 2);
+      __m512i start = _mm512_setzero_si512();
+      if constexpr (F::kSigned) {
+        start = _mm512_sub_epi32(
+            start, _mm512_dpbusd_epi32(
+                       start, _mm512_set1_epi8(static_cast<char>(0x80)), q));
+      }
 #pragma GCC unroll 4
       for (int t = 0; t < T; ++t) {
-        xv[t] = _mm512_load_si512(xq + (i * 4 + t) * 64);
-      }
-#pragma GCC unroll 8
-      for (int p = 0; p < P; ++p) {
-        const __m512i q =
-            F::QuadPair(w + (p / 2) * quad_stride + i * kQB, p % 2);
-        __m512i start = _mm512_setzero_si512();
-        if constexpr (F::kSigned) {
-          start = _mm512_sub_epi32(
-              start, _mm512_dpbusd_epi32(
-                         start, _mm512_set1_epi8(static_cast<char>(0x80)), q));
-        }
-#pragma GCC unroll 4
-        for (int t = 0; t < T; ++t) {
-          double pr;
-          std::memcpy(&pr,
-                      kPairs ? &prod[s][t / 2][8 * (t % 2) + 2 * p]
-                             : &prod[s][t][2 * p],
-                      8);
-          acc[p][t] = _mm512_fmadd_ps(
-              _mm512_castpd_ps(_mm512_set1_pd(pr)),
-              _mm512_cvtepi32_ps(F::Dot(start, q, xv[t])), acc[p][t]);
-        }
+        double pr;
+        std::memcpy(&pr,
+                    kPairs ? &prod[i % 2][t / 2][8 * (t % 2) + 2 * p]
+                           : &prod[i % 2][t][2 * p],
+                    8);
+        acc[p][t] = _mm512_fmadd_ps(_mm512_castpd_ps(_mm512_set1_pd(pr)),
+                                    _mm512_cvtepi32_ps(F::Dot(start, q, xv[t])),
+                                    acc[p][t]);
       }
     }
   }
