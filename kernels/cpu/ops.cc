@@ -79,14 +79,17 @@ void RmsNorm(const float* x, const float* weight, int64_t n_rows, int64_t n,
              float eps, float* y) {
   int64_t r = 0;
   while (r < n_rows) {
-    // Rows 8 (or 4, or 1) at a time: one row's chain of double additions
+    // Rows 8 (or 4, 2, 1) at a time: one row's chain of double additions
     // is latency-bound (~4 cycles an element).
     double sums[8];
-    const int g = n_rows - r >= 8 ? 8 : n_rows - r >= 4 ? 4 : 1;
+    const int64_t left = n_rows - r;
+    const int g = left >= 8 ? 8 : left >= 4 ? 4 : left >= 2 ? 2 : 1;
     if (g == 8) {
       SumSquares<8>(x + r * n, n, sums);
     } else if (g == 4) {
       SumSquares<4>(x + r * n, n, sums);
+    } else if (g == 2) {
+      SumSquares<2>(x + r * n, n, sums);
     } else {
       SumSquares<1>(x + r * n, n, sums);
     }
