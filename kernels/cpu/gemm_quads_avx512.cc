@@ -75,7 +75,7 @@ BRAID_AVX512 inline __m512 QuadSums(const __m512* a0, const __m512* a1) {
 // every weight line of the tile at once, the scales being at the head of
 // each block), step-interleaved in process: one stream 5.3-7.2% less a
 // step, 2 sequences 4.2-5.2%, 4 sequences 2.4-4.7%, 8 sequences 0.7-2.0%;
-// in cache (gemm_tile_bench) within 2%.
+// in cache (gemm_tile_bench) 2-3% slower.
 
 // Prefetch spread over a tile's nb blocks: at block i, its share of
 // near_bytes from near (the next tile's rows, into L1) and of far_bytes from
