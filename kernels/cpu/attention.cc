@@ -346,6 +346,7 @@ void AddRows(const AttentionShape& shape, const float* q, float* out, int64_t t,
 namespace internal {
 
 void SoftmaxRow(float* row, int64_t n, int64_t ld, float scale) {
+  if (UseAvx512()) return SoftmaxRowAvx512(row, n, ld, scale);
   const int64_t n_pad = (n + kLanes - 1) / kLanes * kLanes;
   float max = -INFINITY;
   if (UseAvx2()) {

@@ -15,13 +15,18 @@
 #include <immintrin.h>
 
 // GCC 12's AVX-512 intrinsics trip -Wmaybe-uninitialized on their own
-// _mm512_undefined_* placeholders (GCC bug 105593).
+// _mm512_undefined_* placeholders (GCC bug 105593), and -Wuninitialized in
+// _mm512_reduce_max_ps.
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#pragma GCC diagnostic ignored "-Wuninitialized"
 
+#include <cmath>
 #include <cstdint>
 
 #include "kernels/cpu/attention_kernels.h"
+#include "kernels/cpu/attention_paged.h"
 #include "kernels/cpu/prefetch.h"
+#include "kernels/cpu/vec_math.h"
 
 #define BRAID_AVX512 \
   __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,f16c,fma")))
@@ -302,6 +307,38 @@ void WithGroup(int g, Fn&& fn) {
 }
 
 }  // namespace
+
+BRAID_AVX512 void SoftmaxRowAvx512(float* row, int64_t n, int64_t ld,
+                                   float scale) {
+  const int64_t n_pad = (n + kLanes - 1) / kLanes * kLanes;
+  const __m512 s = _mm512_set1_ps(scale);
+  const __m512 neg_inf = _mm512_set1_ps(-INFINITY);
+  __m512 m = neg_inf;
+  // Lanes past n hold -inf: weight exactly 0 in the sum below.
+  for (int64_t j = 0; j < n_pad; j += kLanes) {
+    const __mmask16 k =
+        n - j >= kLanes ? 0xFFFF : static_cast<__mmask16>((1u << (n - j)) - 1);
+    const __m512 v =
+        _mm512_mask_mul_ps(neg_inf, k, _mm512_maskz_loadu_ps(k, row + j), s);
+    _mm512_storeu_ps(row + j, v);
+    m = _mm512_max_ps(m, v);
+  }
+  const double sum = ExpShiftedSum(row, _mm512_reduce_max_ps(m), row, n_pad);
+  const __m512 inv = _mm512_set1_ps(static_cast<float>(1.0 / sum));
+  for (int64_t j = 0; j < ld; j += kLanes) {
+    const __mmask16 valid = n - j >= kLanes ? 0xFFFF
+                            : n > j
+                                ? static_cast<__mmask16>((1u << (n - j)) - 1)
+                                : 0;
+    const __mmask16 store = ld - j >= kLanes
+                                ? 0xFFFF
+                                : static_cast<__mmask16>((1u << (ld - j)) - 1);
+    const __m512 w = _mm512_cvtph_ps(_mm512_cvtps_ph(
+        _mm512_mul_ps(_mm512_maskz_loadu_ps(valid, row + j), inv),
+        _MM_FROUND_TO_NEAREST_INT));
+    _mm512_mask_storeu_ps(row + j, store, _mm512_maskz_mov_ps(valid, w));
+  }
+}
 
 bool ScoresF16Avx512(const uint16_t* const* k_rows,
                      const uint16_t* const* v_rows, int64_t n,

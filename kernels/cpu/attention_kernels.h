@@ -39,6 +39,11 @@ bool ResidueSumsF16Avx512(const uint16_t* const* v_rows, int64_t n,
                           const float* w, int64_t ldw, int g, int64_t head_dim,
                           int64_t slots, int r0, int r1, float* res);
 
+// SoftmaxRow (attention_paged.h) in three passes of 16 lanes (scale and
+// maximum; ExpShiftedSum; the weights rounded to fp16 and the rest of the
+// row zeroed), the same operations per element, so the same bits.
+void SoftmaxRowAvx512(float* row, int64_t n, int64_t ld, float scale);
+
 // Calls of PagedAttention that took the split phases for long one-token
 // sequences, since start (testing).
 int64_t LongSplitCallsForTesting();
