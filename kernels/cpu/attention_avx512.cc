@@ -39,6 +39,13 @@ BRAID_AVX512 inline __m512 LoadF16x16(const uint16_t* p) {
       _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)));
 }
 
+// Lanes [0, count) of 16 (none for count <= 0).
+inline __mmask16 FirstLanes(int64_t count) {
+  return count >= kLanes ? 0xFFFF
+         : count <= 0    ? 0
+                         : static_cast<__mmask16>((1u << count) - 1);
+}
+
 // out lane j = ReduceAdd16(v[j]) for j < 16 (ggml_reduce.h's tree).
 BRAID_AVX512 inline __m512 ReduceAdd16x16(const __m512* v) {
   // i + (i + 8): two vectors per register, [a lanes 0..7 | b lanes 0..7].
@@ -316,8 +323,7 @@ BRAID_AVX512 void SoftmaxRowAvx512(float* row, int64_t n, int64_t ld,
   __m512 m = neg_inf;
   // Lanes past n hold -inf: weight exactly 0 in the sum below.
   for (int64_t j = 0; j < n_pad; j += kLanes) {
-    const __mmask16 k =
-        n - j >= kLanes ? 0xFFFF : static_cast<__mmask16>((1u << (n - j)) - 1);
+    const __mmask16 k = FirstLanes(n - j);
     const __m512 v =
         _mm512_mask_mul_ps(neg_inf, k, _mm512_maskz_loadu_ps(k, row + j), s);
     _mm512_storeu_ps(row + j, v);
@@ -326,17 +332,12 @@ BRAID_AVX512 void SoftmaxRowAvx512(float* row, int64_t n, int64_t ld,
   const double sum = ExpShiftedSum(row, _mm512_reduce_max_ps(m), row, n_pad);
   const __m512 inv = _mm512_set1_ps(static_cast<float>(1.0 / sum));
   for (int64_t j = 0; j < ld; j += kLanes) {
-    const __mmask16 valid = n - j >= kLanes ? 0xFFFF
-                            : n > j
-                                ? static_cast<__mmask16>((1u << (n - j)) - 1)
-                                : 0;
-    const __mmask16 store = ld - j >= kLanes
-                                ? 0xFFFF
-                                : static_cast<__mmask16>((1u << (ld - j)) - 1);
+    const __mmask16 valid = FirstLanes(n - j);
     const __m512 w = _mm512_cvtph_ps(_mm512_cvtps_ph(
         _mm512_mul_ps(_mm512_maskz_loadu_ps(valid, row + j), inv),
         _MM_FROUND_TO_NEAREST_INT));
-    _mm512_mask_storeu_ps(row + j, store, _mm512_maskz_mov_ps(valid, w));
+    _mm512_mask_storeu_ps(row + j, FirstLanes(ld - j),
+                          _mm512_maskz_mov_ps(valid, w));
   }
 }
 
