@@ -160,7 +160,7 @@ BRAID_AVX512 void ScoresT(const uint16_t* const* k_rows,
         }
       }
     }
-    const __mmask16 mask = static_cast<__mmask16>((1u << m) - 1);
+    const __mmask16 mask = FirstLanes(m);
 #pragma GCC unroll 16
     for (int h = 0; h < G; ++h) {
       _mm512_mask_storeu_ps(scores + h * ld + j0, mask,
