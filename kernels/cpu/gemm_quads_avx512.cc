@@ -84,28 +84,38 @@ BRAID_AVX512 inline __m512 QuadSums(const __m512* a0, const __m512* a1) {
 // 5-12% faster a step (quad tiles), one stream 4-6.5% (row-quad tiles): a
 // burst of prefetches outruns the line-fill buffers and stalls the
 // arithmetic. A tile of `rows` rows of `block_bytes` blocks takes
-// ceil(rows * block_bytes / 64) lines of each region a block.
+// kLines = ceil(rows * block_bytes / 64) lines of each region a block, a
+// compile-time count and one bounds check per region and block (the last
+// block of a region may fetch up to kLines - 1 lines past it): against a
+// loop with a check per line, step-interleaved in process (two core
+// complexes), 4 sequences 2.0-3.5% less a step, 2 sequences 1.1-3.6%, 8
+// sequences 1.2-1.9%, one stream unchanged (-2.1 to +1.9%).
 class SpreadPrefetch {
  public:
   BRAID_AVX512 SpreadPrefetch(const uint8_t* near, int64_t near_bytes,
-                              const uint8_t* far, int64_t far_bytes,
-                              int64_t rows, int64_t block_bytes)
+                              const uint8_t* far, int64_t far_bytes)
       : near_(near),
         far_(far),
         near_bytes_(near_bytes),
-        far_bytes_(far_bytes),
-        step_((rows * block_bytes + 63) / 64 * 64) {}
+        far_bytes_(far_bytes) {}
+  // kLines: ceil(the tile's bytes a block / 64).
+  template <int kLines>
   BRAID_AVX512 void Block(int64_t i) const {
-    for (int64_t b = i * step_; b < (i + 1) * step_; b += 64) {
-      if (b < near_bytes_) PrefetchL1(near_ + b);
-      if (b < far_bytes_) PrefetchL2(far_ + b);
+    const int64_t b0 = i * 64 * kLines;
+    if (b0 < near_bytes_) {
+#pragma GCC unroll 16
+      for (int c = 0; c < kLines; ++c) PrefetchL1(near_ + b0 + 64 * c);
+    }
+    if (b0 < far_bytes_) {
+#pragma GCC unroll 16
+      for (int c = 0; c < kLines; ++c) PrefetchL2(far_ + b0 + 64 * c);
     }
   }
 
  private:
   const uint8_t* near_;
   const uint8_t* far_;
-  int64_t near_bytes_, far_bytes_, step_;
+  int64_t near_bytes_, far_bytes_;
 };
 
 // w: 4 rows in the quad layout (RepackQuads), block i at w + 4 * i *
@@ -157,7 +167,7 @@ BRAID_AVX512 void QuadTile(const uint8_t* w, const uint8_t* xq,
   scales(0);
   for (int64_t i = 0; i < nb; ++i) {
     if (i + 1 < nb) scales(i + 1);
-    pf.Block(i);
+    pf.Block<(4 * kWB + 63) / 64>(i);
     const __m512i q0 = F::QuadPair(w + 4 * i * kWB, 0);
     const __m512i q1 = F::QuadPair(w + 4 * i * kWB, 1);
     // Signed weights: the activations are x + 128 (unsigned), so each
@@ -261,7 +271,7 @@ BRAID_AVX512 void RunQuadRows(const uint8_t* w, size_t w_row_bytes,
            spat + qd * quad_floats, quad_floats, nb, n_valid, y + t * ld_y + r,
            ld_y, accumulate,
            SpreadPrefetch(near, t == 0 ? near_bytes : 0, far,
-                          t == 0 ? far_bytes : 0, 4, sizeof(typename F::W)));
+                          t == 0 ? far_bytes : 0));
     };
     if (n_valid > 4) {
       run(QuadTile<F, 8>);
@@ -366,7 +376,7 @@ BRAID_AVX512 void RowQuadTile(const uint8_t* w, const uint8_t* xq,
   scales(0);
   for (int64_t i = 0; i < nb; ++i) {
     if (i + 1 < nb) scales(i + 1);
-    pf.Block(i);
+    pf.Block<(4 * Q * sizeof(typename F::W) + 63) / 64>(i);
     __m512i xv[T];
 #pragma GCC unroll 4
     for (int t = 0; t < T; ++t) {
@@ -444,9 +454,7 @@ BRAID_AVX512 void RowQuadTiles(DType type, const uint8_t* w, int quads,
                                float* y, int64_t ld_y, bool accumulate,
                                const uint8_t* near, int64_t near_bytes,
                                const uint8_t* far, int64_t far_bytes) {
-  const SpreadPrefetch pf(
-      near, near_bytes, far, far_bytes, 4 * quads,
-      type == DType::kQ4_1 ? sizeof(BlockQ4_1) : sizeof(BlockQ8_0));
+  const SpreadPrefetch pf(near, near_bytes, far, far_bytes);
   auto tile = [&](auto t) {
     t(w, xq, dpat, spat, nb, n_tok, y, ld_y, accumulate, pf);
   };
