@@ -137,8 +137,9 @@ BRAID_AVX512 void ScoresT(const uint16_t* const* k_rows,
 #pragma GCC unroll 16
       for (int h = 0; h < G; ++h) {
         if (gemm) {
-          // One accumulator over the row (DotF16F32Gemm).
-          __m512 acc = _mm512_fmadd_ps(kv[0], qv[h][0], _mm512_setzero_ps());
+          // One accumulator over the row (DotF16F32Gemm; its first fma
+          // onto +0 as a multiply, see below).
+          __m512 acc = _mm512_mul_ps(kv[0], qv[h][0]);
 #pragma GCC unroll 16
           for (int c = 1; c < C; ++c) {
             acc = _mm512_fmadd_ps(kv[c], qv[h][c], acc);
@@ -146,11 +147,13 @@ BRAID_AVX512 void ScoresT(const uint16_t* const* k_rows,
           part[h][jj] = acc;
         } else {
           // Four accumulators over steps of 64, pairwise (DotF16F32Vec).
+          // The first step's fma onto +0 is the product rounded once, as
+          // a multiply gives it (save the sign of a zero product, which no
+          // later sum, maximum or exp tells apart); the multiply keeps kv
+          // for the next head without a copy.
           __m512 a[4];
 #pragma GCC unroll 16
-          for (int c = 0; c < 4; ++c) {
-            a[c] = _mm512_fmadd_ps(kv[c], qv[h][c], _mm512_setzero_ps());
-          }
+          for (int c = 0; c < 4; ++c) a[c] = _mm512_mul_ps(kv[c], qv[h][c]);
 #pragma GCC unroll 16
           for (int c = 4; c < C; ++c) {
             a[c % 4] = _mm512_fmadd_ps(kv[c], qv[h][c], a[c % 4]);
