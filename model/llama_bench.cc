@@ -72,7 +72,8 @@ ABSL_FLAG(bool, interleave, false,
           "alternating (their own contexts), so both step times come from the "
           "same minutes of a machine whose speed drifts: interleaved_* fields");
 ABSL_FLAG(bool, probe, false,
-          "print only {\"handoff_ns\": ...} (no model) and exit");
+          "print only {\"handoff_ns\": ..., \"read_gbps\": ...} (no model; "
+          "the read bandwidth with --threads threads) and exit");
 ABSL_FLAG(bool, sections, false,
           "print (stderr) the decode phases' ms a step in each part of the "
           "forward pass (LlamaModel::SetSectionProfile)");
@@ -314,11 +315,14 @@ double HandoffNs() {
 
 int main(int argc, char** argv) {
   absl::ParseCommandLine(argc, argv);
+  const int threads = absl::GetFlag(FLAGS_threads);
   if (absl::GetFlag(FLAGS_probe)) {
-    std::printf("{\"handoff_ns\": %.0f}\n", HandoffNs());
+    const double handoff = HandoffNs();
+    braid::kernels::cpu::ThreadPool bw_pool(threads);
+    std::printf("{\"handoff_ns\": %.0f, \"read_gbps\": %.2f}\n", handoff,
+                ReadBandwidthGbps(bw_pool));
     return 0;
   }
-  const int threads = absl::GetFlag(FLAGS_threads);
   const int reps = std::max(1, absl::GetFlag(FLAGS_reps));
   const auto t0 = Clock::now();
   auto file = braid::model::GgufFile::Open(absl::GetFlag(FLAGS_model));

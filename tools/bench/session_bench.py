@@ -22,10 +22,13 @@ records the CPU time other processes took while it ran (`other CPU`: machine
 busy time from /proc/stat minus braidd's and this client's) and is repeated
 (--retries) when that exceeds --max_other_cpu (10%).
 
-Each round also prints the CPU 0 <-> 1 cache-line round trip (`llama_bench
---probe`, when bazel-bin/model/llama_bench exists): ~100 ns when this VM's
-two vCPUs share a core complex, ~400 ns when they do not, and then every
-batched rate is lower against one stream.
+Each round also prints the CPU 0 <-> 1 cache-line round trip and the
+machine's read bandwidth (`llama_bench --probe`, when
+bazel-bin/model/llama_bench exists): ~100 ns when this VM's two vCPUs share
+a core complex, ~400 ns when they do not, and then every batched rate is
+lower against one stream; the bandwidth moves K = 1 (memory-bound) more
+than the batched rates (compute-bound), so a fast memory phase lowers the
+ratios too.
 
 Needs: bazel build //server:braidd, and the venv python with grpcio and
 grpcio-tools (`make test` creates ~/.cache/braid/venv).
@@ -240,17 +243,19 @@ def run_round(pb, stub, args, ks, r, pid):
     return res, watch.other()
 
 
-def handoff_ns():
-    """CPU 0 <-> 1 cache-line round trip (llama_bench --probe), or None: ~100
-    ns when the VM's two vCPUs share a core complex, ~400 when they do not
+def probe(threads):
+    """(CPU 0 <-> 1 cache-line round trip in ns, read bandwidth in GB/s with
+    `threads` threads) from llama_bench --probe, or (None, None): ~100 ns
+    when the VM's two vCPUs share a core complex, ~400 when they do not
     (then every batched step is slower against one stream)."""
     exe = os.path.join(ROOT, "bazel-bin", "model", "llama_bench")
     try:
-        out = subprocess.run([exe, "--probe"], capture_output=True, text=True,
-                             timeout=30).stdout
-        return json.loads(out)["handoff_ns"]
+        out = subprocess.run([exe, "--probe", f"--threads={threads}"],
+                             capture_output=True, text=True, timeout=30).stdout
+        got = json.loads(out)
+        return got["handoff_ns"], got.get("read_gbps")
     except (OSError, ValueError, KeyError, subprocess.SubprocessError):
-        return None
+        return None, None
 
 
 def git_commit():
@@ -316,12 +321,13 @@ def main():
             for attempt in range(1 + args.retries):
                 wait_quiet(args)
                 res, other = run_round(pb, stub, args, ks, r, d.proc.pid)
-                hand = handoff_ns()
+                hand, read = probe(args.threads)
                 line = "  ".join(f"K={k}: {res[('session', k)]:.0f}/"
                                  f"{res[('independent', k)]:.0f}" for k in ks)
                 print(f"round {r + 1}: session/independent tok/s  {line}  "
                       f"(other CPU {100 * other:.0f}%, CPU 0 <-> 1 handoff "
-                      f"{'?' if hand is None else f'{hand:.0f}'} ns)",
+                      f"{'?' if hand is None else f'{hand:.0f}'} ns, read "
+                      f"{'?' if read is None else f'{read:.1f}'} GB/s)",
                       flush=True)
                 if other <= args.max_other_cpu:
                     break
@@ -330,7 +336,7 @@ def main():
                       + ("; repeating" if attempt < args.retries else
                          "; kept (retries spent)"), flush=True)
             rounds.append(dict(other_cpu=other, attempt=attempt + 1,
-                               handoff_ns=hand, rates={
+                               handoff_ns=hand, read_gbps=read, rates={
                 f"{m}/{k}": v for (m, k), v in res.items()}))
     finally:
         rc = d.stop()
