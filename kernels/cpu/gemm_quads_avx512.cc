@@ -88,8 +88,9 @@ BRAID_AVX512 inline __m512 QuadSums(const __m512* a0, const __m512* a1) {
 // compile-time count and one bounds check per region and block (the last
 // block of a region may fetch up to kLines - 1 lines past it): against a
 // loop with a check per line, step-interleaved in process (two core
-// complexes), 4 sequences 2.0-3.5% less a step, 2 sequences 1.1-3.6%, 8
-// sequences 1.2-1.9%, one stream unchanged (-2.1 to +1.9%).
+// complexes), 4 sequences 1.3-5.0% less a step in 9 runs, 2 sequences
+// 1.1-3.6%, 8 sequences 1.2-1.8%, one stream unchanged (-2.1 to +1.9%;
+// the same runs with both halves the old code move 1-3%).
 class SpreadPrefetch {
  public:
   BRAID_AVX512 SpreadPrefetch(const uint8_t* near, int64_t near_bytes,
