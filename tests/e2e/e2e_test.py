@@ -269,11 +269,14 @@ class E2ETest(harness.DaemonTestCase):
         self.assert_engine_idle()
 
     def test_deadline_cancels(self):
+        # 480 tokens in 0.5 s would take ~1000 tok/s, over twice one
+        # stream's rate here (400 tokens in 1.0 s was within reach of a
+        # fast phase of this VM: the call then finished in time).
         with self.assertRaises(grpc.RpcError) as cm:
             self.generate(prompt=pb.Prompt(text=b"Go on and on"),
-                          sampling=pb.SamplingParams(max_tokens=400,
+                          sampling=pb.SamplingParams(max_tokens=480,
                                                      ignore_eos=True),
-                          timeout=1.0)
+                          timeout=0.5)
         self.assertEqual(cm.exception.code(), grpc.StatusCode.DEADLINE_EXCEEDED)
         self.assert_still_serving()
         self.assert_engine_idle()
