@@ -73,32 +73,115 @@ void SumSquares(const float* x, int64_t n, double* sums) {
   for (int g = 0; g < G; ++g) sums[g] = s[g];
 }
 
+// SumSquares<8> with the 8 rows' chains in the lanes of one register: per 8
+// elements, the rows' float squares transposed to one vector per element,
+// each widened and added in element order (the same additions per row).
+// Scalar, the 8 chains took ~1.8 us at 576 elements; one 8-lane chain
+// ~0.5.
+__attribute__((target("avx512f"))) void SumSquares8Avx512(const float* x,
+                                                          int64_t n,
+                                                          double* sums) {
+  __m512d acc = _mm512_setzero_pd();
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    __m256 r[8];
+    for (int g = 0; g < 8; ++g) {
+      r[g] = _mm256_loadu_ps(x + g * n + i);
+      r[g] = _mm256_mul_ps(r[g], r[g]);
+    }
+    // 8 x 8 transpose: c[j] lane g = row g's element i + j.
+    __m256 t[8], u[8], c[8];
+    for (int g = 0; g < 4; ++g) {
+      t[2 * g] = _mm256_unpacklo_ps(r[2 * g], r[2 * g + 1]);
+      t[2 * g + 1] = _mm256_unpackhi_ps(r[2 * g], r[2 * g + 1]);
+    }
+    for (int h = 0; h < 2; ++h) {  // rows 0-3, then 4-7
+      u[4 * h + 0] = _mm256_shuffle_ps(t[4 * h], t[4 * h + 2], 0x44);
+      u[4 * h + 1] = _mm256_shuffle_ps(t[4 * h], t[4 * h + 2], 0xEE);
+      u[4 * h + 2] = _mm256_shuffle_ps(t[4 * h + 1], t[4 * h + 3], 0x44);
+      u[4 * h + 3] = _mm256_shuffle_ps(t[4 * h + 1], t[4 * h + 3], 0xEE);
+    }
+    for (int j = 0; j < 4; ++j) {
+      c[j] = _mm256_permute2f128_ps(u[j], u[4 + j], 0x20);
+      c[4 + j] = _mm256_permute2f128_ps(u[j], u[4 + j], 0x31);
+    }
+    for (int j = 0; j < 8; ++j) acc = _mm512_add_pd(acc, _mm512_cvtps_pd(c[j]));
+  }
+  _mm512_storeu_pd(sums, acc);
+  for (; i < n; ++i) {
+    for (int g = 0; g < 8; ++g) {
+      const float square = x[g * n + i] * x[g * n + i];
+      sums[g] += static_cast<double>(square);
+    }
+  }
+}
+
+// y[i] = x[i] * scale * weight[i], 16 lanes a step (the same two roundings
+// per element: ggml's scale, then its multiply by the norm's weight). GCC
+// at -O2 left the plain loop scalar: 4 rows of 576 took 1.04 us in cache,
+// 0.53 with this; a 4-sequence decode step 1.1-1.3% less (llama_bench,
+// steps alternating), 8 sequences 0-1.3%, one stream 0.3%.
+__attribute__((target("avx512f"))) void ScaleMulAvx512(const float* x,
+                                                       float scale,
+                                                       const float* weight,
+                                                       float* y, int64_t n) {
+  const __m512 s = _mm512_set1_ps(scale);
+  int64_t i = 0;
+  for (; i + 16 <= n; i += 16) {
+    _mm512_storeu_ps(y + i,
+                     _mm512_mul_ps(_mm512_mul_ps(_mm512_loadu_ps(x + i), s),
+                                   _mm512_loadu_ps(weight + i)));
+  }
+  for (; i < n; ++i) y[i] = x[i] * scale * weight[i];
+}
+
 }  // namespace
+
+namespace internal {
+
+void SquareSums(const float* x, int g, int64_t n, double* sums) {
+  while (g > 0) {
+    // Rows 8 (or 4, 2, 1) at a time: one row's chain of double additions is
+    // latency-bound (~3.3 cycles an element).
+    if (g >= 8) {
+      if (UseAvx512()) {
+        SumSquares8Avx512(x, n, sums);
+      } else {
+        SumSquares<8>(x, n, sums);
+      }
+    } else if (g >= 4) {
+      SumSquares<4>(x, n, sums);
+    } else if (g >= 2) {
+      SumSquares<2>(x, n, sums);
+    } else {
+      SumSquares<1>(x, n, sums);
+    }
+    const int done = g >= 8 ? 8 : g >= 4 ? 4 : g >= 2 ? 2 : 1;
+    x += done * n;
+    sums += done;
+    g -= done;
+  }
+}
+
+}  // namespace internal
 
 void RmsNorm(const float* x, const float* weight, int64_t n_rows, int64_t n,
              float eps, float* y) {
-  int64_t r = 0;
-  while (r < n_rows) {
-    // Rows 8 (or 4, 2, 1) at a time: one row's chain of double additions
-    // is latency-bound (~4 cycles an element).
+  const bool avx512 = UseAvx512();
+  for (int64_t r0 = 0; r0 < n_rows; r0 += 8) {
+    const int g = static_cast<int>(std::min<int64_t>(8, n_rows - r0));
     double sums[8];
-    const int64_t left = n_rows - r;
-    const int g = left >= 8 ? 8 : left >= 4 ? 4 : left >= 2 ? 2 : 1;
-    if (g == 8) {
-      SumSquares<8>(x + r * n, n, sums);
-    } else if (g == 4) {
-      SumSquares<4>(x + r * n, n, sums);
-    } else if (g == 2) {
-      SumSquares<2>(x + r * n, n, sums);
-    } else {
-      SumSquares<1>(x + r * n, n, sums);
-    }
-    for (int j = 0; j < g; ++j, ++r) {
-      const float* xr = x + r * n;
-      float* yr = y + r * n;
+    internal::SquareSums(x + r0 * n, g, n, sums);
+    for (int j = 0; j < g; ++j) {
+      const float* xr = x + (r0 + j) * n;
+      float* yr = y + (r0 + j) * n;
       const float scale =
           1.0f / std::sqrt(static_cast<float>(sums[j] / n) + eps);
-      for (int64_t i = 0; i < n; ++i) yr[i] = xr[i] * scale * weight[i];
+      if (avx512) {
+        ScaleMulAvx512(xr, scale, weight, yr, n);
+      } else {
+        for (int64_t i = 0; i < n; ++i) yr[i] = xr[i] * scale * weight[i];
+      }
     }
   }
 }

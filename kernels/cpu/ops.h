@@ -13,6 +13,12 @@ namespace braid::kernels::cpu {
 void RmsNorm(const float* x, const float* weight, int64_t n_rows, int64_t n,
              float eps, float* y);
 
+namespace internal {
+// The sums of squares of g <= 8 rows as RmsNorm forms them (ggml's: the
+// float squares added in double, in element order). x: [g, n]; sums: [g].
+void SquareSums(const float* x, int g, int64_t n, double* sums);
+}  // namespace internal
+
 // In-place rotary embedding, GGUF/ggml "normal" mode: within each head the
 // adjacent pairs (x[2i], x[2i+1]) for 2i < n_rot rotate by
 // theta = pos * base^(-2i / n_rot), with theta, cos and sin computed in

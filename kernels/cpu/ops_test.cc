@@ -24,28 +24,58 @@ TEST(OpsTest, RmsNorm) {
 }
 
 // Rows normalized in one call (15: groups of 8, 4, 2 and 1) equal each row
-// alone and ggml's sequential double sum, bit for bit.
+// alone and ggml's sequential double sum, bit for bit; rows of 576 and of
+// 581 elements (tails past the vector steps).
 TEST(OpsTest, RmsNormRowsTogetherEqualEachAlone) {
-  const int64_t rows = 15, n = 576;
-  std::vector<float> x(rows * n), w(n);
-  for (int64_t i = 0; i < rows * n; ++i)
-    x[i] = std::sin(0.37f * i) * (1 + i % 7);
-  for (int64_t i = 0; i < n; ++i) w[i] = 0.5f + 0.01f * (i % 50);
-  std::vector<float> together(rows * n), alone(rows * n);
-  RmsNorm(x.data(), w.data(), rows, n, 1e-5f, together.data());
-  for (int64_t r = 0; r < rows; ++r) {
-    RmsNorm(&x[r * n], w.data(), 1, n, 1e-5f, &alone[r * n]);
-    double sum = 0;
-    for (int64_t i = 0; i < n; ++i) {
-      const float sq = x[r * n + i] * x[r * n + i];
-      sum += static_cast<double>(sq);
+  for (const int64_t n : {576, 581}) {
+    const int64_t rows = 15;
+    std::vector<float> x(rows * n), w(n);
+    // Magnitudes 1e-4 to 1e4: the double sums round, so their order shows.
+    for (int64_t i = 0; i < rows * n; ++i) {
+      x[i] = std::sin(0.37f * i) * std::pow(10.0f, i % 9 - 4.0f);
     }
-    const float scale = 1.0f / std::sqrt(static_cast<float>(sum / n) + 1e-5f);
-    for (int64_t i = 0; i < n; ++i) {
-      ASSERT_EQ(alone[r * n + i], x[r * n + i] * scale * w[i]) << r << " " << i;
+    for (int64_t i = 0; i < n; ++i) w[i] = 0.5f + 0.01f * (i % 50);
+    std::vector<float> together(rows * n), alone(rows * n);
+    RmsNorm(x.data(), w.data(), rows, n, 1e-5f, together.data());
+    for (int64_t r = 0; r < rows; ++r) {
+      RmsNorm(&x[r * n], w.data(), 1, n, 1e-5f, &alone[r * n]);
+      double sum = 0;
+      for (int64_t i = 0; i < n; ++i) {
+        const float sq = x[r * n + i] * x[r * n + i];
+        sum += static_cast<double>(sq);
+      }
+      const float scale = 1.0f / std::sqrt(static_cast<float>(sum / n) + 1e-5f);
+      for (int64_t i = 0; i < n; ++i) {
+        ASSERT_EQ(alone[r * n + i], x[r * n + i] * scale * w[i])
+            << r << " " << i;
+      }
+    }
+    EXPECT_EQ(together, alone);
+  }
+}
+
+// The sums of squares of 1-8 rows at once, each bit for bit ggml's
+// sequential double sum, on values whose sums round (magnitudes 1e-4 to
+// 1e4), at 576 and 581 elements (tails past the vector steps).
+TEST(OpsTest, SquareSumsAreSequentialDoubleSums) {
+  for (const int64_t n : {576, 581}) {
+    std::vector<float> x(8 * n);
+    for (int64_t i = 0; i < 8 * n; ++i) {
+      x[i] = std::sin(0.37f * i) * std::pow(10.0f, i % 9 - 4.0f);
+    }
+    for (int g = 1; g <= 8; ++g) {
+      double sums[8];
+      internal::SquareSums(x.data(), g, n, sums);
+      for (int r = 0; r < g; ++r) {
+        double want = 0;
+        for (int64_t i = 0; i < n; ++i) {
+          const float sq = x[r * n + i] * x[r * n + i];
+          want += static_cast<double>(sq);
+        }
+        EXPECT_EQ(sums[r], want) << "n " << n << " g " << g << " row " << r;
+      }
     }
   }
-  EXPECT_EQ(together, alone);
 }
 
 TEST(OpsTest, RopeRotatesAdjacentPairs) {
