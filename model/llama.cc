@@ -313,7 +313,8 @@ void LlamaModel::RunLayer(int il, const EntryMeta* meta, int n,
   pool.ParallelRanges(units, k::kMatMulRunRows / unit, qkv_rows);
   mark(kQkv);
   const k::AttentionShape shape{c.n_head, c.n_head_kv, c.head_dim};
-  const k::PagedKvLayer layer{k_layer, v_layer, kv.meta, kv.block_size};
+  const k::PagedKvLayer layer{k_layer, v_layer, kv.meta, kv.block_size,
+                              s.view_pass};
   // The O projection's input quantized by the attention tasks that write it
   // (whole heads; in s.matmul, free once Q/K/V are done), as the down
   // projection's below.

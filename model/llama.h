@@ -137,6 +137,8 @@ class LlamaModel {
     // Context entries every pool thread's attention scratch holds
     // (k::ReserveAttentionScratch).
     int64_t attention_ctx = 0;
+    // This forward pass's k::PagedKvLayer::view_pass (RunPart).
+    uint64_t view_pass = 0;
     kernels::cpu::AlignedVector<float> x;     // [n, n_embd] residual stream
     kernels::cpu::AlignedVector<float> h;     // [n, n_embd] normed input
     kernels::cpu::AlignedVector<float> q;     // [n, n_head * head_dim]

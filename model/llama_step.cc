@@ -3,6 +3,7 @@
 // batch's sequences in parts, one a pool thread, each running the whole
 // pass of its part alone): SplitBatch decides, RunPart runs a part.
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cstdint>
 #include <memory>
@@ -258,6 +259,10 @@ void LlamaModel::RunPart(const Batch& b, const Part& part, const KvView& kv,
     s.attention_ctx = ctx;
     exec.pool->RunOnEachThread([ctx] { k::ReserveAttentionScratch(ctx); });
   }
+  // Every layer's attention sees the same entries: the views are built
+  // once a pass.
+  static std::atomic<uint64_t> passes{0};
+  s.view_pass = ++passes;
   k::RopeTable(s.pos.data(), n, c.n_rot, c.rope_base, s.rope_cs.data());
   for (int il = 0; il < c.n_layer; ++il) RunLayer(il, meta, n, kv, exec);
 

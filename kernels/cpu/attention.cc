@@ -98,14 +98,27 @@ struct RunView {
   int64_t alone_t[kMaxRows], alone_at[kMaxRows], alone_n[kMaxRows];
 };
 
+// A RunView with its entry lists (the last token's, then the alone
+// tokens'), and which run of which pass it is (PagedKvLayer::view_pass).
+struct ViewSlot {
+  uint64_t pass = 0;
+  int64_t first = -1, count = 0;
+  RunView view;
+  std::vector<int32_t> entries;
+};
+
+// Runs of a call whose views a thread keeps across a pass
+// (PagedKvLayer::view_pass), each for up to the reserved context's entries
+// (one-token runs; others are built per call).
+constexpr int64_t kViewSlots = 64;
+
 // A thread's scratch for its attention tasks (ReserveAttentionScratch).
 struct ThreadScratch {
   std::vector<const uint16_t*> k_rows, v_rows;  // a task's visible entries
   std::vector<KvEntryMeta> metas;
   std::vector<int32_t> keys;
-  // The view's entry lists: the last token's, then the alone tokens'.
-  std::vector<int32_t> view_entries;
-  RunView view;
+  ViewSlot view;                 // calls without a view_pass
+  std::vector<ViewSlot> passes;  // with one: by run index
   std::vector<float> scores, acc;
 };
 thread_local ThreadScratch tls;
@@ -284,7 +297,9 @@ class TaskSplit {
     per_kv_ = (group_ + heads_ - 1) / heads_;
   }
 
-  // Runs task(run, kv_head, first_head, num_heads, first) for every task:
+  // Runs task(run, run_index, kv_head, first_head, num_heads, first) for
+  // every task (run_index: the run's place in the call's order, the same
+  // in every call with the same tokens and contexts):
   // the tasks in order of size, largest first, each thread taking them from
   // the front of its share, then from the back of the others'
   // (ThreadPool::ParallelRanges, one task a run); `first` says whether the
@@ -307,7 +322,7 @@ class TaskSplit {
       const TokenRun* r = &run_of(i);
       const bool first = last != std::pair{call_, r};
       last = {call_, r};
-      task(*r, kvh, h0, g, first);
+      task(*r, i / (per_kv_ * n_kv), kvh, h0, g, first);
     };
     const int64_t tasks = static_cast<int64_t>(runs_->size()) * n_kv * per_kv_;
     if (pool == nullptr) {
@@ -376,7 +391,9 @@ void ReserveAttentionScratch(int64_t max_ctx) {
   Scratch(tls.v_rows, max_ctx);
   Scratch(tls.metas, max_ctx);
   Scratch(tls.keys, max_ctx);
-  Scratch(tls.view_entries, kMaxRows * max_ctx);
+  Scratch(tls.view.entries, kMaxRows * max_ctx);
+  tls.passes.resize(kViewSlots);
+  for (ViewSlot& slot : tls.passes) Scratch(slot.entries, max_ctx);
   Scratch(tls.scores, kMaxRows * ((max_ctx + kLanes - 1) / kLanes * kLanes));
   Scratch(tls.acc, 4 * kLanes * kMaxHeadDim);
 }
@@ -391,24 +408,24 @@ void Attention(const AttentionShape& shape, const float* q,
       shape, n_tok, pool, [](int64_t) { return true; },
       [&](int64_t t) { return int64_t{q_positions[t]} + 1; },
       [](int64_t) { return false; });
-  split.Run(pool,
-            [&](const TokenRun& run, int64_t kvh, int64_t h0, int g, bool) {
-              QueryRows rows;
-              int64_t n = 0;
-              for (int64_t t = run.first; t < run.first + run.count; ++t) {
-                const int64_t nt = static_cast<int64_t>(q_positions[t]) + 1;
-                AddRows(shape, q, out, t, h0, g, nt, &rows);
-                n = std::max(n, nt);
-              }
-              const uint16_t** k_rows = Scratch(tls.k_rows, n);
-              const uint16_t** v_rows = Scratch(tls.v_rows, n);
-              const int64_t kv_off = kvh * shape.head_dim;
-              for (int64_t j = 0; j < n; ++j) {
-                k_rows[j] = k + j * kv_stride + kv_off;
-                v_rows[j] = v + j * kv_stride + kv_off;
-              }
-              AttendRows(rows, k_rows, v_rows, shape.head_dim, scale, kernels);
-            });
+  split.Run(pool, [&](const TokenRun& run, int64_t, int64_t kvh, int64_t h0,
+                      int g, bool) {
+    QueryRows rows;
+    int64_t n = 0;
+    for (int64_t t = run.first; t < run.first + run.count; ++t) {
+      const int64_t nt = static_cast<int64_t>(q_positions[t]) + 1;
+      AddRows(shape, q, out, t, h0, g, nt, &rows);
+      n = std::max(n, nt);
+    }
+    const uint16_t** k_rows = Scratch(tls.k_rows, n);
+    const uint16_t** v_rows = Scratch(tls.v_rows, n);
+    const int64_t kv_off = kvh * shape.head_dim;
+    for (int64_t j = 0; j < n; ++j) {
+      k_rows[j] = k + j * kv_stride + kv_off;
+      v_rows[j] = v + j * kv_stride + kv_off;
+    }
+    AttendRows(rows, k_rows, v_rows, shape.head_dim, scale, kernels);
+  });
 }
 
 void PagedAttention(
@@ -447,12 +464,13 @@ void PagedAttention(
       shape, n_tok, pool,
       [&](int64_t t) { return token_seq[t] == token_seq[t - 1]; },
       [&](int64_t t) { return seqs[token_seq[t]].num_ctx; }, long_single);
-  // A thread's RunView of a run, at its first task of the run.
-  auto build_view = [&](const TokenRun& run, const PagedAttentionSeq& seq) {
-    RunView& view = tls.view;
+  // A run's RunView, into slot.
+  auto build_view = [&](const TokenRun& run, const PagedAttentionSeq& seq,
+                        ViewSlot& slot) {
+    RunView& view = slot.view;
     KvEntryMeta* metas = Scratch(tls.metas, seq.num_ctx);
     int32_t* keys = Scratch(tls.keys, seq.num_ctx);
-    int32_t* ents = Scratch(tls.view_entries, run.count * seq.num_ctx);
+    int32_t* ents = Scratch(slot.entries, run.count * seq.num_ctx);
     // The entries token t sees, in context order, into list (metas too);
     // returns their count.
     auto gather = [&](int64_t t, int32_t* list) {
@@ -512,9 +530,35 @@ void PagedAttention(
     }
     view.num_entries = at;
   };
-  auto attend = [&](const TokenRun& run, int64_t kvh, int64_t h0, int g,
-                    bool first) {
+  auto attend = [&](const TokenRun& run, int64_t run_index, int64_t kvh,
+                    int64_t h0, int g, bool first) {
     const PagedAttentionSeq& seq = seqs[token_seq[run.first]];
+    // The run's view: built at this thread's first task of the run in the
+    // call, or with a view_pass at its first task of the run in the pass
+    // (kept for the later layers). Against building it in every layer:
+    // llama_bench steps alternating, 4 sequences 0.1-1.1% less a step, 8
+    // sequences 0.8-1.5%; `attention_bench --branches=4 --ctx=32
+    // --branch_len=32 --evict_mb=8` (a session's lockstep branches, which
+    // scan their whole shared context for the entries they see) 11.2 ->
+    // 9.6 us a call, `--seqs=4 --ctx=91` 12.6 -> 12.1.
+    ViewSlot* slot = &tls.view;
+    const bool kept =
+        kv.view_pass != 0 &&
+        run_index < static_cast<int64_t>(tls.passes.size()) &&
+        run.count * seq.num_ctx <=
+            static_cast<int64_t>(tls.passes[run_index].entries.size());
+    if (kept) {
+      slot = &tls.passes[run_index];
+      if (slot->pass != kv.view_pass || slot->first != run.first ||
+          slot->count != run.count) {
+        build_view(run, seq, *slot);
+        slot->pass = kv.view_pass;
+        slot->first = run.first;
+        slot->count = run.count;
+      }
+    } else if (first) {
+      build_view(run, seq, *slot);
+    }
     // At a thread's first task of a run: the entries its tokens see (the
     // RunView), then their rows, all KV heads, from memory at once
     // (PagedEntries::Touch). Against prefetching the next task's rows while
@@ -524,15 +568,14 @@ void PagedAttention(
     // each see a part of its context (K = 4 branches in braidd, steps
     // alternating: 1.1-1.2% faster at 64 tokens a stream, 2.4% at 200).
     if (first) {
-      build_view(run, seq);
-      const int64_t n = tls.view.num_entries;
+      const int64_t n = slot->view.num_entries;
       const uint64_t touched = n * entries.RowBytes() <= kTouchMaxBytes
-                                   ? entries.Touch(tls.view_entries.data(), n)
+                                   ? entries.Touch(slot->entries.data(), n)
                                    : 0;
       asm volatile("" : : "r"(touched));  // (keeps the loads)
     }
-    const RunView& view = tls.view;
-    const int32_t* ents = tls.view_entries.data();
+    const RunView& view = slot->view;
+    const int32_t* ents = slot->entries.data();
     const uint16_t** k_rows = Scratch(tls.k_rows, seq.num_ctx);
     const uint16_t** v_rows = Scratch(tls.v_rows, seq.num_ctx);
     const KernelChoice kernels = ChooseKernels(

@@ -68,6 +68,11 @@ struct PagedKvLayer {
   const uint16_t* v = nullptr;
   const KvEntryMeta* meta = nullptr;
   int64_t block_size = 0;
+  // Nonzero: every call with this value has the same sequences, query
+  // tags and entry tags (the layers of one forward pass), so each thread
+  // keeps the entries a run of query tokens sees from the first such call
+  // for the rest. A new value for every pass.
+  uint64_t view_pass = 0;
 };
 
 // One sequence of a paged attention call: its query rows

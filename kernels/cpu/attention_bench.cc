@@ -27,6 +27,9 @@
 #include "kernels/cpu/fp16.h"
 #include "kernels/cpu/thread_pool.h"
 
+ABSL_FLAG(bool, view_pass, true,
+          "the calls of a repetition share a k::PagedKvLayer::view_pass, as "
+          "the layers of a forward pass do (each run's entries found once)");
 ABSL_FLAG(int, ctx, 1500, "cached entries per sequence");
 ABSL_FLAG(int, seqs, 1, "sequences");
 ABSL_FLAG(int, tokens, 1, "query tokens per sequence");
@@ -135,8 +138,9 @@ int main(int argc, char** argv) {
         });
       }
       const auto t0 = std::chrono::steady_clock::now();
-      const k::PagedKvLayer layer{k[l].get(), v[l].get(),
-                                  meta.empty() ? nullptr : meta.data(), kBs};
+      const k::PagedKvLayer layer{
+          k[l].get(), v[l].get(), meta.empty() ? nullptr : meta.data(), kBs,
+          absl::GetFlag(FLAGS_view_pass) ? static_cast<uint64_t>(rep) + 1 : 0};
       k::PagedAttention(shape, layer, q.data(), q_meta.data(), seqs.data(),
                         token_seq.data(), n_tok, out.data(), &pool);
       total +=

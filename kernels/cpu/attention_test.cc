@@ -286,6 +286,8 @@ TEST(AttentionTest, GroupedAvx512PathIsBitIdenticalToPortablePath) {
 // Each branch's attention is bit-identical to an independent sequence holding
 // the prefix and that branch alone, as a decode step and as a prefill chunk:
 // what a query sees, not where it sits in the context, sets the arithmetic.
+// Also as the second layer of a pass whose first found the views
+// (PagedKvLayer::view_pass).
 TEST(PagedAttentionTest, BranchEqualsIndependentSequenceBitForBit) {
   const AttentionShape s{9, 3, 64};
   const int64_t kv_stride = s.n_kv_head * s.head_dim;
@@ -331,6 +333,8 @@ TEST(PagedAttentionTest, BranchEqualsIndependentSequenceBitForBit) {
   const int32_t sees_prefix[] = {0};
   const int64_t row = s.n_head * s.head_dim;
   ThreadPool pool(2);
+  // Each thread's scratch, with the views it keeps within a pass.
+  pool.RunOnEachThread([] { ReserveAttentionScratch(256); });
   for (int b = 0; b < 2; ++b) {
     // The independent sequence: prefix then branch b, contiguous.
     std::vector<uint16_t> ki(kp), vi(vp);
@@ -354,6 +358,19 @@ TEST(PagedAttentionTest, BranchEqualsIndependentSequenceBitForBit) {
                      q_meta.data(), &seq, token_seq.data(), n_q, got.data(),
                      &pool);
       EXPECT_EQ(got, want) << "branch " << b << " n_q " << n_q;
+      // As two layers of one forward pass (a view_pass): the views found
+      // in the first call (other rows, the same entries and tags) serve
+      // the second.
+      const std::vector<uint16_t> other = random_rows(n_blocks * bs);
+      std::vector<float> scratch(q.size());
+      const uint64_t pass = 100 + 10 * b + n_q;
+      PagedAttention(s, {other.data(), other.data(), meta.data(), bs, pass},
+                     q.data(), q_meta.data(), &seq, token_seq.data(), n_q,
+                     scratch.data(), &pool);
+      PagedAttention(s, {k.data(), v.data(), meta.data(), bs, pass}, q.data(),
+                     q_meta.data(), &seq, token_seq.data(), n_q, got.data(),
+                     &pool);
+      EXPECT_EQ(got, want) << "in a pass: branch " << b << " n_q " << n_q;
     }
   }
 }
