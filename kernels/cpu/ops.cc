@@ -76,8 +76,8 @@ void SumSquares(const float* x, int64_t n, double* sums) {
 // SumSquares<8> with the 8 rows' chains in the lanes of one register: per 8
 // elements, the rows' float squares transposed to one vector per element,
 // each widened and added in element order (the same additions per row).
-// Scalar, the 8 chains took ~1.8 us at 576 elements; one 8-lane chain
-// ~0.5.
+// RmsNorm of 8 rows of 576 in cache: 2.94 us with SumSquares<8> and a
+// scalar scale pass, 1.13 with this and ScaleMulAvx512.
 __attribute__((target("avx512f"))) void SumSquares8Avx512(const float* x,
                                                           int64_t n,
                                                           double* sums) {
@@ -140,26 +140,31 @@ __attribute__((target("avx512f"))) void ScaleMulAvx512(const float* x,
 namespace internal {
 
 void SquareSums(const float* x, int g, int64_t n, double* sums) {
+  // Rows 8 (or 4, 2, 1) at a time: one row's chain of double additions is
+  // latency-bound (~3.3 cycles an element).
   while (g > 0) {
-    // Rows 8 (or 4, 2, 1) at a time: one row's chain of double additions is
-    // latency-bound (~3.3 cycles an element).
-    if (g >= 8) {
-      if (UseAvx512()) {
-        SumSquares8Avx512(x, n, sums);
-      } else {
-        SumSquares<8>(x, n, sums);
-      }
-    } else if (g >= 4) {
-      SumSquares<4>(x, n, sums);
-    } else if (g >= 2) {
-      SumSquares<2>(x, n, sums);
-    } else {
-      SumSquares<1>(x, n, sums);
+    const int take = g >= 8 ? 8 : g >= 4 ? 4 : g >= 2 ? 2 : 1;
+    switch (take) {
+      case 8:
+        if (UseAvx512()) {
+          SumSquares8Avx512(x, n, sums);
+        } else {
+          SumSquares<8>(x, n, sums);
+        }
+        break;
+      case 4:
+        SumSquares<4>(x, n, sums);
+        break;
+      case 2:
+        SumSquares<2>(x, n, sums);
+        break;
+      default:
+        SumSquares<1>(x, n, sums);
+        break;
     }
-    const int done = g >= 8 ? 8 : g >= 4 ? 4 : g >= 2 ? 2 : 1;
-    x += done * n;
-    sums += done;
-    g -= done;
+    x += take * n;
+    sums += take;
+    g -= take;
   }
 }
 
