@@ -135,6 +135,31 @@ __attribute__((target("avx512f"))) void ScaleMulAvx512(const float* x,
   for (; i < n; ++i) y[i] = x[i] * scale * weight[i];
 }
 
+// RopeApply's rotation of the pairs in x[0, n) (n even) by cs ([cos, sin]
+// per pair), 8 pairs a step, each element with the scalar loop's
+// operations: fma(x0, c, -(x1 * s)) and fma(x0, s, x1 * c). Returns the
+// elements done (a multiple of 16); the caller rotates the rest. Against
+// the scalar loop, llama_bench steps alternating: 4 sequences 0.3-1.3% less
+// a step, 8 sequences -0.6 to 1.3%, one stream 0.3-1.0%.
+__attribute__((target("avx512f"))) int64_t RotatePairsAvx512(float* x,
+                                                             const float* cs,
+                                                             int64_t n) {
+  // -0 in the even lanes: negates the products x1 * s there.
+  const __m512i neg_even = _mm512_set1_epi64(static_cast<int64_t>(0x80000000u));
+  int64_t j = 0;
+  for (; j + 16 <= n; j += 16) {
+    const __m512 v = _mm512_loadu_ps(x + j);
+    const __m512 c = _mm512_loadu_ps(cs + j);      // [c s c s ...]
+    const __m512 sc = _mm512_permute_ps(c, 0xB1);  // [s c s c ...]
+    const __m512 x0 = _mm512_moveldup_ps(v);       // [x0 x0 ...]
+    const __m512 x1 = _mm512_movehdup_ps(v);       // [x1 x1 ...]
+    const __m512 p = _mm512_castsi512_ps(
+        _mm512_xor_si512(_mm512_castps_si512(_mm512_mul_ps(x1, sc)), neg_even));
+    _mm512_storeu_ps(x + j, _mm512_fmadd_ps(x0, c, p));
+  }
+  return j;
+}
+
 }  // namespace
 
 namespace internal {
@@ -207,6 +232,7 @@ void RopeTable(const int32_t* positions, int64_t n_tok, int64_t n_rot,
 
 void RopeApply(float* x, int64_t n_tok, int64_t row_stride, int64_t e0,
                int64_t e1, int64_t head_dim, int64_t n_rot, const float* cs) {
+  const bool avx512 = UseAvx512();
   for (int64_t t = 0; t < n_tok; ++t) {
     const float* cst = cs + t * n_rot;
     float* xt = x + t * row_stride;
@@ -214,7 +240,11 @@ void RopeApply(float* x, int64_t n_tok, int64_t row_stride, int64_t e0,
       // The rotated pairs of e's head that lie in [e, e1).
       const int64_t head = e - e % head_dim;
       const int64_t end = std::min(e1, head + n_rot);
-      for (int64_t j = e; j < end; j += 2) {
+      int64_t j = e;
+      if (avx512 && (j - head) % 2 == 0 && end > j) {
+        j += RotatePairsAvx512(xt + j, cst + (j - head), end - j);
+      }
+      for (; j < end; j += 2) {
         const int64_t i = j - head;
         const float c = cst[i];
         const float s = cst[i + 1];

@@ -114,7 +114,8 @@ TEST(OpsTest, RopePartialRotationLeavesTail) {
 
 // RopeApply over a row range in pieces (cut inside heads, inside and past
 // the rotated part) equals RopeNormal over the whole rows, bit for bit: the
-// model's Q/K/V tasks split the rows in units of 16, not heads.
+// model's Q/K/V tasks split the rows in units of 16, not heads. Pieces of 2
+// take the scalar loop, whole heads the 16-lane one (with AVX-512).
 TEST(OpsTest, RopeApplyOnPiecesEqualsWholeRows) {
   const int64_t hd = 64, n_head = 3, n_tok = 2;
   const int32_t pos[n_tok] = {5, 1234};
