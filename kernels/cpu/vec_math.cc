@@ -31,6 +31,7 @@ double ExpShiftedSum(const float* x, float max, float* y, int64_t n) {
 }
 
 void SwiGlu(const float* x, const float* g, float* y, int64_t n) {
+  if (UseAvx512()) return internal::SwiGluAvx512(x, g, y, n);
   if (UseAvx2()) return internal::SwiGluAvx2(x, g, y, n);
   internal::SwiGluScalar(x, g, y, n);
 }

@@ -34,6 +34,7 @@ void SwiGluScalar(const float* x, const float* g, float* y, int64_t n);
 double ExpShiftedSumAvx2(const float* x, float max, float* y, int64_t n);
 double ExpShiftedSumAvx512(const float* x, float max, float* y, int64_t n);
 void SwiGluAvx2(const float* x, const float* g, float* y, int64_t n);
+void SwiGluAvx512(const float* x, const float* g, float* y, int64_t n);
 // Lanes of one ggml vector in its AVX-512 build.
 inline constexpr int64_t kGgmlLanes = 16;
 }  // namespace internal

@@ -73,12 +73,16 @@ TEST(VecMathTest, SwiGluPathsAgreeBitForBit) {
   for (int n : {16, 40, 1536}) {
     const std::vector<float> x = RandomRow(n, 4.0f, n);
     const std::vector<float> g = RandomRow(n, 1.0f, n + 1);
-    std::vector<float> fast(n), slow(n);
+    std::vector<float> fast(n), avx2(n), slow(n);
     SwiGlu(x.data(), g.data(), fast.data(), n);
+    SetDisableAvx512ForTesting(true);
+    SwiGlu(x.data(), g.data(), avx2.data(), n);
+    SetDisableAvx512ForTesting(false);
     SetForceScalarForTesting(true);
     SwiGlu(x.data(), g.data(), slow.data(), n);
     SetForceScalarForTesting(false);
     EXPECT_TRUE(SameBits(fast, slow)) << n;
+    EXPECT_TRUE(SameBits(avx2, slow)) << n;
     for (int i = 0; i < n; ++i) {
       const double ref =
           x[i] / (1.0 + std::exp(-static_cast<double>(x[i]))) * g[i];
