@@ -27,6 +27,7 @@
 #include "model/batch.h"
 #include "model/gguf.h"
 #include "model/model_config.h"
+#include "model/split_chooser.h"
 
 namespace braid::model {
 
@@ -107,8 +108,10 @@ class LlamaModel {
   // part a thread (sequences that see a block another writes in the step,
   // such as a session's streams, in the same part): each thread runs the
   // whole forward pass of its sequences alone, so no data crosses between
-  // threads inside the step. Otherwise every section of the pass is split
-  // over the pool (row-parallel). The logits are the same bits either way.
+  // threads inside the step. At 4-7 tokens a thread it runs so when that has
+  // been the faster way lately (SplitChooser). Otherwise every section of
+  // the pass is split over the pool (row-parallel). The logits are the same
+  // bits either way.
   int64_t data_parallel_steps() const { return data_parallel_steps_; }
 
  private:
@@ -188,8 +191,11 @@ class LlamaModel {
   void ForwardBatch(const Batch& batch, const KvView& kv,
                     std::vector<float>* logits);
   // Parts for a data-parallel step, one per pool thread, into parts_: false
-  // when the batch should run row-parallel.
-  bool SplitBatch(const Batch& batch, const KvView& kv);
+  // when the batch should run row-parallel. *measured: the parts' tokens are
+  // too few to say which way is faster (split_chooser_ decides).
+  bool SplitBatch(const Batch& batch, const KvView& kv, bool* measured);
+  // Runs parts_ (SplitBatch) side by side, one a pool thread.
+  void RunParts(const Batch& batch, const KvView& kv, float* logits);
   // Fills reach_ for SplitBatch (llama_step.cc).
   void MarkMeetings(const Batch& batch, const KvView& kv);
   // The forward pass of one part of the batch, its logits rows into logits.
@@ -226,6 +232,7 @@ class LlamaModel {
   std::vector<int32_t> block_writer_;
   std::vector<int32_t> reach_;
   int64_t data_parallel_steps_ = 0;
+  SplitChooser split_chooser_;
 };
 
 }  // namespace braid::model

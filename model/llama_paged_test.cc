@@ -300,6 +300,40 @@ TEST_P(PagedForwardTest, BatchOfSixteenEqualsEachAloneAndIsDeterministic) {
   EXPECT_EQ(run_batched(), batched);
 }
 
+// 8 one-token sequences on 2 threads (4 a thread) run row- or
+// data-parallel, whichever has been faster (SplitChooser), trying both
+// first: over 20 decode steps both ways run, and every step's logits equal
+// one thread's, bit for bit.
+TEST(PagedForwardTest, EightSequencesEitherWayEqualOneThread) {
+  auto run = [](LlamaModel& model) {
+    constexpr int kSeqs = 8, kSteps = 20;
+    PagedKvPool pool = model.NewPagedKvPool(kBlockSize, kSeqs * 8);
+    std::vector<Seq> seqs(kSeqs);
+    for (int i = 0; i < kSeqs; ++i) {
+      for (int b = 0; b < 8; ++b) seqs[i].table.push_back(b * kSeqs + i);
+    }
+    std::vector<float> logits, all;
+    for (int step = 0; step < kSteps; ++step) {
+      Batch b;
+      for (int i = 0; i < kSeqs; ++i) {
+        Add(b, seqs[i], {(i * 11 + step * 7 + 1) % 96},
+            BatchSequence::Logits::kLast);
+        ++seqs[i].num_cached;
+      }
+      EXPECT_TRUE(model.Forward(b, pool, &logits).ok());
+      all.insert(all.end(), logits.begin(), logits.end());
+    }
+    return all;
+  };
+  auto one = LoadRandom(GgmlType::kQ4_1, 1);
+  auto two = LoadRandom(GgmlType::kQ4_1, 2);
+  ASSERT_NE(one, nullptr);
+  ASSERT_NE(two, nullptr);
+  EXPECT_EQ(run(*two), run(*one));
+  EXPECT_GT(two->data_parallel_steps(), 0);
+  EXPECT_LT(two->data_parallel_steps(), 20);
+}
+
 // A data-parallel step keeps sequences that read entries another writes in
 // the same step (two streams of one context, the second seeing the first's
 // new entries) in one part: with the two streams adjacent, the step is

@@ -41,8 +41,12 @@ int LogitsRows(const BatchSequence& seq) {
 // docs/PERFORMANCE.md): 16 sequences 0.1-2.3% less time a step with the two
 // threads on one core complex and 12-15% on two, 32 sequences 9% on one
 // (the 16-token parts take each weight row once, 32 row-parallel tokens
-// twice); 8 sequences (4 a thread) 6-9% more on one complex.
+// twice).
 constexpr int kDataParallelTokens = 8;
+// From this many tokens a thread to kDataParallelTokens, the step runs the
+// way that has been faster (SplitChooser): 8 sequences (4 a thread) took
+// 6-9% more time data-parallel on one complex and 11-12% less on two.
+constexpr int kMeasuredTokens = 4;
 // Decode-sized sequences only (decode steps, a session's lockstep streams):
 // their costs are alike, so contiguous parts balance.
 constexpr int kDataParallelSeqTokens = 4;
@@ -94,11 +98,12 @@ void LlamaModel::MarkMeetings(const Batch& b, const KvView& kv) {
   }
 }
 
-bool LlamaModel::SplitBatch(const Batch& b, const KvView& kv) {
+bool LlamaModel::SplitBatch(const Batch& b, const KvView& kv, bool* measured) {
   const int p = pool_.num_threads();
   const int n = static_cast<int>(b.tokens.size());
   const int n_seq = static_cast<int>(b.sequences.size());
-  if (p < 2 || n < kDataParallelTokens * p || n_seq < p) return false;
+  *measured = n < kDataParallelTokens * p;
+  if (p < 2 || n < kMeasuredTokens * p || n_seq < p) return false;
   for (const BatchSequence& seq : b.sequences) {
     if (seq.num_tokens > kDataParallelSeqTokens) return false;
   }
@@ -156,7 +161,7 @@ bool LlamaModel::SplitBatch(const Batch& b, const KvView& kv) {
     return (t / 8) * 100 + (t % 8 == 0 ? 0 : t % 8 <= 4 ? 65 : 100);
   };
   for (const Part& q : parts_) {
-    if (tiles(q.t1 - q.t0) * p > tiles(n)) return false;
+    if (!*measured && tiles(q.t1 - q.t0) * p > tiles(n)) return false;
   }
   if (static_cast<int>(part_execs_.size()) != p) {
     part_execs_ = std::vector<PartExec>(p);
@@ -173,13 +178,28 @@ void LlamaModel::ForwardBatch(const Batch& b, const KvView& kv,
   int n_out = 0;
   for (const BatchSequence& seq : b.sequences) n_out += LogitsRows(seq);
   logits->resize(static_cast<size_t>(n_out) * c.n_vocab);
-  if (!SplitBatch(b, kv)) {
-    const Part all{0, static_cast<int>(b.sequences.size()), 0,
-                   static_cast<int>(b.tokens.size()), 0};
+  const int n = static_cast<int>(b.tokens.size());
+  bool measured = false;
+  bool data = SplitBatch(b, kv, &measured);
+  if (data && measured) data = split_chooser_.PickData(n);
+  const auto start = std::chrono::steady_clock::now();
+  if (!data) {
+    const Part all{0, static_cast<int>(b.sequences.size()), 0, n, 0};
     RunPart(b, all, kv, Exec{&pool_, &scratch_, profile_}, logits->data());
     if (profile_ != nullptr) ++profile_->steps;
-    return;
+  } else {
+    RunParts(b, kv, logits->data());
   }
+  if (measured) {
+    split_chooser_.Record(
+        n, data,
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start)
+            .count());
+  }
+}
+
+void LlamaModel::RunParts(const Batch& b, const KvView& kv, float* logits) {
+  const LlamaConfig& c = config_;
   ++data_parallel_steps_;
   const int p = static_cast<int>(parts_.size());
   // Part i on thread i every step: its thread_local kernel scratch is
@@ -190,7 +210,7 @@ void LlamaModel::ForwardBatch(const Batch& b, const KvView& kv,
     RunPart(b, parts_[i], kv,
             Exec{e.serial.get(), &e.scratch,
                  profile_ != nullptr ? &e.profile : nullptr},
-            logits->data() + static_cast<size_t>(parts_[i].row) * c.n_vocab);
+            logits + static_cast<size_t>(parts_[i].row) * c.n_vocab);
   });
   if (profile_ != nullptr) {  // The parts ran side by side: their mean.
     for (int sec = 0; sec < kNumSections; ++sec) {

@@ -1,0 +1,59 @@
+// Which way to run a forward step that can run either row-parallel (every
+// section split over the pool) or data-parallel (the sequences in parts, one
+// a thread), when neither always wins: at 4-7 tokens a thread the faster one
+// depends on where the machine runs the pool's threads (on this project's
+// 2-vCPU VM, 8 sequences ran 6-9% slower data-parallel with both vCPUs on
+// one core complex and 11-12% faster with them on two, and the placement
+// changes while a process runs). So the step time of each way is kept for
+// every batch size, as an average of recent steps, and the faster way runs,
+// the other one step in kProbeEvery to keep its time current. Either way
+// gives the same bits (LlamaModel's batch invariance); only the speed
+// depends on the choice. Not thread-safe (one forward pass at a time).
+#ifndef BRAID_MODEL_SPLIT_CHOOSER_H_
+#define BRAID_MODEL_SPLIT_CHOOSER_H_
+
+#include <algorithm>
+#include <array>
+#include <cstdint>
+
+namespace braid::model {
+
+class SplitChooser {
+ public:
+  // Batch sizes (tokens) with their own times; larger ones share the last.
+  static constexpr int kSizes = 64;
+  static constexpr int64_t kProbeEvery = 16;
+  // Weight of a new step time in the average; a step is counted as at most
+  // kMaxJump times the average (a step the OS interrupted moves it little).
+  static constexpr double kWeight = 0.2;
+  static constexpr double kMaxJump = 1.5;
+
+  // Whether the next step of `tokens` tokens should run data-parallel.
+  bool PickData(int tokens) {
+    Times& t = times_[Index(tokens)];
+    ++t.steps;
+    if (t.avg[0] == 0) return false;  // each way once first
+    if (t.avg[1] == 0) return true;
+    const bool data_faster = t.avg[1] < t.avg[0];
+    return t.steps % kProbeEvery == 0 ? !data_faster : data_faster;
+  }
+
+  // That step took `seconds`.
+  void Record(int tokens, bool data, double seconds) {
+    double& avg = times_[Index(tokens)].avg[data ? 1 : 0];
+    avg = avg == 0 ? seconds
+                   : avg + kWeight * (std::min(seconds, kMaxJump * avg) - avg);
+  }
+
+ private:
+  struct Times {
+    double avg[2] = {0, 0};  // seconds a step: row-, data-parallel (0: none)
+    int64_t steps = 0;
+  };
+  static int Index(int tokens) { return std::clamp(tokens, 0, kSizes - 1); }
+  std::array<Times, kSizes> times_;
+};
+
+}  // namespace braid::model
+
+#endif  // BRAID_MODEL_SPLIT_CHOOSER_H_

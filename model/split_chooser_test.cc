@@ -1,0 +1,62 @@
+#include "model/split_chooser.h"
+
+#include "gtest/gtest.h"
+
+namespace braid::model {
+namespace {
+
+// Runs `steps` steps of `tokens` tokens whose row- and data-parallel times
+// are `row` and `data` seconds; returns how many ran data-parallel.
+int Steps(SplitChooser& c, int tokens, int steps, double row, double data) {
+  int n_data = 0;
+  for (int i = 0; i < steps; ++i) {
+    const bool d = c.PickData(tokens);
+    n_data += d;
+    c.Record(tokens, d, d ? data : row);
+  }
+  return n_data;
+}
+
+TEST(SplitChooserTest, TriesEachWayThenRunsTheFasterAndProbesTheOther) {
+  SplitChooser c;
+  EXPECT_FALSE(c.PickData(8));  // row-parallel first
+  c.Record(8, false, 5.0e-3);
+  EXPECT_TRUE(c.PickData(8));  // then data-parallel
+  c.Record(8, true, 4.4e-3);
+  // Data-parallel is faster: it runs, and row-parallel once in 16 steps.
+  const int steps = 160;
+  EXPECT_EQ(Steps(c, 8, steps, 5.0e-3, 4.4e-3),
+            steps - steps / SplitChooser::kProbeEvery);
+}
+
+TEST(SplitChooserTest, FollowsAChangeOfTheFasterWay) {
+  SplitChooser c;
+  Steps(c, 8, 64, 5.0e-3, 4.4e-3);
+  // The machine changes: row-parallel becomes the faster (as when the
+  // pool's threads move onto one core complex). Within a few probes the
+  // choice follows, and stays.
+  Steps(c, 8, 160, 4.6e-3, 5.0e-3);
+  EXPECT_EQ(Steps(c, 8, 160, 4.6e-3, 5.0e-3), 160 / SplitChooser::kProbeEvery);
+}
+
+TEST(SplitChooserTest, BatchSizesKeepTheirOwnTimes) {
+  SplitChooser c;
+  Steps(c, 8, 64, 5.0e-3, 4.4e-3);   // 8 tokens: data-parallel faster
+  Steps(c, 12, 64, 6.0e-3, 7.0e-3);  // 12 tokens: row-parallel faster
+  EXPECT_EQ(Steps(c, 8, 32, 5.0e-3, 4.4e-3), 30);
+  EXPECT_EQ(Steps(c, 12, 32, 6.0e-3, 7.0e-3), 2);
+}
+
+TEST(SplitChooserTest, OneSlowStepDoesNotFlipTheChoice) {
+  SplitChooser c;
+  Steps(c, 8, 64, 5.0e-3, 4.4e-3);
+  // A data-parallel step the OS interrupted (10x its time) counts as 1.5x:
+  // the average rises 10%, still under row-parallel's.
+  const bool d = c.PickData(8);
+  ASSERT_TRUE(d);
+  c.Record(8, true, 44e-3);
+  EXPECT_TRUE(c.PickData(8));
+}
+
+}  // namespace
+}  // namespace braid::model
