@@ -423,7 +423,8 @@ int main(int argc, char** argv) {
       "\"decode1_gbps\": %.2f, \"mixed_chunk\": %d, \"mixed_ctx\": %d, "
       "\"decode_step_ms\": %.2f, \"mixed_step_ms\": %.2f, "
       "\"mixed_ratio\": %.2f, \"interleaved_decode1_tps\": %.2f, "
-      "\"interleaved_decodeN_tps\": %.2f, \"handoff_ns\": %.0f}\n",
+      "\"interleaved_decodeN_tps\": %.2f, \"handoff_ns\": %.0f, "
+      "\"data_parallel_steps\": %lld}\n",
       bw_pool.num_threads(), load_s, n_prefill, n_prefill / prefill_s, n_decode,
       decode1_tps, n_seqs, n_seqs * n_decode / decoden_s, rss,
       pool.bytes() / 1048576.0, weight_bytes, kv_bytes, read_gbps,
@@ -431,6 +432,7 @@ int main(int argc, char** argv) {
       mixed.first * 1e3, mixed.second * 1e3,
       mixed.first > 0 ? mixed.second / mixed.first : 0.0,
       interleave ? reps * n_decode / inter_single_s : 0.0,
-      interleave ? reps * n_decode * n_seqs / inter_many_s : 0.0, handoff_ns);
+      interleave ? reps * n_decode * n_seqs / inter_many_s : 0.0, handoff_ns,
+      static_cast<long long>(model.data_parallel_steps()));
   return 0;
 }

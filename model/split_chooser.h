@@ -6,7 +6,8 @@
 // one core complex and 11-12% faster with them on two, and the placement
 // changes while a process runs). So the step time of each way is kept for
 // every batch size, as an average of recent steps, and the faster way runs,
-// the other one step in kProbeEvery to keep its time current. Either way
+// the other one step in kProbeEvery to keep its time current (at most ~0.3%
+// of the steps' time lost to probes on this VM). Either way
 // gives the same bits (LlamaModel's batch invariance); only the speed
 // depends on the choice. Not thread-safe (one forward pass at a time).
 #ifndef BRAID_MODEL_SPLIT_CHOOSER_H_
@@ -22,32 +23,45 @@ class SplitChooser {
  public:
   // Batch sizes (tokens) with their own times; larger ones share the last.
   static constexpr int kSizes = 64;
-  static constexpr int64_t kProbeEvery = 16;
-  // Weight of a new step time in the average; a step is counted as at most
-  // kMaxJump times the average (a step the OS interrupted moves it little).
-  static constexpr double kWeight = 0.2;
+  static constexpr int64_t kProbeEvery = 32;
+  // Steps that try each way in turn before the first choice.
+  static constexpr int64_t kTrials = 4;
+  // Weights of a new step time in the average: the first kTrials / 2 of a
+  // way keep the fastest (a size's first steps pay one-time costs); after
+  // them a faster step counts more than a slower one, and a slower one as
+  // at most kMaxJump times the average (a step the OS interrupted moves it
+  // little).
+  static constexpr double kWeightFaster = 0.5;
+  static constexpr double kWeightSlower = 0.2;
   static constexpr double kMaxJump = 1.5;
 
   // Whether the next step of `tokens` tokens should run data-parallel.
   bool PickData(int tokens) {
     Times& t = times_[Index(tokens)];
     ++t.steps;
-    if (t.avg[0] == 0) return false;  // each way once first
-    if (t.avg[1] == 0) return true;
+    if (t.steps <= kTrials) return t.steps % 2 == 0;
     const bool data_faster = t.avg[1] < t.avg[0];
     return t.steps % kProbeEvery == 0 ? !data_faster : data_faster;
   }
 
   // That step took `seconds`.
   void Record(int tokens, bool data, double seconds) {
-    double& avg = times_[Index(tokens)].avg[data ? 1 : 0];
-    avg = avg == 0 ? seconds
-                   : avg + kWeight * (std::min(seconds, kMaxJump * avg) - avg);
+    Times& t = times_[Index(tokens)];
+    double& avg = t.avg[data ? 1 : 0];
+    int64_t& n = t.samples[data ? 1 : 0];
+    if (n++ < kTrials / 2) {
+      avg = n == 1 ? seconds : std::min(avg, seconds);
+    } else if (seconds < avg) {
+      avg += kWeightFaster * (seconds - avg);
+    } else {
+      avg += kWeightSlower * (std::min(seconds, kMaxJump * avg) - avg);
+    }
   }
 
  private:
   struct Times {
-    double avg[2] = {0, 0};  // seconds a step: row-, data-parallel (0: none)
+    double avg[2] = {0, 0};  // seconds a step: row-, data-parallel
+    int64_t samples[2] = {0, 0};
     int64_t steps = 0;
   };
   static int Index(int tokens) { return std::clamp(tokens, 0, kSizes - 1); }
