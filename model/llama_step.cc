@@ -45,7 +45,8 @@ int LogitsRows(const BatchSequence& seq) {
 constexpr int kDataParallelTokens = 8;
 // From this many tokens a thread to kDataParallelTokens, the step runs the
 // way that has been faster (SplitChooser): 8 sequences (4 a thread) took
-// 6-9% more time data-parallel on one complex and 11-12% less on two.
+// 11-17% less time data-parallel with the threads on two core complexes,
+// 6-9% more on one in session 10 and about the same there now.
 constexpr int kMeasuredTokens = 4;
 // Decode-sized sequences only (decode steps, a session's lockstep streams):
 // their costs are alike, so contiguous parts balance.
@@ -102,7 +103,10 @@ bool LlamaModel::SplitBatch(const Batch& b, const KvView& kv, bool* measured) {
   const int p = pool_.num_threads();
   const int n = static_cast<int>(b.tokens.size());
   const int n_seq = static_cast<int>(b.sequences.size());
-  *measured = n < kDataParallelTokens * p;
+  // Fewer tokens a thread than kDataParallelTokens: a split is possible,
+  // but whether it is faster is measured (SplitChooser).
+  const bool measure = n < kDataParallelTokens * p;
+  *measured = false;
   if (p < 2 || n < kMeasuredTokens * p || n_seq < p) return false;
   for (const BatchSequence& seq : b.sequences) {
     if (seq.num_tokens > kDataParallelSeqTokens) return false;
@@ -161,7 +165,7 @@ bool LlamaModel::SplitBatch(const Batch& b, const KvView& kv, bool* measured) {
     return (t / 8) * 100 + (t % 8 == 0 ? 0 : t % 8 <= 4 ? 65 : 100);
   };
   for (const Part& q : parts_) {
-    if (!*measured && tiles(q.t1 - q.t0) * p > tiles(n)) return false;
+    if (!measure && tiles(q.t1 - q.t0) * p > tiles(n)) return false;
   }
   if (static_cast<int>(part_execs_.size()) != p) {
     part_execs_ = std::vector<PartExec>(p);
@@ -169,6 +173,7 @@ bool LlamaModel::SplitBatch(const Batch& b, const KvView& kv, bool* measured) {
       e.serial = std::make_unique<k::ThreadPool>(1);
     }
   }
+  *measured = measure;
   return true;
 }
 
