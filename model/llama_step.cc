@@ -187,7 +187,8 @@ void LlamaModel::ForwardBatch(const Batch& b, const KvView& kv,
   bool measured = false;
   bool data = SplitBatch(b, kv, &measured);
   if (data && measured) data = split_chooser_.PickData(n);
-  const auto start = std::chrono::steady_clock::now();
+  const auto start = measured ? std::chrono::steady_clock::now()
+                              : std::chrono::steady_clock::time_point{};
   if (!data) {
     const Part all{0, static_cast<int>(b.sequences.size()), 0, n, 0};
     RunPart(b, all, kv, Exec{&pool_, &scratch_, profile_}, logits->data());
