@@ -1,6 +1,7 @@
 #include "model/llama.h"
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cstdint>
 #include <string>
@@ -79,6 +80,18 @@ absl::StatusOr<std::vector<float>> Vector(const GgufFile& f,
   k::DequantizeRow(ToDType(t->type), t->data, out.data(), n);
   return out;
 }
+
+// A pool thread's own inputs of a layer's first products (LocalInputsFor):
+// slot 0 Q/K/V, slot 1 gate/up. id: the section they were made for (ids
+// come from next_local_id, unique across models).
+struct LocalInputs {
+  uint64_t id = 0;
+  k::QuantizedActivations q[3];
+  std::vector<uint8_t> bufs[3];
+  std::vector<float> h;
+};
+thread_local LocalInputs local_inputs[2];
+std::atomic<uint64_t> next_local_id{0};
 
 }  // namespace
 
@@ -205,15 +218,23 @@ void LlamaModel::NormQuantizeFor(const float* x, const float* weight, int n,
                                  const k::WeightMatrix* const* ws, int count,
                                  k::QuantizedActivations* out,
                                  const Exec& exec) {
-  const LlamaConfig& c = config_;
   Scratch& scratch = *exec.scratch;
-  float* h = scratch.h.data();
+  std::vector<uint8_t>* bufs[] = {&scratch.matmul, &scratch.matmul2,
+                                  &scratch.matmul3};
+  NormQuantizeInto(x, weight, n, ws, count, out, scratch.h.data(), bufs,
+                   exec.pool);
+}
+
+void LlamaModel::NormQuantizeInto(const float* x, const float* weight, int n,
+                                  const k::WeightMatrix* const* ws, int count,
+                                  k::QuantizedActivations* out, float* h,
+                                  std::vector<uint8_t>* const* bufs,
+                                  k::ThreadPool* pool) const {
+  const LlamaConfig& c = config_;
   auto norm = [&](int64_t t0, int64_t t1) {
     k::RmsNorm(x + t0 * c.n_embd, weight, t1 - t0, c.n_embd, c.rms_eps,
                h + t0 * c.n_embd);
   };
-  std::vector<uint8_t>* bufs[] = {&scratch.matmul, &scratch.matmul2,
-                                  &scratch.matmul3};
   for (int i = 0; i < count; ++i) {
     const k::DType act = k::ActivationDType(ws[i]->type);
     int same = -1;
@@ -227,9 +248,39 @@ void LlamaModel::NormQuantizeFor(const float* x, const float* weight, int n,
     if (same >= 0) {
       out[i] = out[same];
     } else if (i == 0) {  // The norm runs in the first one's tasks.
-      out[i] = k::QuantizeActivations(*ws[i], h, n, bufs[i], exec.pool, norm);
+      out[i] = k::QuantizeActivations(*ws[i], h, n, bufs[i], pool, norm);
     } else {
-      out[i] = k::QuantizeActivations(*ws[i], h, n, bufs[i], exec.pool);
+      out[i] = k::QuantizeActivations(*ws[i], h, n, bufs[i], pool);
+    }
+  }
+}
+
+const k::QuantizedActivations* LlamaModel::LocalInputsFor(
+    int slot, uint64_t id, const float* x, const float* weight, int n,
+    const k::WeightMatrix* const* ws, int count) const {
+  LocalInputs& li = local_inputs[slot];
+  if (li.id != id) {
+    li.id = id;
+    const size_t need = static_cast<size_t>(n) * config_.n_embd;
+    if (li.h.size() < need) li.h.resize(need);
+    std::vector<uint8_t>* bufs[] = {&li.bufs[0], &li.bufs[1], &li.bufs[2]};
+    NormQuantizeInto(x, weight, n, ws, count, li.q, li.h.data(), bufs, nullptr);
+  }
+  return li.q;
+}
+
+void LlamaModel::ReserveLocalInputs() const {
+  size_t mm = 0;
+  for (const Layer& l : layers_) {
+    for (const k::WeightMatrix* w : {&l.wq, &l.wk, &l.wv, &l.w_gate, &l.w_up}) {
+      mm = std::max(mm, k::MatMulScratchBytes(*w, kLocalInputTokens));
+    }
+  }
+  const size_t h = static_cast<size_t>(kLocalInputTokens) * config_.n_embd;
+  for (LocalInputs& li : local_inputs) {
+    if (li.h.size() < h) li.h.resize(h);
+    for (std::vector<uint8_t>& b : li.bufs) {
+      if (b.size() < mm) b.resize(mm);
     }
   }
 }
@@ -268,8 +319,15 @@ void LlamaModel::RunLayer(int il, const EntryMeta* meta, int n,
         std::chrono::duration<double>(now - t_last).count();
     t_last = now;
   };
+  // The products' inputs: see LocalInputsFor.
+  const bool local = n <= kLocalInputTokens && pool.num_threads() > 1;
   k::QuantizedActivations qkv_in[3];
-  NormQuantizeFor(s.x.data(), l.attn_norm.data(), n, qkv, 3, qkv_in, exec);
+  uint64_t qkv_id = 0;
+  if (local) {
+    qkv_id = ++next_local_id;
+  } else {
+    NormQuantizeFor(s.x.data(), l.attn_norm.data(), n, qkv, 3, qkv_in, exec);
+  }
   mark(kNormQkv);
   uint16_t* k_layer = kv.k + il * kv.layer_stride;
   uint16_t* v_layer = kv.v + il * kv.layer_stride;
@@ -282,6 +340,10 @@ void LlamaModel::RunLayer(int il, const EntryMeta* meta, int n,
   const int64_t units = (q_dim + 2 * kv_dim) / unit;
   auto qkv_rows = [&](int64_t u0, int64_t u1, int64_t share_end) {
     const int64_t r0 = u0 * unit, r1 = u1 * unit, r_end = share_end * unit;
+    const k::QuantizedActivations* in =
+        local ? LocalInputsFor(0, qkv_id, s.x.data(), l.attn_norm.data(), n,
+                               qkv, 3)
+              : qkv_in;
     // The run's rows of the matrix whose rows start at `base`, and how far
     // into it this thread's share goes (for prefetch).
     auto part = [&](int64_t base, int64_t rows) {
@@ -291,14 +353,14 @@ void LlamaModel::RunLayer(int il, const EntryMeta* meta, int n,
           std::clamp(r_end - base, int64_t{0}, rows)};
     };
     if (const auto [a, b, e] = part(0, q_dim); a < b) {
-      k::MatMulRows(l.wq, qkv_in[0], a, b, s.q.data(), q_dim, false, e);
+      k::MatMulRows(l.wq, in[0], a, b, s.q.data(), q_dim, false, e);
       k::RopeApply(s.q.data(), n, q_dim, a, b, hd, c.n_rot, s.rope_cs.data());
     }
     for (const bool is_k : {true, false}) {
       const auto [a, b, e] = part(is_k ? q_dim : q_dim + kv_dim, kv_dim);
       if (a >= b) continue;
       float* out = is_k ? s.k.data() : s.v.data();
-      k::MatMulRows(is_k ? l.wk : l.wv, qkv_in[is_k ? 1 : 2], a, b, out, kv_dim,
+      k::MatMulRows(is_k ? l.wk : l.wv, in[is_k ? 1 : 2], a, b, out, kv_dim,
                     false, e);
       if (is_k) {
         k::RopeApply(out, n, kv_dim, a, b, hd, c.n_rot, s.rope_cs.data());
@@ -340,7 +402,12 @@ void LlamaModel::RunLayer(int il, const EntryMeta* meta, int n,
 
   const k::WeightMatrix* gate_up[2] = {&l.w_gate, &l.w_up};
   k::QuantizedActivations ffn_in[2];
-  NormQuantizeFor(s.x.data(), l.ffn_norm.data(), n, gate_up, 2, ffn_in, exec);
+  uint64_t ffn_id = 0;
+  if (local) {
+    ffn_id = ++next_local_id;
+  } else {
+    NormQuantizeFor(s.x.data(), l.ffn_norm.data(), n, gate_up, 2, ffn_in, exec);
+  }
   mark(kNormFfn);
   // The down projection's input is quantized by the runs that write it,
   // each its own blocks (k::StartActivations; in s.matmul3, which the FFN's
@@ -355,8 +422,12 @@ void LlamaModel::RunLayer(int il, const EntryMeta* meta, int n,
     const int64_t r0 = u0 * 64;
     const int64_t r1 = std::min<int64_t>(c.n_ff, u1 * 64);
     const int64_t e = std::min<int64_t>(c.n_ff, share_end * 64);
-    k::MatMulRows(l.w_gate, ffn_in[0], r0, r1, s.gate.data(), c.n_ff, false, e);
-    k::MatMulRows(l.w_up, ffn_in[1], r0, r1, s.up.data(), c.n_ff, false, e);
+    const k::QuantizedActivations* in =
+        local ? LocalInputsFor(1, ffn_id, s.x.data(), l.ffn_norm.data(), n,
+                               gate_up, 2)
+              : ffn_in;
+    k::MatMulRows(l.w_gate, in[0], r0, r1, s.gate.data(), c.n_ff, false, e);
+    k::MatMulRows(l.w_up, in[1], r0, r1, s.up.data(), c.n_ff, false, e);
     for (int t = 0; t < n; ++t) {
       float* g = s.gate.data() + int64_t{t} * c.n_ff + r0;
       k::SiluMul(g, s.up.data() + int64_t{t} * c.n_ff + r0, r1 - r0);

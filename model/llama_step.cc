@@ -281,9 +281,15 @@ void LlamaModel::RunPart(const Batch& b, const Part& part, const KvView& kv,
   while (ctx < max_ctx) ctx *= 2;
   if (exec.pool->num_threads() == 1) {
     k::ReserveAttentionScratch(ctx);
-  } else if (ctx > s.attention_ctx) {
-    s.attention_ctx = ctx;
-    exec.pool->RunOnEachThread([ctx] { k::ReserveAttentionScratch(ctx); });
+  } else {
+    if (ctx > s.attention_ctx) {
+      s.attention_ctx = ctx;
+      exec.pool->RunOnEachThread([ctx] { k::ReserveAttentionScratch(ctx); });
+    }
+    if (!s.local_inputs_reserved) {
+      s.local_inputs_reserved = true;
+      exec.pool->RunOnEachThread([this] { ReserveLocalInputs(); });
+    }
   }
   // Every layer's attention sees the same entries: the views are built
   // once a pass.
