@@ -182,6 +182,17 @@ PagedKvPool LlamaModel::NewPagedKvPool(int block_size, int num_blocks) const {
   return PagedKvPool(config_.n_layer, config_.kv_dim(), block_size, num_blocks);
 }
 
+size_t LlamaModel::MatMulScratchBytes(int n) const {
+  size_t mm = k::MatMulScratchBytes(output_, n);
+  for (const Layer& l : layers_) {
+    for (const k::WeightMatrix* w :
+         {&l.wq, &l.wk, &l.wv, &l.wo, &l.w_gate, &l.w_up, &l.w_down}) {
+      mm = std::max(mm, k::MatMulScratchBytes(*w, n));
+    }
+  }
+  return mm;
+}
+
 void LlamaModel::EnsureScratch(Scratch& s, int n) {
   if (n <= s.capacity) return;
   const LlamaConfig& c = config_;
@@ -201,14 +212,7 @@ void LlamaModel::EnsureScratch(Scratch& s, int n) {
   s.seqs.resize(n);  // At most one sequence per token.
   s.rope_cs.resize(static_cast<size_t>(n) * c.n_rot);
   s.slot.resize(n);
-  size_t mm = 0;
-  for (const Layer& l : layers_) {
-    for (const k::WeightMatrix* w :
-         {&l.wq, &l.wk, &l.wv, &l.wo, &l.w_gate, &l.w_up, &l.w_down}) {
-      mm = std::max(mm, k::MatMulScratchBytes(*w, n));
-    }
-  }
-  mm = std::max(mm, k::MatMulScratchBytes(output_, n));
+  const size_t mm = MatMulScratchBytes(n);
   s.matmul.resize(mm);
   s.matmul2.resize(mm);
   s.matmul3.resize(mm);
@@ -270,12 +274,7 @@ const k::QuantizedActivations* LlamaModel::LocalInputsFor(
 }
 
 void LlamaModel::ReserveLocalInputs() const {
-  size_t mm = 0;
-  for (const Layer& l : layers_) {
-    for (const k::WeightMatrix* w : {&l.wq, &l.wk, &l.wv, &l.w_gate, &l.w_up}) {
-      mm = std::max(mm, k::MatMulScratchBytes(*w, kLocalInputTokens));
-    }
-  }
+  const size_t mm = MatMulScratchBytes(kLocalInputTokens);
   const size_t h = static_cast<size_t>(kLocalInputTokens) * config_.n_embd;
   for (LocalInputs& li : local_inputs) {
     if (li.h.size() < h) li.h.resize(h);

@@ -212,6 +212,9 @@ class LlamaModel {
                        const kernels::cpu::WeightMatrix* const* ws, int count,
                        kernels::cpu::QuantizedActivations* out,
                        const Exec& exec);
+  // The most scratch any product of the model needs for n tokens
+  // (k::MatMulScratchBytes).
+  size_t MatMulScratchBytes(int n) const;
   // NormQuantizeFor's work into h and bufs[0..count) on `pool` (or the
   // calling thread when null).
   void NormQuantizeInto(const float* x, const float* weight, int n,
