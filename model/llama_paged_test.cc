@@ -397,7 +397,8 @@ TEST(PagedForwardTest, StreamsOfOneContextStayInOnePart) {
 INSTANTIATE_TEST_SUITE_P(
     WeightTypes, PagedForwardTest,
     ::testing::Combine(::testing::Values(GgmlType::kQ4_0, GgmlType::kQ4_1,
-                                         GgmlType::kQ8_0, GgmlType::kF16),
+                                         GgmlType::kQ8_0, GgmlType::kF16,
+                                         GgmlType::kBF16, GgmlType::kF32),
                        ::testing::Bool()));
 
 // Packed products are used when asked for (where the CPU runs them) and

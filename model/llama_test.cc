@@ -73,7 +73,8 @@ TEST_P(RandomModelTest, BatchedPrefillMatchesTokenByToken) {
 
 INSTANTIATE_TEST_SUITE_P(WeightTypes, RandomModelTest,
                          ::testing::Values(GgmlType::kQ4_0, GgmlType::kQ4_1,
-                                           GgmlType::kQ8_0, GgmlType::kF16));
+                                           GgmlType::kQ8_0, GgmlType::kF16,
+                                           GgmlType::kBF16, GgmlType::kF32));
 
 TEST(LlamaModelTest, TruncateThenRecomputeGivesSameLogits) {
   auto model = LoadRandom({});

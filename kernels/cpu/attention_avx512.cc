@@ -25,6 +25,7 @@
 
 #include "kernels/cpu/attention_kernels.h"
 #include "kernels/cpu/attention_paged.h"
+#include "kernels/cpu/ggml_reduce.h"
 #include "kernels/cpu/prefetch.h"
 #include "kernels/cpu/vec_math.h"
 
@@ -44,42 +45,6 @@ inline __mmask16 FirstLanes(int64_t count) {
   return count >= kLanes ? 0xFFFF
          : count <= 0    ? 0
                          : static_cast<__mmask16>((1u << count) - 1);
-}
-
-// out lane j = ReduceAdd16(v[j]) for j < 16 (ggml_reduce.h's tree).
-BRAID_AVX512 inline __m512 ReduceAdd16x16(const __m512* v) {
-  // i + (i + 8): two vectors per register, [a lanes 0..7 | b lanes 0..7].
-  __m512 t[8];
-#pragma GCC unroll 16
-  for (int i = 0; i < 8; ++i) {
-    const __m512 a = v[2 * i], b = v[2 * i + 1];
-    t[i] = _mm512_add_ps(_mm512_shuffle_f32x4(a, b, _MM_SHUFFLE(1, 0, 1, 0)),
-                         _mm512_shuffle_f32x4(a, b, _MM_SHUFFLE(3, 2, 3, 2)));
-  }
-  // i + (i + 4): four vectors per register, 128-bit block k = vector k.
-  __m512 u[4];
-#pragma GCC unroll 16
-  for (int i = 0; i < 4; ++i) {
-    const __m512 a = t[2 * i], b = t[2 * i + 1];
-    u[i] = _mm512_add_ps(_mm512_shuffle_f32x4(a, b, _MM_SHUFFLE(2, 0, 2, 0)),
-                         _mm512_shuffle_f32x4(a, b, _MM_SHUFFLE(3, 1, 3, 1)));
-  }
-  // (0 + 2) and (1 + 3), then their sum; block k ends as
-  // [vector k, 4 + k, 8 + k, 12 + k] of the group.
-  __m512 e[2];
-#pragma GCC unroll 16
-  for (int i = 0; i < 2; ++i) {
-    const __m512 a = u[2 * i], b = u[2 * i + 1];
-    e[i] = _mm512_add_ps(_mm512_shuffle_ps(a, b, _MM_SHUFFLE(1, 0, 1, 0)),
-                         _mm512_shuffle_ps(a, b, _MM_SHUFFLE(3, 2, 3, 2)));
-  }
-  const __m512 h =
-      _mm512_add_ps(_mm512_shuffle_ps(e[0], e[1], _MM_SHUFFLE(2, 0, 2, 0)),
-                    _mm512_shuffle_ps(e[0], e[1], _MM_SHUFFLE(3, 1, 3, 1)));
-  // Lane 4k + m holds vector 4m + k.
-  const __m512i order =
-      _mm512_set_epi32(15, 11, 7, 3, 14, 10, 6, 2, 13, 9, 5, 1, 12, 8, 4, 0);
-  return _mm512_permutexvar_ps(order, h);
 }
 
 // Keys ahead whose rows are prefetched: the rows sit in scattered KV blocks

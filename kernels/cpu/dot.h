@@ -3,10 +3,15 @@
 // Quantized weights are dotted against activations quantized to their partner
 // type (see ActivationDType): Q4_0.Q8_0, Q4_1.Q8_1, Q8_0.Q8_0, using integer
 // arithmetic within a block like ggml. Float weights (F32/F16/BF16) are dotted
-// against f32. Each public function picks the AVX2 or the scalar path at run
-// time (UseAvx2()); both paths are exported under internal:: so tests can
-// compare them. `n` is the number of elements (a multiple of 32 for quantized
-// types). Pure, thread-safe.
+// against f32 activations, in one order on every path (and in the batched
+// tiles, gemm_tile.h): element i < n - n % 8 goes to lane i % 16 of 16
+// accumulators, one fma each, the lanes are summed as ReduceAdd16
+// (ggml_reduce.h) does, then the last n % 8 elements are added one fma each.
+// (llama.cpp rounds the activations of F16 and BF16 weights to the weights'
+// type first; braid keeps them in f32, closer to exact math.) Each public
+// function picks the AVX2 or the scalar path at run time (UseAvx2()); both
+// paths are exported under internal:: so tests can compare them. `n` is the
+// number of elements (a multiple of 32 for quantized types). Pure, thread-safe.
 #ifndef BRAID_KERNELS_CPU_DOT_H_
 #define BRAID_KERNELS_CPU_DOT_H_
 

@@ -84,25 +84,8 @@ BRAID_AVX2 float DotQ8_0Q8_0Avx2(const BlockQ8_0* w, const BlockQ8_0* x,
   return HorizontalSum(acc);
 }
 
-BRAID_AVX2 float DotF32F32Avx2(const float* w, const float* x, int64_t n) {
-  __m256 acc0 = _mm256_setzero_ps(), acc1 = _mm256_setzero_ps();
-  int64_t i = 0;
-  for (; i + 16 <= n; i += 16) {
-    acc0 =
-        _mm256_fmadd_ps(_mm256_loadu_ps(w + i), _mm256_loadu_ps(x + i), acc0);
-    acc1 = _mm256_fmadd_ps(_mm256_loadu_ps(w + i + 8),
-                           _mm256_loadu_ps(x + i + 8), acc1);
-  }
-  for (; i + 8 <= n; i += 8) {
-    acc0 =
-        _mm256_fmadd_ps(_mm256_loadu_ps(w + i), _mm256_loadu_ps(x + i), acc0);
-  }
-  float sum = HorizontalSum(_mm256_add_ps(acc0, acc1));
-  for (; i < n; ++i) sum += w[i] * x[i];
-  return sum;
-}
-
 namespace {
+
 BRAID_AVX2 inline __m256 LoadF16(const uint16_t* p) {
   return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
 }
@@ -111,38 +94,50 @@ BRAID_AVX2 inline __m256 LoadBF16(const uint16_t* p) {
       _mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
   return _mm256_castsi256_ps(_mm256_slli_epi32(v, 16));
 }
-}  // namespace
 
-BRAID_AVX2 float DotF16F32Avx2(const uint16_t* w, const float* x, int64_t n) {
+// dot.h's order for rows of floats (DotFloatRow in dot_scalar.cc): lanes
+// 0..7 in acc0, 8..15 in acc1.
+template <typename Load8, typename Load1>
+BRAID_AVX2 inline float DotFloatRowAvx2(Load8 load8, Load1 load1,
+                                        const float* x, int64_t n) {
   __m256 acc0 = _mm256_setzero_ps(), acc1 = _mm256_setzero_ps();
   int64_t i = 0;
   for (; i + 16 <= n; i += 16) {
-    acc0 = _mm256_fmadd_ps(LoadF16(w + i), _mm256_loadu_ps(x + i), acc0);
-    acc1 =
-        _mm256_fmadd_ps(LoadF16(w + i + 8), _mm256_loadu_ps(x + i + 8), acc1);
+    acc0 = _mm256_fmadd_ps(load8(i), _mm256_loadu_ps(x + i), acc0);
+    acc1 = _mm256_fmadd_ps(load8(i + 8), _mm256_loadu_ps(x + i + 8), acc1);
   }
-  for (; i + 8 <= n; i += 8) {
-    acc0 = _mm256_fmadd_ps(LoadF16(w + i), _mm256_loadu_ps(x + i), acc0);
+  if (i + 8 <= n) {
+    acc0 = _mm256_fmadd_ps(load8(i), _mm256_loadu_ps(x + i), acc0);
+    i += 8;
   }
-  float sum = HorizontalSum(_mm256_add_ps(acc0, acc1));
-  for (; i < n; ++i) sum += H2F(w[i]) * x[i];
+  float sum = ReduceAdd16(acc0, acc1);
+  for (; i < n; ++i) sum = std::fmaf(load1(i), x[i], sum);
   return sum;
 }
 
+}  // namespace
+
+BRAID_AVX2 float DotF32F32Avx2(const float* w, const float* x, int64_t n) {
+  return DotFloatRowAvx2([w](int64_t i)
+                             BRAID_AVX2 { return _mm256_loadu_ps(w + i); },
+                         [w](int64_t i) { return w[i]; }, x, n);
+}
+
+BRAID_AVX2 float DotF16F32Avx2(const uint16_t* w, const float* x, int64_t n) {
+  return DotFloatRowAvx2([w](int64_t i) BRAID_AVX2 { return LoadF16(w + i); },
+                         [w](int64_t i) { return H2F(w[i]); }, x, n);
+}
+
 BRAID_AVX2 float DotBF16F32Avx2(const uint16_t* w, const float* x, int64_t n) {
-  __m256 acc = _mm256_setzero_ps();
-  int64_t i = 0;
-  for (; i + 8 <= n; i += 8) {
-    acc = _mm256_fmadd_ps(LoadBF16(w + i), _mm256_loadu_ps(x + i), acc);
-  }
-  float sum = HorizontalSum(acc);
-  for (; i < n; ++i) {
-    const uint32_t bits = static_cast<uint32_t>(w[i]) << 16;
-    float f;
-    __builtin_memcpy(&f, &bits, 4);
-    sum += f * x[i];
-  }
-  return sum;
+  return DotFloatRowAvx2([w](int64_t i) BRAID_AVX2 { return LoadBF16(w + i); },
+                         [w](int64_t i) {
+                           const uint32_t bits = static_cast<uint32_t>(w[i])
+                                                 << 16;
+                           float f;
+                           __builtin_memcpy(&f, &bits, 4);
+                           return f;
+                         },
+                         x, n);
 }
 
 BRAID_AVX2 void AddF32Avx2(const float* x, float* y, int64_t n) {

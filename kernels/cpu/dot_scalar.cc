@@ -44,22 +44,35 @@ float DotQ8_0Q8_0Scalar(const BlockQ8_0* w, const BlockQ8_0* x, int64_t n) {
   return sum;
 }
 
-float DotF32F32Scalar(const float* w, const float* x, int64_t n) {
-  float sum = 0.0f;
-  for (int64_t i = 0; i < n; ++i) sum += w[i] * x[i];
+namespace {
+
+// dot.h's order for rows of floats: lane i % 16 of 16 accumulates element i
+// (one fma each) for i < n - n % 8, the lanes are summed by ReduceAdd16, and
+// the last n % 8 elements are added one fma each.
+template <typename Load>
+float DotFloatRow(Load w, const float* x, int64_t n) {
+  float acc[16] = {};
+  const int64_t n8 = n - n % 8;
+  for (int64_t i = 0; i < n8; ++i) {
+    acc[i % 16] = std::fmaf(w(i), x[i], acc[i % 16]);
+  }
+  float sum = ReduceAdd16(acc);
+  for (int64_t i = n8; i < n; ++i) sum = std::fmaf(w(i), x[i], sum);
   return sum;
+}
+
+}  // namespace
+
+float DotF32F32Scalar(const float* w, const float* x, int64_t n) {
+  return DotFloatRow([w](int64_t i) { return w[i]; }, x, n);
 }
 
 float DotF16F32Scalar(const uint16_t* w, const float* x, int64_t n) {
-  float sum = 0.0f;
-  for (int64_t i = 0; i < n; ++i) sum += Fp16ToFp32(w[i]) * x[i];
-  return sum;
+  return DotFloatRow([w](int64_t i) { return Fp16ToFp32(w[i]); }, x, n);
 }
 
 float DotBF16F32Scalar(const uint16_t* w, const float* x, int64_t n) {
-  float sum = 0.0f;
-  for (int64_t i = 0; i < n; ++i) sum += Bf16ToFp32(w[i]) * x[i];
-  return sum;
+  return DotFloatRow([w](int64_t i) { return Bf16ToFp32(w[i]); }, x, n);
 }
 
 void AxpyF16Scalar(float a, const uint16_t* x, float* y, int64_t n) {

@@ -121,6 +121,12 @@ void GemmTile(DType type, const uint8_t* w, size_t w_row_bytes,
               bool accumulate, const GemmTileActivations* prepared,
               int64_t prefetch_end) {
   if (UseAvx512() &&
+      internal::GemmFloatAvx512(type, w, w_row_bytes,
+                                reinterpret_cast<const float*>(x), x_row_bytes,
+                                n, r0, r1, n_tok, y, ld_y, accumulate)) {
+    return;
+  }
+  if (UseAvx512() &&
       internal::GemmTileAvx512(type, w, w_row_bytes, x, x_row_bytes, n, r0, r1,
                                n_tok, y, ld_y, accumulate, prepared,
                                /*quad_layout=*/false, prefetch_end)) {

@@ -30,7 +30,8 @@ void SetMode(int mode) {
 TEST(GemmTileTest, BitIdenticalToDotRowForEveryTileShape) {
   int prepared_calls = 0;
   std::mt19937 rng(9);
-  for (DType type : {DType::kQ4_0, DType::kQ4_1, DType::kQ8_0, DType::kF16}) {
+  for (DType type : {DType::kQ4_0, DType::kQ4_1, DType::kQ8_0, DType::kF16,
+                     DType::kBF16, DType::kF32}) {
     const int64_t rows = 21, cols = 288, n_tok = 75;
     const auto [w_bytes, x_bytes, w, x] =
         testing::MakeRandomOperands(type, rows, cols, n_tok, 3.0f, rng);

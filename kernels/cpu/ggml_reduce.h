@@ -31,6 +31,44 @@ __attribute__((target("avx2"))) inline float ReduceAdd16(__m256 lo, __m256 hi) {
   return HorizontalSum8(_mm256_add_ps(lo, hi));
 }
 
+// ReduceAdd16 of 16 registers at once (a transpose tree with the same
+// additions): out lane j = ReduceAdd16(v[j]).
+__attribute__((target("avx512f"))) inline __m512 ReduceAdd16x16(
+    const __m512* v) {
+  // i + (i + 8): two vectors per register, [a lanes 0..7 | b lanes 0..7].
+  __m512 t[8];
+#pragma GCC unroll 16
+  for (int i = 0; i < 8; ++i) {
+    const __m512 a = v[2 * i], b = v[2 * i + 1];
+    t[i] = _mm512_add_ps(_mm512_shuffle_f32x4(a, b, _MM_SHUFFLE(1, 0, 1, 0)),
+                         _mm512_shuffle_f32x4(a, b, _MM_SHUFFLE(3, 2, 3, 2)));
+  }
+  // i + (i + 4): four vectors per register, 128-bit block k = vector k.
+  __m512 u[4];
+#pragma GCC unroll 16
+  for (int i = 0; i < 4; ++i) {
+    const __m512 a = t[2 * i], b = t[2 * i + 1];
+    u[i] = _mm512_add_ps(_mm512_shuffle_f32x4(a, b, _MM_SHUFFLE(2, 0, 2, 0)),
+                         _mm512_shuffle_f32x4(a, b, _MM_SHUFFLE(3, 1, 3, 1)));
+  }
+  // (0 + 2) and (1 + 3), then their sum; block k ends as
+  // [vector k, 4 + k, 8 + k, 12 + k] of the group.
+  __m512 e[2];
+#pragma GCC unroll 16
+  for (int i = 0; i < 2; ++i) {
+    const __m512 a = u[2 * i], b = u[2 * i + 1];
+    e[i] = _mm512_add_ps(_mm512_shuffle_ps(a, b, _MM_SHUFFLE(1, 0, 1, 0)),
+                         _mm512_shuffle_ps(a, b, _MM_SHUFFLE(3, 2, 3, 2)));
+  }
+  const __m512 h =
+      _mm512_add_ps(_mm512_shuffle_ps(e[0], e[1], _MM_SHUFFLE(2, 0, 2, 0)),
+                    _mm512_shuffle_ps(e[0], e[1], _MM_SHUFFLE(3, 1, 3, 1)));
+  // Lane 4k + m holds vector 4m + k.
+  const __m512i order =
+      _mm512_set_epi32(15, 11, 7, 3, 14, 10, 6, 2, 13, 9, 5, 1, 12, 8, 4, 0);
+  return _mm512_permutexvar_ps(order, h);
+}
+
 }  // namespace braid::kernels::cpu::internal
 
 #endif  // BRAID_KERNELS_CPU_GGML_REDUCE_H_

@@ -10,7 +10,7 @@ Outputs (in tests/golden/testdata/):
   generate_golden.tsv   hex(prompt utf-8) TAB prompt ids TAB greedy ids
   generate_logits.f16   float16 [num_prompts, NUM_TOKENS, n_vocab], row-major
 
-Usage: tools/golden/make_generate_golden.py [MODEL.gguf]
+Usage: tools/golden/make_generate_golden.py [MODEL.gguf [OUT_DIR]]
 """
 import os
 import sys
@@ -40,7 +40,8 @@ def main():
     model = sys.argv[1] if len(sys.argv) > 1 else os.path.expanduser(
         "~/.cache/braid/models/SmolLM2-135M-Instruct.Q4_1.gguf")
     here = os.path.dirname(os.path.abspath(__file__))
-    out_dir = os.path.join(here, "..", "..", "tests", "golden", "testdata")
+    out_dir = sys.argv[2] if len(sys.argv) > 2 else os.path.join(
+        here, "..", "..", "tests", "golden", "testdata")
     llm = Llama(model_path=model, n_ctx=1024, n_batch=512, logits_all=True,
                 n_threads=2, verbose=False)
     n_vocab = llm.n_vocab()
