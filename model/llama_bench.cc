@@ -41,6 +41,7 @@
 
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
+#include "kernels/cpu/cpu_features.h"
 #include "kernels/cpu/ops.h"
 #include "kernels/cpu/thread_pool.h"
 #include "model/batch.h"
@@ -62,6 +63,9 @@ ABSL_FLAG(int, spin_us, 200, "thread pool spin before sleeping");
 ABSL_FLAG(bool, packed_matmul, false,
           "matrix products on repacked weights (LoadOptions::packed_matmul)");
 ABSL_FLAG(int, reps, 3, "repetitions per phase (best is reported)");
+ABSL_FLAG(bool, avx2, false,
+          "run the AVX2 kernels where the CPU has AVX-512 (as on a CPU "
+          "without it)");
 ABSL_FLAG(int, mixed_chunk, 0,
           "mixed phase: prompt tokens added to each --seqs decode step "
           "(0 skips the phase)");
@@ -315,6 +319,9 @@ double HandoffNs() {
 
 int main(int argc, char** argv) {
   absl::ParseCommandLine(argc, argv);
+  if (absl::GetFlag(FLAGS_avx2)) {
+    braid::kernels::cpu::SetDisableAvx512ForTesting(true);
+  }
   const int threads = absl::GetFlag(FLAGS_threads);
   if (absl::GetFlag(FLAGS_probe)) {
     const double handoff = HandoffNs();

@@ -132,6 +132,11 @@ void GemmTile(DType type, const uint8_t* w, size_t w_row_bytes,
                                /*quad_layout=*/false, prefetch_end)) {
     return;
   }
+  if (UseAvx2() && internal::GemmFloatAvx2(
+                       type, w, w_row_bytes, reinterpret_cast<const float*>(x),
+                       x_row_bytes, n, r0, r1, n_tok, y, ld_y, accumulate)) {
+    return;
+  }
   if (UseAvx2() &&
       internal::GemmTileAvx2(type, w, w_row_bytes, x, x_row_bytes, n, r0, r1,
                              n_tok, y, ld_y, accumulate, prefetch_end)) {

@@ -59,8 +59,8 @@ bool PrepareGemmTileActivations(DType type, const uint8_t* x,
 // weight matrix w (rows of w_row_bytes bytes) and tokens t in [0, n_tok) of
 // the activations x (rows of x_row_bytes, already in ActivationDType(type)),
 // n = columns. Any type; tiled kernels for Q4_1 and Q8_0 on AVX-512 (with
-// VNNI), for F32, F16 and BF16 on AVX-512 (n a multiple of 16), for Q4_0,
-// Q4_1 and Q8_0 on AVX2, DotRow otherwise.
+// VNNI), for F32, F16 and BF16 on AVX-512 or AVX2 (n a multiple of 16), for
+// Q4_0, Q4_1 and Q8_0 on AVX2, DotRow otherwise.
 // `prepared`, when given, holds x's tables (PrepareGemmTileActivations).
 // Rows below prefetch_end (when past r1) may be prefetched as the range's
 // own: the rows the caller takes next, so the weights keep streaming from
@@ -126,6 +126,11 @@ bool GemmFloatAvx512(DType type, const uint8_t* w, size_t w_row_bytes,
                      const float* x, size_t x_row_bytes, int64_t n, int64_t r0,
                      int64_t r1, int64_t n_tok, float* y, int64_t ld_y,
                      bool accumulate);
+// Their AVX2 form (the same bits).
+bool GemmFloatAvx2(DType type, const uint8_t* w, size_t w_row_bytes,
+                   const float* x, size_t x_row_bytes, int64_t n, int64_t r0,
+                   int64_t r1, int64_t n_tok, float* y, int64_t ld_y,
+                   bool accumulate);
 size_t GemmTileActivationsBytesAvx512(DType type, int64_t n, int64_t n_tok);
 bool PrepareGemmTileActivationsAvx512(DType type, const uint8_t* x,
                                       size_t x_row_bytes, int64_t n,

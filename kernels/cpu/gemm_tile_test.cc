@@ -189,5 +189,57 @@ TEST(GemmTileTest, LongRowsMatchDotRow) {
   }
 }
 
+// Float weights have their own AVX-512 and AVX2 tiles (GemmTile takes them
+// first): they serve F32, F16 and BF16 rows of any multiple of 16 columns,
+// decline other widths and types, and give DotRow's bits for every tile
+// shape (groups of 1-4 tokens, tiles of rows and single rows, rows past a
+// 64-row block) and with +=.
+TEST(GemmTileTest, FloatTilesServeFloatWeights) {
+  if (!UseAvx2()) GTEST_SKIP() << "no AVX2 here: DotRow serves";
+  using Tiles =
+      bool (*)(DType, const uint8_t*, size_t, const float*, size_t, int64_t,
+               int64_t, int64_t, int64_t, float*, int64_t, bool);
+  std::vector<Tiles> paths = {internal::GemmFloatAvx2};
+  if (UseAvx512()) paths.push_back(internal::GemmFloatAvx512);
+  std::mt19937 rng(5);
+  for (Tiles tiles : paths) {
+    for (DType type : {DType::kF32, DType::kF16, DType::kBF16}) {
+      for (int64_t cols : {int64_t{16}, int64_t{80}, int64_t{576}}) {
+        const int64_t rows = 77, n_tok = 11;
+        const auto [w_bytes, x_bytes, w, x] =
+            testing::MakeRandomOperands(type, rows, cols, n_tok, 1.0f, rng);
+        for (int64_t tok : {1, 2, 3, 4, 5, 9, 11}) {
+          std::vector<float> y(n_tok * rows, 7.0f);
+          ASSERT_TRUE(tiles(type, w.data(), w_bytes,
+                            reinterpret_cast<const float*>(x.data()), x_bytes,
+                            cols, 2, rows, tok, y.data(), rows, false));
+          ASSERT_TRUE(tiles(type, w.data(), w_bytes,
+                            reinterpret_cast<const float*>(x.data()), x_bytes,
+                            cols, 2, rows, tok, y.data(), rows, true));
+          for (int64_t t = 0; t < n_tok; ++t) {
+            for (int64_t r = 0; r < rows; ++r) {
+              const float d =
+                  DotRow(type, &w[r * w_bytes], &x[t * x_bytes], cols);
+              ASSERT_EQ(y[t * rows + r], (t < tok && r >= 2) ? d + d : 7.0f)
+                  << DTypeName(type) << " cols " << cols << " tok " << tok
+                  << " at " << t << "," << r;
+            }
+          }
+        }
+      }
+      const auto [w_bytes, x_bytes, w, x] =
+          testing::MakeRandomOperands(type, 4, 40, 1, 1.0f, rng);
+      std::vector<float> y(4);
+      EXPECT_FALSE(tiles(type, w.data(), w_bytes,
+                         reinterpret_cast<const float*>(x.data()), x_bytes, 40,
+                         0, 4, 1, y.data(), 4, false));
+    }
+    std::vector<uint8_t> q(64);
+    std::vector<float> x(32), y(1);
+    EXPECT_FALSE(tiles(DType::kQ4_1, q.data(), 20, x.data(), 128, 32, 0, 1, 1,
+                       y.data(), 1, false));
+  }
+}
+
 }  // namespace
 }  // namespace braid::kernels::cpu
