@@ -1,11 +1,12 @@
 #!/usr/bin/env python3
-"""Writes a copy of a GGUF with its quantized matrices as F16, BF16 or F32.
+"""Writes a copy of a GGUF with its quantized matrices in another type.
 
 Every Q4_0, Q4_1 and Q8_0 tensor is dequantized (ggml's formulas: d * (q - 8),
-d * q + m, d * q; each value exact in f32 before the final rounding) and
-rounded to the chosen type (F16 and BF16 round to nearest even); every other
-tensor and all metadata are copied unchanged. For benchmarks and tests of the
-float weight paths on the real model, e.g.
+d * q + m, d * q; each value exact in f32) and written as F16, BF16 or F32
+(rounded to nearest even), or quantized again to Q4_0 or Q8_0 (ggml's
+reference quantizers); every other tensor and all metadata are copied
+unchanged. For benchmarks and tests of other weight types' paths on the
+real model, e.g.
 
   python3 tools/gguf_convert.py ~/.cache/braid/models/SmolLM2-135M-Instruct.Q4_1.gguf \\
       /tmp/smollm2-f16.gguf f16
@@ -17,7 +18,7 @@ import struct
 
 import numpy as np
 
-OUT_TYPES = {"f32": 0, "f16": 1, "bf16": 30}
+OUT_TYPES = {"f32": 0, "f16": 1, "bf16": 30, "q4_0": 2, "q8_0": 8}
 # ggml type id -> (block elements, block bytes)
 QUANT = {2: (32, 18), 3: (32, 20), 8: (32, 34)}
 PLAIN = {0: 4, 1: 2, 30: 2}  # bytes per element
@@ -70,7 +71,31 @@ def dequantize(t, raw):
     return (d * q).reshape(-1)
 
 
+def quantize(values, out_type):
+    x = values.astype(np.float32).reshape(-1, 32)
+    i = np.argmax(np.abs(x), axis=1)  # the first of the largest magnitudes
+    if out_type == 2:  # Q4_0: d = max / -8, q = min(15, (int8)(x / d + 8.5))
+        d = x[np.arange(len(x)), i] / np.float32(-8)
+    else:  # Q8_0: d = amax / 127, q = round(x / d)
+        d = np.abs(x[np.arange(len(x)), i]) / np.float32(127)
+    with np.errstate(divide="ignore"):
+        inv = np.where(d != 0, np.float32(1) / d, np.float32(0))
+    y = x * inv[:, None].astype(np.float32)
+    dh = d.astype(np.float16).view(np.uint8).reshape(-1, 2)
+    if out_type == 2:
+        q = np.minimum(15, (y + np.float32(8.5)).astype(np.int8)).astype(
+            np.uint8)
+        qs = q[:, :16] | (q[:, 16:] << 4)
+        return np.concatenate([dh, qs], axis=1).tobytes()
+    q = np.round(y).astype(np.int8).view(np.uint8)  # roundf: half away
+    q = np.where(np.abs(y - np.trunc(y)) == 0.5,
+                 (np.trunc(y) + np.sign(y)).astype(np.int8).view(np.uint8), q)
+    return np.concatenate([dh, q], axis=1).tobytes()
+
+
 def encode(values, out_type):
+    if out_type in (2, 8):
+        return quantize(values, out_type)
     if out_type == 0:
         return values.astype(np.float32).tobytes()
     if out_type == 1:

@@ -1,7 +1,7 @@
 // The weight formats of the AVX-512 GEMM tiles (gemm_tile_avx512.cc: rows
 // as in the GGUF file; gemm_quads_avx512.cc: the quad layout): how a tile
 // loads a block's scales and quants and forms a block's exact integer sums.
-// Q4_1 x Q8_1 and Q8_0 x Q8_0 (AVX-512 F/BW/VL/DQ and VNNI).
+// Q4_1 x Q8_1, Q4_0 x Q8_0 and Q8_0 x Q8_0 (AVX-512 F/BW/VL/DQ and VNNI).
 //
 // Signed weights (Q8_0) go through dpbusd, which wants one unsigned operand:
 // as w + 128 against x, sum((w + 128) * x) - 128 * sum(x) is the same exact
@@ -72,6 +72,50 @@ struct Q41 {
     const __m512i shift = _mm512_set_epi64(4, 4, 0, 0, 4, 4, 0, 0);
     return _mm512_and_si512(_mm512_srlv_epi64(dup, shift),
                             _mm512_set1_epi8(0x0F));
+  }
+};
+
+// Q4_0 x Q8_0: nibbles q with weights q - 8, signed like Q8_0's: the quad
+// tiles take q - 8 against x + 128, the row tiles q + 120 (= (q - 8) + 128)
+// against x. ggml's integer sums, as DotQ4_0Q8_0.
+struct Q40 {
+  static constexpr DType kType = DType::kQ4_0;
+  using W = BlockQ4_0;
+  using X = BlockQ8_0;
+  static constexpr bool kMin = false;
+  static constexpr bool kSigned = true;
+  static constexpr int kQsOffset = 2;
+  static constexpr int kXQsOffset = 2;
+  BRAID_AVX512 static __m512i Dot(__m512i start, __m512i w, __m512i x) {
+    return _mm512_dpbusd_epi32(start, x, w);
+  }
+  // Quad layout: the 4 rows' d, then rows 0 and 1's quants with their
+  // 32-bit groups alternating, then rows 2 and 3's (Q4_1's, with d alone).
+  BRAID_AVX512 static __m512 QuadScales(const uint8_t* b) {
+    const __m128i d = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(b));
+    return _mm512_castps256_ps512(
+        _mm256_cvtph_ps(_mm_unpacklo_epi16(d, _mm_setzero_si128())));
+  }
+  BRAID_AVX512 static __m512i QuadPair(const uint8_t* b, int h) {
+    const __m512i q = _mm512_broadcast_i64x4(
+        _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b + 8 + 32 * h)));
+    return _mm512_sub_epi8(
+        _mm512_and_si512(
+            _mm512_srlv_epi64(q, _mm512_set_epi64(4, 4, 4, 4, 0, 0, 0, 0)),
+            _mm512_set1_epi8(0x0F)),
+        _mm512_set1_epi8(8));
+  }
+  BRAID_AVX512 static __m512i Pair(const uint8_t* p, size_t row_bytes) {
+    const __m128i q0 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p));
+    const __m128i q1 =
+        _mm_loadu_si128(reinterpret_cast<const __m128i*>(p + row_bytes));
+    const __m512i q = _mm512_castsi256_si512(
+        _mm256_inserti128_si256(_mm256_castsi128_si256(q0), q1, 1));
+    const __m512i dup = _mm512_shuffle_i64x2(q, q, _MM_SHUFFLE(1, 1, 0, 0));
+    const __m512i shift = _mm512_set_epi64(4, 4, 0, 0, 4, 4, 0, 0);
+    return _mm512_add_epi8(
+        _mm512_and_si512(_mm512_srlv_epi64(dup, shift), _mm512_set1_epi8(0x0F)),
+        _mm512_set1_epi8(120));
   }
 };
 

@@ -443,6 +443,9 @@ BRAID_AVX512 void QuadTileRows(DType type, const uint8_t* w, size_t w_row_bytes,
   if (type == DType::kQ4_1) {
     RunQuadRows<Q41>(w, w_row_bytes, xq, dpat, spat, nb, r, nc, y, ld_y,
                      accumulate, near, near_bytes, far, far_bytes);
+  } else if (type == DType::kQ4_0) {
+    RunQuadRows<Q40>(w, w_row_bytes, xq, dpat, spat, nb, r, nc, y, ld_y,
+                     accumulate, near, near_bytes, far, far_bytes);
   } else {
     RunQuadRows<Q80>(w, w_row_bytes, xq, dpat, spat, nb, r, nc, y, ld_y,
                      accumulate, near, near_bytes, far, far_bytes);
@@ -459,19 +462,23 @@ BRAID_AVX512 void RowQuadTiles(DType type, const uint8_t* w, int quads,
   auto tile = [&](auto t) {
     t(w, xq, dpat, spat, nb, n_tok, y, ld_y, accumulate, pf);
   };
-  const bool q4 = type == DType::kQ4_1, two = n_tok == 2;
-  if (quads == 2) {
-    q4 ? tile(RowQuadTile<Q41, 4, 2>) : tile(RowQuadTile<Q80, 4, 2>);
-  } else if (quads == 4) {
-    if (q4) {
-      two ? tile(RowQuadTile<Q41, 2, 4>) : tile(RowQuadTile<Q41, 1, 4>);
+  auto shapes = [&](auto f) {
+    using F = decltype(f);
+    const bool two = n_tok == 2;
+    if (quads == 2) {
+      tile(RowQuadTile<F, 4, 2>);
+    } else if (quads == 4) {
+      two ? tile(RowQuadTile<F, 2, 4>) : tile(RowQuadTile<F, 1, 4>);
     } else {
-      two ? tile(RowQuadTile<Q80, 2, 4>) : tile(RowQuadTile<Q80, 1, 4>);
+      two ? tile(RowQuadTile<F, 2, 1>) : tile(RowQuadTile<F, 1, 1>);
     }
-  } else if (q4) {
-    two ? tile(RowQuadTile<Q41, 2, 1>) : tile(RowQuadTile<Q41, 1, 1>);
+  };
+  if (type == DType::kQ4_1) {
+    shapes(Q41{});
+  } else if (type == DType::kQ4_0) {
+    shapes(Q40{});
   } else {
-    two ? tile(RowQuadTile<Q80, 2, 1>) : tile(RowQuadTile<Q80, 1, 1>);
+    shapes(Q80{});
   }
 }
 

@@ -26,7 +26,9 @@ bool PrepareGemmTileActivations(DType type, const uint8_t* x,
 }
 
 bool CanRepackQuads(DType type, int64_t rows, int64_t cols) {
-  return UseAvx512() && (type == DType::kQ4_1 || type == DType::kQ8_0) &&
+  return UseAvx512() &&
+         (type == DType::kQ4_1 || type == DType::kQ4_0 ||
+          type == DType::kQ8_0) &&
          rows > 0 && rows % 4 == 0 && cols > 0 && cols % kQK == 0 &&
          cols / kQK <= 4096;
 }
@@ -40,10 +42,10 @@ struct QuadPlaces {
   size_t dm, dm_bytes, qs;
 };
 QuadPlaces PlaceOf(DType type, int j) {
-  const bool q4 = type == DType::kQ4_1;
-  const size_t dm_bytes = q4 ? 4 : 2;
-  const size_t head = 4 * dm_bytes;        // the 4 rows' scales
-  const size_t pair_bytes = q4 ? 32 : 64;  // a row pair's quants
+  const size_t dm_bytes = type == DType::kQ4_1 ? 4 : 2;
+  const size_t head = 4 * dm_bytes;  // the 4 rows' scales
+  // A row pair's quants.
+  const size_t pair_bytes = type == DType::kQ8_0 ? 64 : 32;
   return {j * dm_bytes, dm_bytes, head + (j / 2) * pair_bytes + (j % 2) * 4};
 }
 

@@ -58,7 +58,7 @@ bool PrepareGemmTileActivations(DType type, const uint8_t* x,
 // y[t * ld_y + r] (= or += when accumulate) for rows r in [r0, r1) of the
 // weight matrix w (rows of w_row_bytes bytes) and tokens t in [0, n_tok) of
 // the activations x (rows of x_row_bytes, already in ActivationDType(type)),
-// n = columns. Any type; tiled kernels for Q4_1 and Q8_0 on AVX-512 (with
+// n = columns. Any type; tiled kernels for Q4_1, Q4_0 and Q8_0 on AVX-512 (with
 // VNNI), for F32, F16 and BF16 on AVX-512 or AVX2 (n a multiple of 16), for
 // Q4_0, Q4_1 and Q8_0 on AVX2, DotRow otherwise.
 // `prepared`, when given, holds x's tables (PrepareGemmTileActivations).
@@ -71,7 +71,7 @@ void GemmTile(DType type, const uint8_t* w, size_t w_row_bytes,
               bool accumulate, const GemmTileActivations* prepared = nullptr,
               int64_t prefetch_end = 0);
 
-// A Q4_1 or Q8_0 matrix in the quad layout: the same bytes as the GGUF
+// A Q4_1, Q4_0 or Q8_0 matrix in the quad layout: the same bytes as the GGUF
 // rows, permuted within each group of 4 rows so a block of the 4 rows is
 // one contiguous run (their scales, then rows 0 and 1's quants with their
 // 32-bit groups alternating, then rows 2 and 3's): the AVX-512 tiles load a
@@ -86,7 +86,7 @@ struct QuadWeights {
 };
 
 // Whether this CPU's kernels take the quad layout for such a matrix:
-// AVX-512 with VNNI, Q4_1 or Q8_0, rows a multiple of 4, at most 4096
+// AVX-512 with VNNI, Q4_1, Q4_0 or Q8_0, rows a multiple of 4, at most 4096
 // blocks a row.
 bool CanRepackQuads(DType type, int64_t rows, int64_t cols);
 

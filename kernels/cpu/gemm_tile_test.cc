@@ -111,8 +111,10 @@ TEST(GemmTileTest, QuadLayoutBitIdenticalToDotRow) {
   // 288 columns: one segment of the tiles' scale tables; 1600: 24 + 24 + 2.
   for (auto [type, cols] : {std::pair{DType::kQ4_1, int64_t{288}},
                             {DType::kQ8_0, int64_t{288}},
+                            {DType::kQ4_0, int64_t{288}},
                             {DType::kQ4_1, int64_t{1600}},
-                            {DType::kQ8_0, int64_t{1600}}}) {
+                            {DType::kQ8_0, int64_t{1600}},
+                            {DType::kQ4_0, int64_t{1600}}}) {
     const int64_t rows = 40, n_tok = 75;
     const auto [w_bytes, x_bytes, w, x] =
         testing::MakeRandomOperands(type, rows, cols, n_tok, 3.0f, rng);
@@ -170,7 +172,7 @@ TEST(GemmTileTest, QuadLayoutBitIdenticalToDotRow) {
 // full chunk of tokens) still match DotRow.
 TEST(GemmTileTest, LongRowsMatchDotRow) {
   std::mt19937 rng(3);
-  for (DType type : {DType::kQ4_1, DType::kQ8_0}) {
+  for (DType type : {DType::kQ4_1, DType::kQ8_0, DType::kQ4_0}) {
     for (int64_t cols : {int64_t{32}, int64_t{2048 * 32}, int64_t{160 * 32}}) {
       const int64_t rows = 8, n_tok = 9;
       const auto [w_bytes, x_bytes, w, x] =
