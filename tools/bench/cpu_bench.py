@@ -23,7 +23,7 @@ from other processes hits both alike, and prints each figure and the ratios:
 
 Needs: bazel build //model:llama_bench; pip install llama-cpp-python.
 Usage: tools/bench/cpu_bench.py [--model M] [--threads T] [--rounds R]
-       [--braid_bench PATH]
+       [--braid_bench PATH] [--convert f16|bf16|f32|q4_0|q8_0]
 """
 import argparse
 import json
@@ -32,6 +32,7 @@ import platform
 import statistics
 import subprocess
 import sys
+import tempfile
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
@@ -119,7 +120,18 @@ def main():
     ap.add_argument("--braid_flag", action="append", default=[],
                     help="extra llama_bench flag, repeatable (e.g. "
                     "--braid_flag=--packed_matmul)")
+    ap.add_argument("--convert", choices=["f16", "bf16", "f32", "q4_0", "q8_0"],
+                    help="run both on a copy of --model with its quantized "
+                    "matrices in this type (tools/gguf_convert.py; written "
+                    "to a temporary file)")
     a = ap.parse_args()
+    if a.convert:
+        tmp = tempfile.TemporaryDirectory()
+        path = os.path.join(tmp.name, f"{a.convert}.gguf")
+        subprocess.run([sys.executable, os.path.join(ROOT, "tools",
+                                                     "gguf_convert.py"),
+                        a.model, path, a.convert], check=True)
+        a.model = path
     rounds = []
     for r in range(a.rounds):
         b, l = run_braid(a), run_llama(a)
