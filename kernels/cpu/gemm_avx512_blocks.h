@@ -31,6 +31,41 @@ BRAID_AVX512 inline uint32_t Load32Bits(const uint8_t* p) {
   return v;
 }
 
+// A row pair's nibbles in the quad layout (32 bytes at qs, the pair's 32-bit
+// groups alternating) as unsigned bytes: lanes 2k and 2k + 1 hold ggml's
+// group k of the pair's first and second row.
+BRAID_AVX512 inline __m512i UnpackQuadNibbles(const uint8_t* qs) {
+  const __m512i q = _mm512_broadcast_i64x4(
+      _mm256_loadu_si256(reinterpret_cast<const __m256i*>(qs)));
+  return _mm512_and_si512(
+      _mm512_srlv_epi64(q, _mm512_set_epi64(4, 4, 4, 4, 0, 0, 0, 0)),
+      _mm512_set1_epi8(0x0F));
+}
+
+// Rows r and r + 1's nibbles (16 bytes each, at p and p + row_bytes) as
+// unsigned bytes: [r low nibbles, r high nibbles, r+1 low, r+1 high],
+// ggml's element order.
+BRAID_AVX512 inline __m512i UnpackRowPairNibbles(const uint8_t* p,
+                                                 size_t row_bytes) {
+  const __m128i q0 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p));
+  const __m128i q1 =
+      _mm_loadu_si128(reinterpret_cast<const __m128i*>(p + row_bytes));
+  const __m512i q = _mm512_castsi256_si512(
+      _mm256_inserti128_si256(_mm256_castsi128_si256(q0), q1, 1));
+  const __m512i dup = _mm512_shuffle_i64x2(q, q, _MM_SHUFFLE(1, 1, 0, 0));
+  const __m512i shift = _mm512_set_epi64(4, 4, 0, 0, 4, 4, 0, 0);
+  return _mm512_and_si512(_mm512_srlv_epi64(dup, shift),
+                          _mm512_set1_epi8(0x0F));
+}
+
+// The 4 rows' d (f16, 8 bytes at b) as f32 [d0 0 d1 0 d2 0 d3 0] in lanes
+// 0..7 (Q4_1's places of d).
+BRAID_AVX512 inline __m512 QuadScalesD(const uint8_t* b) {
+  const __m128i d = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(b));
+  return _mm512_castps256_ps512(
+      _mm256_cvtph_ps(_mm_unpacklo_epi16(d, _mm_setzero_si128())));
+}
+
 // Q4_1 x Q8_1: weights are unsigned nibbles; each block has a min term.
 struct Q41 {
   static constexpr DType kType = DType::kQ4_1;
@@ -51,27 +86,13 @@ struct Q41 {
     return _mm512_castps256_ps512(
         _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(b))));
   }
-  // Row pair h of a quad block: lanes 2k and 2k + 1 hold ggml's group k of
-  // the pair's first and second row.
+  // Row pair h of a quad block.
   BRAID_AVX512 static __m512i QuadPair(const uint8_t* b, int h) {
-    const __m512i q = _mm512_broadcast_i64x4(
-        _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b + 16 + 32 * h)));
-    return _mm512_and_si512(
-        _mm512_srlv_epi64(q, _mm512_set_epi64(4, 4, 4, 4, 0, 0, 0, 0)),
-        _mm512_set1_epi8(0x0F));
+    return UnpackQuadNibbles(b + 16 + 32 * h);
   }
-  // Rows r and r + 1 of block i (at p and p + row_bytes) as unsigned bytes:
-  // [r low nibbles, r high nibbles, r+1 low, r+1 high], ggml's element order.
+  // Rows r and r + 1 of block i (at p and p + row_bytes).
   BRAID_AVX512 static __m512i Pair(const uint8_t* p, size_t row_bytes) {
-    const __m128i q0 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p));
-    const __m128i q1 =
-        _mm_loadu_si128(reinterpret_cast<const __m128i*>(p + row_bytes));
-    const __m512i q = _mm512_castsi256_si512(
-        _mm256_inserti128_si256(_mm256_castsi128_si256(q0), q1, 1));
-    const __m512i dup = _mm512_shuffle_i64x2(q, q, _MM_SHUFFLE(1, 1, 0, 0));
-    const __m512i shift = _mm512_set_epi64(4, 4, 0, 0, 4, 4, 0, 0);
-    return _mm512_and_si512(_mm512_srlv_epi64(dup, shift),
-                            _mm512_set1_epi8(0x0F));
+    return UnpackRowPairNibbles(p, row_bytes);
   }
 };
 
@@ -92,30 +113,15 @@ struct Q40 {
   // Quad layout: the 4 rows' d, then rows 0 and 1's quants with their
   // 32-bit groups alternating, then rows 2 and 3's (Q4_1's, with d alone).
   BRAID_AVX512 static __m512 QuadScales(const uint8_t* b) {
-    const __m128i d = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(b));
-    return _mm512_castps256_ps512(
-        _mm256_cvtph_ps(_mm_unpacklo_epi16(d, _mm_setzero_si128())));
+    return QuadScalesD(b);
   }
   BRAID_AVX512 static __m512i QuadPair(const uint8_t* b, int h) {
-    const __m512i q = _mm512_broadcast_i64x4(
-        _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b + 8 + 32 * h)));
-    return _mm512_sub_epi8(
-        _mm512_and_si512(
-            _mm512_srlv_epi64(q, _mm512_set_epi64(4, 4, 4, 4, 0, 0, 0, 0)),
-            _mm512_set1_epi8(0x0F)),
-        _mm512_set1_epi8(8));
+    return _mm512_sub_epi8(UnpackQuadNibbles(b + 8 + 32 * h),
+                           _mm512_set1_epi8(8));
   }
   BRAID_AVX512 static __m512i Pair(const uint8_t* p, size_t row_bytes) {
-    const __m128i q0 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p));
-    const __m128i q1 =
-        _mm_loadu_si128(reinterpret_cast<const __m128i*>(p + row_bytes));
-    const __m512i q = _mm512_castsi256_si512(
-        _mm256_inserti128_si256(_mm256_castsi128_si256(q0), q1, 1));
-    const __m512i dup = _mm512_shuffle_i64x2(q, q, _MM_SHUFFLE(1, 1, 0, 0));
-    const __m512i shift = _mm512_set_epi64(4, 4, 0, 0, 4, 4, 0, 0);
-    return _mm512_add_epi8(
-        _mm512_and_si512(_mm512_srlv_epi64(dup, shift), _mm512_set1_epi8(0x0F)),
-        _mm512_set1_epi8(120));
+    return _mm512_add_epi8(UnpackRowPairNibbles(p, row_bytes),
+                           _mm512_set1_epi8(120));
   }
 };
 
@@ -134,11 +140,8 @@ struct Q80 {
   }
   // Quad layout: the 4 rows' d, then rows 0 and 1's quants with their
   // 32-bit groups alternating, then rows 2 and 3's.
-  // [d0 0 d1 0 d2 0 d3 0] in lanes 0..7 (Q4_1's places of d).
   BRAID_AVX512 static __m512 QuadScales(const uint8_t* b) {
-    const __m128i d = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(b));
-    return _mm512_castps256_ps512(
-        _mm256_cvtph_ps(_mm_unpacklo_epi16(d, _mm_setzero_si128())));
+    return QuadScalesD(b);
   }
   BRAID_AVX512 static __m512i QuadPair(const uint8_t* b, int h) {
     return _mm512_loadu_si512(b + 8 + 64 * h);
