@@ -194,8 +194,8 @@ TEST(GemmTileTest, LongRowsMatchDotRow) {
 // Float weights have their own AVX-512 and AVX2 tiles (GemmTile takes them
 // first): they serve F32, F16 and BF16 rows of any multiple of 16 columns,
 // decline other widths and types, and give DotRow's bits for every tile
-// shape (groups of 1-4 tokens, tiles of rows and single rows, rows past a
-// 64-row block) and with +=.
+// shape (groups of 1-4 and 6 tokens, tiles of rows and single rows, rows
+// past a 64-row block) and with +=.
 TEST(GemmTileTest, FloatTilesServeFloatWeights) {
   if (!UseAvx2()) GTEST_SKIP() << "no AVX2 here: DotRow serves";
   using Tiles =
@@ -207,10 +207,10 @@ TEST(GemmTileTest, FloatTilesServeFloatWeights) {
   for (Tiles tiles : paths) {
     for (DType type : {DType::kF32, DType::kF16, DType::kBF16}) {
       for (int64_t cols : {int64_t{16}, int64_t{80}, int64_t{576}}) {
-        const int64_t rows = 77, n_tok = 11;
+        const int64_t rows = 77, n_tok = 13;
         const auto [w_bytes, x_bytes, w, x] =
             testing::MakeRandomOperands(type, rows, cols, n_tok, 1.0f, rng);
-        for (int64_t tok : {1, 2, 3, 4, 5, 9, 11}) {
+        for (int64_t tok : {1, 2, 3, 4, 5, 6, 7, 8, 9, 11, 13}) {
           std::vector<float> y(n_tok * rows, 7.0f);
           ASSERT_TRUE(tiles(type, w.data(), w_bytes,
                             reinterpret_cast<const float*>(x.data()), x_bytes,
