@@ -155,6 +155,7 @@ class LlamaModel {
     std::vector<int32_t> pos;                 // [n]
     std::vector<int32_t> tok_seq;             // [n] sequence of each token
     std::vector<int32_t> out_rows;  // [n] tokens whose logits are wanted
+    int n_out = 0;                  // of out_rows (RunPart)
     std::vector<kernels::cpu::PagedAttentionSeq> seqs;  // [n_seq]
     std::vector<float> rope_cs;  // [n, n_rot] RoPE cos/sin per token
     std::vector<int64_t> slot;   // [n] pool slot of each token's entry
@@ -200,9 +201,15 @@ class LlamaModel {
   void RunParts(const Batch& batch, const KvView& kv, float* logits);
   // Fills reach_ for SplitBatch (llama_step.cc).
   void MarkMeetings(const Batch& batch, const KvView& kv);
-  // The forward pass of one part of the batch, its logits rows into logits.
+  // The forward pass of one part of the batch, its logits rows into logits;
+  // with logits null, up to the final residual stream (exec.scratch's x, the
+  // wanted rows in its out_rows[0, n_out)).
   void RunPart(const Batch& batch, const Part& part, const KvView& kv,
                const Exec& exec, float* logits);
+  // The final norm and vocabulary projection of n_out rows of the residual
+  // stream x (rows[i], or row i with rows null) into logits [n_out, n_vocab].
+  void ProjectVocab(const float* x, const int32_t* rows, int n_out,
+                    const Exec& exec, float* logits);
   void RunLayer(int il, const EntryMeta* meta, int n, const KvView& kv,
                 const Exec& exec);
   // Quantizes h = RmsNorm(x) * weight [n, ws[i]->cols] (into scratch h)

@@ -216,8 +216,24 @@ void LlamaModel::RunParts(const Batch& b, const KvView& kv, float* logits) {
     RunPart(b, parts_[i], kv,
             Exec{e.serial.get(), &e.scratch,
                  profile_ != nullptr ? &e.profile : nullptr},
-            logits + static_cast<size_t>(parts_[i].row) * c.n_vocab);
+            nullptr);
   });
+  // The vocabulary projection of every part's rows at once, row-parallel:
+  // each thread reads half the output matrix for all the tokens instead of
+  // all of it for its own (the same bits: a tile's output does not depend
+  // on its batch).
+  int n_out = 0;
+  for (const PartExec& e : part_execs_) n_out += e.scratch.n_out;
+  EnsureScratch(scratch_, n_out);
+  int row = 0;
+  for (const PartExec& e : part_execs_) {
+    for (int r = 0; r < e.scratch.n_out; ++r, ++row) {
+      std::copy_n(e.scratch.x.data() +
+                      static_cast<size_t>(e.scratch.out_rows[r]) * c.n_embd,
+                  c.n_embd,
+                  scratch_.x.data() + static_cast<size_t>(row) * c.n_embd);
+    }
+  }
   if (profile_ != nullptr) {  // The parts ran side by side: their mean.
     for (int sec = 0; sec < kNumSections; ++sec) {
       for (const PartExec& e : part_execs_) {
@@ -226,6 +242,8 @@ void LlamaModel::RunParts(const Batch& b, const KvView& kv, float* logits) {
     }
     ++profile_->steps;
   }
+  ProjectVocab(scratch_.x.data(), nullptr, n_out,
+               Exec{&pool_, &scratch_, profile_}, logits);
 }
 
 void LlamaModel::RunPart(const Batch& b, const Part& part, const KvView& kv,
@@ -298,26 +316,35 @@ void LlamaModel::RunPart(const Batch& b, const Part& part, const KvView& kv,
   k::RopeTable(s.pos.data(), n, c.n_rot, c.rope_base, s.rope_cs.data());
   for (int il = 0; il < c.n_layer; ++il) RunLayer(il, meta, n, kv, exec);
 
-  // Final norm (in the projection's quantization tasks) and vocabulary
-  // projection of the wanted rows.
-  if (n_out > 0) {
-    auto norm = [&](int64_t r0, int64_t r1) {
-      for (int64_t r = r0; r < r1; ++r) {
-        k::RmsNorm(s.x.data() + static_cast<size_t>(s.out_rows[r]) * c.n_embd,
-                   output_norm_.data(), 1, c.n_embd, c.rms_eps,
-                   s.h.data() + static_cast<size_t>(r) * c.n_embd);
-      }
-    };
-    const auto t0 = exec.profile != nullptr
-                        ? std::chrono::steady_clock::now()
-                        : std::chrono::steady_clock::time_point{};
-    k::MatMul(output_, s.h.data(), n_out, logits, false, exec.pool, &s.matmul,
-              norm);
-    if (exec.profile != nullptr) {
-      exec.profile->seconds[kVocab] +=
-          std::chrono::duration<double>(std::chrono::steady_clock::now() - t0)
-              .count();
+  s.n_out = n_out;
+  if (logits != nullptr) {
+    ProjectVocab(s.x.data(), s.out_rows.data(), n_out, exec, logits);
+  }
+}
+
+void LlamaModel::ProjectVocab(const float* x, const int32_t* rows, int n_out,
+                              const Exec& exec, float* logits) {
+  if (n_out == 0) return;
+  const LlamaConfig& c = config_;
+  Scratch& s = *exec.scratch;
+  // The final norm runs in the projection's quantization tasks.
+  auto norm = [&](int64_t r0, int64_t r1) {
+    for (int64_t r = r0; r < r1; ++r) {
+      const int64_t from = rows != nullptr ? rows[r] : r;
+      k::RmsNorm(x + static_cast<size_t>(from) * c.n_embd, output_norm_.data(),
+                 1, c.n_embd, c.rms_eps,
+                 s.h.data() + static_cast<size_t>(r) * c.n_embd);
     }
+  };
+  const auto t0 = exec.profile != nullptr
+                      ? std::chrono::steady_clock::now()
+                      : std::chrono::steady_clock::time_point{};
+  k::MatMul(output_, s.h.data(), n_out, logits, false, exec.pool, &s.matmul,
+            norm);
+  if (exec.profile != nullptr) {
+    exec.profile->seconds[kVocab] +=
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - t0)
+            .count();
   }
 }
 
