@@ -104,14 +104,12 @@ def encode(values, out_type):
     return ((u + 0x7FFF + ((u >> 16) & 1)) >> 16).astype(np.uint16).tobytes()
 
 
-def convert(src, dst, out_name):
-    out_type = OUT_TYPES[out_name]
-    with open(src, "rb") as f:
-        data = f.read()
+def read_gguf(data):
+    """(header fields, metadata bytes, tensor infos, data start, alignment)."""
     r = Reader(data)
     magic, version, n_tensors, n_kv = r.take("4sIQQ")
     if magic != b"GGUF":
-        raise ValueError(f"{src}: not a GGUF file")
+        raise ValueError("not a GGUF file")
     kv_start, align = r.pos, 32
     for _ in range(n_kv):
         key = r.string()
@@ -128,6 +126,37 @@ def convert(src, dst, out_name):
         t, off = r.take("IQ")
         infos.append((name, dims, t, off))
     base = (r.pos + align - 1) // align * align
+    return (magic, version, n_tensors, n_kv), kv_bytes, infos, base, align
+
+
+def checksum(path, t):
+    """Two sums over the 16-bit values of the type-t tensors, in file order:
+    of the values, and of (1-based index) x value, both mod 2^64 (the float
+    golden test recomputes them on its own conversion)."""
+    with open(path, "rb") as f:
+        data = f.read()
+    _, _, infos, base, _ = read_gguf(data)
+    mask = (1 << 64) - 1
+    s1 = s2 = i = 0
+    for _, dims, tt, o in infos:
+        if tt != t:
+            continue
+        n = int(np.prod(dims))
+        v = np.frombuffer(data, dtype=np.uint16, count=n,
+                          offset=base + o).astype(np.uint64)
+        s1 = (s1 + int(v.sum(dtype=np.uint64))) & mask
+        s2 = (s2 + int((np.arange(i + 1, i + n + 1, dtype=np.uint64) *
+                        v).sum(dtype=np.uint64))) & mask
+        i += n
+    return s1, s2
+
+
+def convert(src, dst, out_name):
+    out_type = OUT_TYPES[out_name]
+    with open(src, "rb") as f:
+        data = f.read()
+    (magic, version, n_tensors, n_kv), kv_bytes, infos, base, align = (
+        read_gguf(data))
 
     def pad(n):
         return (n + align - 1) // align * align - n

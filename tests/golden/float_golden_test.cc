@@ -1,7 +1,8 @@
 // braid's float weight paths (F16, BF16) against llama.cpp on the real model:
 // the default model converted in memory (model/testing/convert_gguf.h, the
-// values tools/gguf_convert.py writes), fixtures by
-// tools/golden/make_float_golden.py (llama-cpp-python on the converted file).
+// values tools/gguf_convert.py writes: the fixture's checksum of them must
+// match), fixtures by tools/golden/make_float_golden.py (llama-cpp-python on
+// the converted file).
 //
 // llama.cpp rounds the activations of F16 and BF16 weights to the weights'
 // type; braid keeps them in f32 (dot.h), so the logits are close, not equal:
@@ -9,7 +10,9 @@
 // first 8 tokens of every prompt and on >= 90% of all (issue 2's bar), and
 // each of llama.cpp's top logits at every position is within kTolerance.
 #include <cmath>
+#include <cstdint>
 #include <cstdio>
+#include <cstring>
 #include <fstream>
 #include <string>
 #include <vector>
@@ -48,13 +51,46 @@ std::vector<int32_t> ParseIds(absl::string_view s) {
   return ids;
 }
 
-std::vector<Case> LoadCases(absl::string_view type) {
+// make_float_golden.py's "#CHECKSUM" pair for a type: two sums over the
+// 16-bit values of that type's tensors in file order, of the values and of
+// (1-based index) x value, mod 2^64.
+struct Checksum {
+  uint64_t s1 = 0, s2 = 0;
+  bool operator==(const Checksum& o) const { return s1 == o.s1 && s2 == o.s2; }
+};
+
+Checksum WeightsChecksum(const model::GgufFile& file, model::GgmlType type) {
+  Checksum c;
+  uint64_t i = 0;
+  for (const model::GgufTensor& t : file.tensors()) {
+    if (t.type != type) continue;
+    const int64_t n = t.num_elements();
+    for (int64_t k = 0; k < n; ++k) {
+      uint16_t v;
+      std::memcpy(&v, t.data + 2 * k, 2);
+      c.s1 += v;
+      c.s2 += ++i * v;
+    }
+  }
+  return c;
+}
+
+std::vector<Case> LoadCases(absl::string_view type, Checksum* checksum) {
   std::vector<Case> cases;
   std::ifstream tsv(kFixture);
   EXPECT_TRUE(tsv) << "missing fixture " << kFixture;
   std::string line;
   while (std::getline(tsv, line)) {
     std::vector<absl::string_view> cols = absl::StrSplit(line, '\t');
+    if (cols[0] == "#CHECKSUM") {
+      EXPECT_EQ(cols.size(), 4u) << line;
+      if (cols.size() == 4 && cols[1] == type) {
+        EXPECT_TRUE(absl::SimpleAtoi(cols[2], &checksum->s1) &&
+                    absl::SimpleAtoi(cols[3], &checksum->s2))
+            << line;
+      }
+      continue;
+    }
     EXPECT_EQ(cols.size(), 5u) << line;
     if (cols.size() != 5 || cols[0] != type) continue;
     Case c{ParseIds(cols[2]), ParseIds(cols[3]), {}};
@@ -81,7 +117,8 @@ class FloatGoldenTest : public ::testing::TestWithParam<model::GgmlType> {};
 TEST_P(FloatGoldenTest, TeacherForcedLogitsMatchLlamaCpp) {
   const model::GgmlType type = GetParam();
   const bool f16 = type == model::GgmlType::kF16;
-  const std::vector<Case> cases = LoadCases(f16 ? "F16" : "BF16");
+  Checksum want;
+  const std::vector<Case> cases = LoadCases(f16 ? "F16" : "BF16", &want);
   ASSERT_GE(cases.size(), 4u);
 
   const std::string path = model::testing::SmolLm2Path();
@@ -92,9 +129,14 @@ TEST_P(FloatGoldenTest, TeacherForcedLogitsMatchLlamaCpp) {
   ASSERT_TRUE(bytes.ok()) << bytes.status();
   auto file = model::GgufFile::FromBytes(*std::move(bytes));
   ASSERT_TRUE(file.ok()) << file.status();
-  // The float paths under test, not the quantized ones.
+  // The float paths under test, not the quantized ones, on the weights
+  // llama.cpp ran (the fixture's conversion).
   ASSERT_EQ(file.value()->FindTensor("blk.0.ffn_up.weight")->type, type);
   ASSERT_EQ(file.value()->FindTensor("token_embd.weight")->type, type);
+  const Checksum got = WeightsChecksum(**file, type);
+  ASSERT_TRUE(got == want) << "converted weights differ from the fixture's: "
+                           << got.s1 << " " << got.s2 << " vs " << want.s1
+                           << " " << want.s2;
   auto model = model::LlamaModel::Load(*std::move(file), {2});
   ASSERT_TRUE(model.ok()) << model.status();
   const int n_vocab = (*model)->config().n_vocab;

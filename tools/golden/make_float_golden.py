@@ -9,7 +9,12 @@ llama-cpp-python. One line per model type and prompt:
   TYPE  hex(prompt)  prompt ids  greedy ids  top logits
 
 where top logits holds, per generated position, the TOP highest logits as
-id:value pairs joined by ',', positions joined by ';'.
+id:value pairs joined by ',', positions joined by ';'; and a line
+
+  #CHECKSUM  TYPE  s1  s2
+
+per type: gguf_convert.checksum of the converted file (the test converts in
+memory and must get the same weights).
 //tests/golden:float_golden_test checks braid's float paths against them.
 
 Usage: tools/golden/make_float_golden.py [MODEL.gguf [OUT.tsv]]
@@ -25,6 +30,9 @@ from llama_cpp import Llama
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 from make_generate_golden import PROMPTS  # noqa: E402
+
+sys.path.insert(0, os.path.dirname(HERE))
+import gguf_convert  # noqa: E402
 
 NUM_PROMPTS = 4
 NUM_TOKENS = 16
@@ -43,6 +51,8 @@ def main():
             subprocess.run([sys.executable,
                             os.path.join(HERE, "..", "gguf_convert.py"),
                             model, path, kind], check=True)
+            s1, s2 = gguf_convert.checksum(path, gguf_convert.OUT_TYPES[kind])
+            lines.append("#CHECKSUM\t%s\t%d\t%d" % (kind.upper(), s1, s2))
             llm = Llama(model_path=path, n_ctx=512, n_batch=512, logits_all=True,
                         n_threads=2, verbose=False)
             for text in PROMPTS[:NUM_PROMPTS]:
