@@ -66,6 +66,9 @@ ABSL_FLAG(int, reps, 3, "repetitions per phase (best is reported)");
 ABSL_FLAG(bool, avx2, false,
           "run the AVX2 kernels where the CPU has AVX-512 (as on a CPU "
           "without it)");
+ABSL_FLAG(bool, vnni, true,
+          "with --avx2: use AVX-VNNI where the CPU has it (--novnni: as on "
+          "an AVX2 CPU without it)");
 ABSL_FLAG(int, mixed_chunk, 0,
           "mixed phase: prompt tokens added to each --seqs decode step "
           "(0 skips the phase)");
@@ -321,6 +324,7 @@ int main(int argc, char** argv) {
   absl::ParseCommandLine(argc, argv);
   if (absl::GetFlag(FLAGS_avx2)) {
     braid::kernels::cpu::SetDisableAvx512ForTesting(true);
+    braid::kernels::cpu::SetDisableVnniForTesting(!absl::GetFlag(FLAGS_vnni));
   }
   const int threads = absl::GetFlag(FLAGS_threads);
   if (absl::GetFlag(FLAGS_probe)) {

@@ -5,6 +5,10 @@
 // HorizontalSum8; Q4_1 adds its min-term sum, accumulated in block order.
 #include <immintrin.h>
 
+#include <algorithm>
+#include <cstring>
+#include <vector>
+
 #include "kernels/cpu/cpu_features.h"
 #include "kernels/cpu/gemm_tile.h"
 #include "kernels/cpu/ggml_reduce.h"
@@ -100,62 +104,177 @@ struct Q41 {
   BRAID_AVX2 static float XScale(const X& x) { return H2F(x.d); }
 };
 
-// R rows x T tokens; element (r, t) follows the row dot's order exactly.
+// The 4 bytes at p (a block's f16 d and m; for Q4_0 / Q8_0 d and two quants,
+// which are ignored).
+inline int32_t Load32Bits(const uint8_t* p) {
+  int32_t v;
+  std::memcpy(&v, p, 4);
+  return v;
+}
+
+// R rows x T tokens (R * T <= 8, T = 1, 2 or 4); element (r, t) follows the
+// row dot's order exactly. Its scales are lane k = r * T + t of 8: the
+// products d_w(r) * d_x(t) of a block come from one multiply (into a table
+// each step broadcasts from) and Q4_1's min terms m_w(r) * s_x(t) from one
+// fma, in block order. xd, xs: the activations' scales as f32, [block][token]
+// with ld_s tokens a block (xs only for Q4_1).
 template <typename F, int R, int T, bool kVnni>
 BRAID_VNNI void Tile(const uint8_t* w, size_t w_row_bytes, const uint8_t* x,
-                     size_t x_row_bytes, int64_t nb, float* y, int64_t ld_y,
+                     size_t x_row_bytes, const float* xd, const float* xs,
+                     int64_t ld_s, int64_t nb, float* y, int64_t ld_y,
                      bool accumulate) {
+  static_assert(R * T <= 8 && (T == 1 || T == 2 || T == 4), "tile shape");
+  constexpr int64_t kWB = sizeof(typename F::W);
+  constexpr int64_t kXB = sizeof(typename F::X);
   __m256 acc[R][T];
-  float summs[R][T];
 #pragma GCC unroll 8
   for (int r = 0; r < R; ++r) {
 #pragma GCC unroll 8
-    for (int t = 0; t < T; ++t) {
-      acc[r][t] = _mm256_setzero_ps();
-      summs[r][t] = 0.0f;
-    }
+    for (int t = 0; t < T; ++t) acc[r][t] = _mm256_setzero_ps();
   }
+  __m256 summs = _mm256_setzero_ps();
+  // Lane k = r * T + t takes row r's d (m) of [d0 m0 d1 m1 ...] (rows 0..3)
+  // or, for 8 rows, of the rows' d (m) in order.
+  alignas(32) int32_t pick_d[8], pick_m[8];
+  for (int k = 0; k < 8; ++k) {
+    const int r = R == 8 ? k : k / T;
+    pick_d[k] = R == 8 ? k : 2 * (r % 4);
+    pick_m[k] = pick_d[k] + (R == 8 ? 0 : 1);
+  }
+  const __m256i id =
+      _mm256_load_si256(reinterpret_cast<const __m256i*>(pick_d));
+  const __m256i im =
+      _mm256_load_si256(reinterpret_cast<const __m256i*>(pick_m));
+  alignas(32) float prod[8];
   for (int64_t i = 0; i < nb; ++i) {
-    typename F::Prep p[R];
+    const uint8_t* wb = w + i * kWB;
+    // The rows' (d, m) as f32 lanes k.
+    __m256 dw, mw;
+    if constexpr (R == 8) {
+      const __m256 a = _mm256_cvtph_ps(_mm_set_epi32(
+          Load32Bits(wb + 3 * w_row_bytes), Load32Bits(wb + 2 * w_row_bytes),
+          Load32Bits(wb + w_row_bytes), Load32Bits(wb)));
+      const __m256 b = _mm256_cvtph_ps(_mm_set_epi32(
+          Load32Bits(wb + 7 * w_row_bytes), Load32Bits(wb + 6 * w_row_bytes),
+          Load32Bits(wb + 5 * w_row_bytes), Load32Bits(wb + 4 * w_row_bytes)));
+      // [d0 d1 d4 d5 | d2 d3 d6 d7] -> rows in order.
+      dw = _mm256_castpd_ps(_mm256_permute4x64_pd(
+          _mm256_castps_pd(_mm256_shuffle_ps(a, b, _MM_SHUFFLE(2, 0, 2, 0))),
+          _MM_SHUFFLE(3, 1, 2, 0)));
+      mw = _mm256_castpd_ps(_mm256_permute4x64_pd(
+          _mm256_castps_pd(_mm256_shuffle_ps(a, b, _MM_SHUFFLE(3, 1, 3, 1))),
+          _MM_SHUFFLE(3, 1, 2, 0)));
+    } else {
+      int32_t dm[4] = {0, 0, 0, 0};
+#pragma GCC unroll 4
+      for (int r = 0; r < R; ++r) dm[r] = Load32Bits(wb + r * w_row_bytes);
+      const __m256 a =
+          _mm256_cvtph_ps(_mm_set_epi32(dm[3], dm[2], dm[1], dm[0]));
+      dw = _mm256_permutevar8x32_ps(a, id);
+      mw = _mm256_permutevar8x32_ps(a, im);
+    }
+    // The tokens' scales at lanes k: T floats, repeated.
+    const float* xdi = xd + i * ld_s;
+    __m256 xdv;
+    if constexpr (T == 1) {
+      xdv = _mm256_broadcast_ss(xdi);
+    } else if constexpr (T == 2) {
+      xdv = _mm256_castpd_ps(
+          _mm256_broadcast_sd(reinterpret_cast<const double*>(xdi)));
+    } else {
+      xdv = _mm256_broadcast_ps(reinterpret_cast<const __m128*>(xdi));
+    }
+    _mm256_store_ps(prod, _mm256_mul_ps(dw, xdv));
+    if constexpr (F::kMin) {
+      const float* xsi = xs + i * ld_s;
+      __m256 xsv;
+      if constexpr (T == 1) {
+        xsv = _mm256_broadcast_ss(xsi);
+      } else if constexpr (T == 2) {
+        xsv = _mm256_castpd_ps(
+            _mm256_broadcast_sd(reinterpret_cast<const double*>(xsi)));
+      } else {
+        xsv = _mm256_broadcast_ps(reinterpret_cast<const __m128*>(xsi));
+      }
+      summs = _mm256_fmadd_ps(mw, xsv, summs);
+    }
 #pragma GCC unroll 8
     for (int r = 0; r < R; ++r) {
-      p[r] = F::Prepare(
+      const typename F::Prep p = F::Prepare(
           reinterpret_cast<const typename F::W*>(w + r * w_row_bytes)[i]);
-    }
-#pragma GCC unroll 8
-    for (int t = 0; t < T; ++t) {
-      const auto& xb =
-          reinterpret_cast<const typename F::X*>(x + t * x_row_bytes)[i];
-      const float xd = F::XScale(xb);
-      float xs = 0.0f;
-      if constexpr (F::kMin) xs = H2F(xb.s);
-#pragma GCC unroll 8
-      for (int r = 0; r < R; ++r) {
-        if constexpr (F::kMin) summs[r][t] += p[r].m * xs;
-        const __m256 d = _mm256_set1_ps(p[r].d * xd);
-        acc[r][t] =
-            _mm256_fmadd_ps(d, F::template Sum<kVnni>(p[r], xb), acc[r][t]);
+#pragma GCC unroll 4
+      for (int t = 0; t < T; ++t) {
+        const auto& xb = *reinterpret_cast<const typename F::X*>(
+            x + t * x_row_bytes + i * kXB);
+        acc[r][t] = _mm256_fmadd_ps(_mm256_broadcast_ss(&prod[r * T + t]),
+                                    F::template Sum<kVnni>(p, xb), acc[r][t]);
       }
     }
   }
+  alignas(32) float mins[8];
+  _mm256_store_ps(mins, summs);
 #pragma GCC unroll 8
   for (int t = 0; t < T; ++t) {
 #pragma GCC unroll 8
     for (int r = 0; r < R; ++r) {
       float v = HorizontalSum8(acc[r][t]);
-      if constexpr (F::kMin) v = v + summs[r][t];
+      if constexpr (F::kMin) v = v + mins[r * T + t];
       float& out = y[t * ld_y + r];
       out = accumulate ? out + v : v;
     }
   }
 }
 
+// The activations' scales of tokens [0, n_tok) as f32, [block][token]
+// (thread_local; laid out once per call).
+template <typename F>
+BRAID_AVX2 void ScaleTables(const uint8_t* x, size_t x_row_bytes, int64_t nb,
+                            int64_t n_tok, const float** xd, const float** xs) {
+  thread_local std::vector<float> d, s;
+  const size_t need = static_cast<size_t>(nb * n_tok) + 4;
+  if (d.size() < need) d.resize(need);
+  if (F::kMin && s.size() < need) s.resize(need);
+  for (int64_t t = 0; t < n_tok; ++t) {
+    const auto* xb =
+        reinterpret_cast<const typename F::X*>(x + t * x_row_bytes);
+    for (int64_t i = 0; i < nb; ++i) {
+      d[i * n_tok + t] = H2F(xb[i].d);
+      if constexpr (F::kMin) s[i * n_tok + t] = H2F(xb[i].s);
+    }
+  }
+  *xd = d.data();
+  *xs = F::kMin ? s.data() : nullptr;
+}
+
+// Rows [r0, r1) in tiles of kR rows (then single rows), tokens in groups of
+// kT (then 2 and 1).
 template <typename F, bool kVnni, int kR, int kT>
 void RunTiles(const uint8_t* w, size_t w_row_bytes, const uint8_t* x,
               size_t x_row_bytes, int64_t n, int64_t r0, int64_t r1,
               int64_t n_tok, float* y, int64_t ld_y, bool accumulate,
               int64_t prefetch_end) {
   const int64_t nb = n / kQK;
+  const float *xd, *xs;
+  ScaleTables<F>(x, x_row_bytes, nb, n_tok, &xd, &xs);
+  auto tokens = [&](auto tile1, auto tile2, auto tileT, const uint8_t* wr,
+                    int64_t r) {
+    int64_t t = 0;
+    for (; t + kT <= n_tok; t += kT) {
+      tileT(wr, w_row_bytes, x + t * x_row_bytes, x_row_bytes, xd + t,
+            xs != nullptr ? xs + t : nullptr, n_tok, nb, y + t * ld_y + r, ld_y,
+            accumulate);
+    }
+    for (; kT > 2 && t + 2 <= n_tok; t += 2) {
+      tile2(wr, w_row_bytes, x + t * x_row_bytes, x_row_bytes, xd + t,
+            xs != nullptr ? xs + t : nullptr, n_tok, nb, y + t * ld_y + r, ld_y,
+            accumulate);
+    }
+    for (; t < n_tok; ++t) {
+      tile1(wr, w_row_bytes, x + t * x_row_bytes, x_row_bytes, xd + t,
+            xs != nullptr ? xs + t : nullptr, n_tok, nb, y + t * ld_y + r, ld_y,
+            accumulate);
+    }
+  };
   int64_t r = r0;
   for (; r + kR <= r1; r += kR) {
     const uint8_t* wr = w + r * w_row_bytes;
@@ -166,27 +285,12 @@ void RunTiles(const uint8_t* w, size_t w_row_bytes, const uint8_t* x,
          off += 64) {
       PrefetchL1(ahead + off);
     }
-    int64_t t = 0;
-    for (; t + kT <= n_tok; t += kT) {
-      Tile<F, kR, kT, kVnni>(wr, w_row_bytes, x + t * x_row_bytes, x_row_bytes,
-                             nb, y + t * ld_y + r, ld_y, accumulate);
-    }
-    for (; t < n_tok; ++t) {
-      Tile<F, kR, 1, kVnni>(wr, w_row_bytes, x + t * x_row_bytes, x_row_bytes,
-                            nb, y + t * ld_y + r, ld_y, accumulate);
-    }
+    tokens(Tile<F, kR, 1, kVnni>, Tile<F, kR, (kR <= 4 ? 2 : 1), kVnni>,
+           Tile<F, kR, kT, kVnni>, wr, r);
   }
   for (; r < r1; ++r) {
-    const uint8_t* wr = w + r * w_row_bytes;
-    int64_t t = 0;
-    for (; t + kT <= n_tok; t += kT) {
-      Tile<F, 1, kT, kVnni>(wr, w_row_bytes, x + t * x_row_bytes, x_row_bytes,
-                            nb, y + t * ld_y + r, ld_y, accumulate);
-    }
-    for (; t < n_tok; ++t) {
-      Tile<F, 1, 1, kVnni>(wr, w_row_bytes, x + t * x_row_bytes, x_row_bytes,
-                           nb, y + t * ld_y + r, ld_y, accumulate);
-    }
+    tokens(Tile<F, 1, 1, kVnni>, Tile<F, 1, 2, kVnni>, Tile<F, 1, kT, kVnni>,
+           w + r * w_row_bytes, r);
   }
 }
 
@@ -200,8 +304,11 @@ void Run(const uint8_t* w, size_t w_row_bytes, const uint8_t* x,
   if (n_tok >= 4) {
     RunTiles<F, kVnni, 2, 4>(w, w_row_bytes, x, x_row_bytes, n, r0, r1, n_tok,
                              y, ld_y, accumulate, prefetch_end);
-  } else {
+  } else if (n_tok >= 2) {
     RunTiles<F, kVnni, 4, 2>(w, w_row_bytes, x, x_row_bytes, n, r0, r1, n_tok,
+                             y, ld_y, accumulate, prefetch_end);
+  } else {
+    RunTiles<F, kVnni, 8, 1>(w, w_row_bytes, x, x_row_bytes, n, r0, r1, n_tok,
                              y, ld_y, accumulate, prefetch_end);
   }
 }
