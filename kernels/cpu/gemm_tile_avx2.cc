@@ -112,6 +112,20 @@ inline int32_t Load32Bits(const uint8_t* p) {
   return v;
 }
 
+// T floats at p (a token scale table's row) repeated over 8 lanes: lane k
+// holds p[k % T].
+template <int T>
+BRAID_AVX2 inline __m256 TokenLanes(const float* p) {
+  if constexpr (T == 1) {
+    return _mm256_broadcast_ss(p);
+  } else if constexpr (T == 2) {
+    return _mm256_castpd_ps(
+        _mm256_broadcast_sd(reinterpret_cast<const double*>(p)));
+  } else {
+    return _mm256_broadcast_ps(reinterpret_cast<const __m128*>(p));
+  }
+}
+
 // R rows x T tokens (R * T <= 8, T = 1, 2 or 4); element (r, t) follows the
 // row dot's order exactly. Its scales are lane k = r * T + t of 8: the
 // products d_w(r) * d_x(t) of a block come from one multiply (into a table
@@ -173,30 +187,9 @@ BRAID_VNNI void Tile(const uint8_t* w, size_t w_row_bytes, const uint8_t* x,
       dw = _mm256_permutevar8x32_ps(a, id);
       mw = _mm256_permutevar8x32_ps(a, im);
     }
-    // The tokens' scales at lanes k: T floats, repeated.
-    const float* xdi = xd + i * ld_s;
-    __m256 xdv;
-    if constexpr (T == 1) {
-      xdv = _mm256_broadcast_ss(xdi);
-    } else if constexpr (T == 2) {
-      xdv = _mm256_castpd_ps(
-          _mm256_broadcast_sd(reinterpret_cast<const double*>(xdi)));
-    } else {
-      xdv = _mm256_broadcast_ps(reinterpret_cast<const __m128*>(xdi));
-    }
-    _mm256_store_ps(prod, _mm256_mul_ps(dw, xdv));
+    _mm256_store_ps(prod, _mm256_mul_ps(dw, TokenLanes<T>(xd + i * ld_s)));
     if constexpr (F::kMin) {
-      const float* xsi = xs + i * ld_s;
-      __m256 xsv;
-      if constexpr (T == 1) {
-        xsv = _mm256_broadcast_ss(xsi);
-      } else if constexpr (T == 2) {
-        xsv = _mm256_castpd_ps(
-            _mm256_broadcast_sd(reinterpret_cast<const double*>(xsi)));
-      } else {
-        xsv = _mm256_broadcast_ps(reinterpret_cast<const __m128*>(xsi));
-      }
-      summs = _mm256_fmadd_ps(mw, xsv, summs);
+      summs = _mm256_fmadd_ps(mw, TokenLanes<T>(xs + i * ld_s), summs);
     }
 #pragma GCC unroll 8
     for (int r = 0; r < R; ++r) {
