@@ -121,23 +121,22 @@ BRAID_AVX2 void Run(const uint8_t* w, size_t w_row_bytes, const float* x,
     for (int64_t t0 = 0; t0 < n_tok; t0 += 4) {
       const float* xt = x + t0 * ld_x;
       float* yt = y + t0 * ld_y;
-      const int64_t pf = t0 == 0 ? r1 : 0;
+      auto rows = [&](auto tile_rows) {
+        tile_rows(w, w_row_bytes, xt, ld_x, n, b0, b1, yt, ld_y, accumulate,
+                  t0 == 0 ? r1 : 0);
+      };
       switch (std::min<int64_t>(4, n_tok - t0)) {
         case 1:
-          TileRows<F, 2, 1>(w, w_row_bytes, xt, ld_x, n, b0, b1, yt, ld_y,
-                            accumulate, pf);
+          rows(TileRows<F, 2, 1>);
           break;
         case 2:
-          TileRows<F, 2, 2>(w, w_row_bytes, xt, ld_x, n, b0, b1, yt, ld_y,
-                            accumulate, pf);
+          rows(TileRows<F, 2, 2>);
           break;
         case 3:
-          TileRows<F, 1, 3>(w, w_row_bytes, xt, ld_x, n, b0, b1, yt, ld_y,
-                            accumulate, pf);
+          rows(TileRows<F, 1, 3>);
           break;
         default:
-          TileRows<F, 1, 4>(w, w_row_bytes, xt, ld_x, n, b0, b1, yt, ld_y,
-                            accumulate, pf);
+          rows(TileRows<F, 1, 4>);
       }
     }
   }

@@ -7,6 +7,12 @@
 // tile's T tokens.
 #include <immintrin.h>
 
+// GCC 12's AVX-512 intrinsics trip -Wmaybe-uninitialized on their own
+// _mm512_undefined_* placeholders (GCC bug 105593), and -Wuninitialized on
+// _mm512_shuffle_f32x4's (ReduceAdd16x16).
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#pragma GCC diagnostic ignored "-Wuninitialized"
+
 #include <algorithm>
 #include <cstdint>
 
@@ -129,26 +135,25 @@ BRAID_AVX512F void Run(const uint8_t* w, size_t w_row_bytes, const float* x,
       const float* xt = x + t0 * ld_x;
       float* yt = y + t0 * ld_y;
       group = n_tok - t0 >= 6 ? 6 : std::min<int64_t>(4, n_tok - t0);
+      auto rows = [&](auto tile_rows) {
+        tile_rows(w, w_row_bytes, xt, ld_x, n, b0, b1, yt, ld_y, accumulate,
+                  t0 == 0 ? r1 : 0);
+      };
       switch (group) {
         case 1:
-          TileRows<F, 4, 1>(w, w_row_bytes, xt, ld_x, n, b0, b1, yt, ld_y,
-                            accumulate, t0 == 0 ? r1 : 0);
+          rows(TileRows<F, 4, 1>);
           break;
         case 2:
-          TileRows<F, 8, 2>(w, w_row_bytes, xt, ld_x, n, b0, b1, yt, ld_y,
-                            accumulate, t0 == 0 ? r1 : 0);
+          rows(TileRows<F, 8, 2>);
           break;
         case 3:
-          TileRows<F, 4, 3>(w, w_row_bytes, xt, ld_x, n, b0, b1, yt, ld_y,
-                            accumulate, t0 == 0 ? r1 : 0);
+          rows(TileRows<F, 4, 3>);
           break;
         case 4:
-          TileRows<F, 4, 4>(w, w_row_bytes, xt, ld_x, n, b0, b1, yt, ld_y,
-                            accumulate, t0 == 0 ? r1 : 0);
+          rows(TileRows<F, 4, 4>);
           break;
         default:
-          TileRows<F, 4, 6>(w, w_row_bytes, xt, ld_x, n, b0, b1, yt, ld_y,
-                            accumulate, t0 == 0 ? r1 : 0);
+          rows(TileRows<F, 4, 6>);
       }
     }
   }
