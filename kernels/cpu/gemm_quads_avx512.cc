@@ -19,6 +19,7 @@
 #include <cstring>
 
 #include "kernels/cpu/gemm_avx512_blocks.h"
+#include "kernels/cpu/scale_ring.h"
 
 namespace braid::kernels::cpu::internal {
 namespace {
@@ -68,14 +69,12 @@ BRAID_AVX512 inline __m512 QuadSums(const __m512* a0, const __m512* a1) {
                        _mm512_shuffle_ps(p, q, _MM_SHUFFLE(3, 2, 3, 2)));
 }
 
-// The tiles' scale work (the products d_w * d_x of a block, Q4_1's min
-// terms) runs a block ahead, beside the previous block's products: block i
-// + 1's while block i's dpbusd/fma run, in a table of two blocks. Against a
-// pass over a segment of 24 blocks before their products (which touched
-// every weight line of the tile at once, the scales being at the head of
-// each block), step-interleaved in process: one stream 5.3-7.2% less a
-// step, 2 sequences 4.2-5.2%, 4 sequences 2.4-4.7%, 8 sequences 0.7-2.0%;
-// in cache (gemm_tile_bench) 2-3% slower.
+// The tiles' scale work runs kScalesAhead blocks ahead of the products that
+// use it (scale_ring.h). Against a pass over a segment of 24 blocks before
+// their products (which touched every weight line of the tile at once, the
+// scales being at the head of each block), one block ahead was,
+// step-interleaved in process: one stream 5.3-7.2% less a step, 2 sequences
+// 4.2-5.2%, 4 sequences 2.4-4.7%, 8 sequences 0.7-2.0%.
 
 // Prefetch spread over a tile's nb blocks: at block i, its share of
 // near_bytes from near (the next tile's rows, into L1) and of far_bytes from
@@ -130,8 +129,8 @@ BRAID_AVX512 void QuadTile(const uint8_t* w, const uint8_t* xq,
   static_assert(T == 4 || T == 8, "tile shape");
   constexpr int U = T / 4;  // quads
   constexpr int64_t kWB = sizeof(typename F::W);
-  // prod[i % 2][4t + r] = d_w(r) * d_x(t) at block i.
-  alignas(64) float prod[2][4 * T];
+  // prod[RingSlot(i)][4t + r] = d_w(r) * d_x(t) at block i.
+  alignas(64) float prod[kScaleRing][4 * T];
   __m512 acc[2][T];
   __m512 summs[U];  // [t][r], like prod.
 #pragma GCC unroll 8
@@ -146,14 +145,14 @@ BRAID_AVX512 void QuadTile(const uint8_t* w, const uint8_t* xq,
       _mm512_set_epi32(6, 4, 2, 0, 6, 4, 2, 0, 6, 4, 2, 0, 6, 4, 2, 0);
   const __m512i pick_m =
       _mm512_set_epi32(7, 5, 3, 1, 7, 5, 3, 1, 7, 5, 3, 1, 7, 5, 3, 1);
-  // Block i's products into prod[i % 2], its min terms into summs.
+  // Block i's products into prod[RingSlot(i)], its min terms into summs.
   auto scales = [&](int64_t i) BRAID_AVX512 {
     const __m512 dm = F::QuadScales(w + 4 * i * kWB);
     const __m512 dw = _mm512_permutexvar_ps(pick_d, dm);
 #pragma GCC unroll 2
     for (int u = 0; u < U; ++u) {
       _mm512_store_ps(
-          prod[i % 2] + 16 * u,
+          prod[RingSlot(i)] + 16 * u,
           _mm512_mul_ps(dw, _mm512_load_ps(dpat + u * quad_floats + i * 16)));
     }
     if constexpr (F::kMin) {
@@ -165,9 +164,9 @@ BRAID_AVX512 void QuadTile(const uint8_t* w, const uint8_t* xq,
       }
     }
   };
-  scales(0);
+  for (int64_t i = 0; i < std::min(kScalesAhead, nb); ++i) scales(i);
   for (int64_t i = 0; i < nb; ++i) {
-    if (i + 1 < nb) scales(i + 1);
+    if (i + kScalesAhead < nb) scales(i + kScalesAhead);
     pf.Block<(4 * kWB + 63) / 64>(i);
     const __m512i q0 = F::QuadPair(w + 4 * i * kWB, 0);
     const __m512i q1 = F::QuadPair(w + 4 * i * kWB, 1);
@@ -184,7 +183,7 @@ BRAID_AVX512 void QuadTile(const uint8_t* w, const uint8_t* xq,
       const int64_t off = (t / 4) * quad_bytes + (i * 4 + t % 4) * 64;
       const __m512i xv = _mm512_load_si512(xq + off);
       double pr[2];
-      std::memcpy(pr, &prod[i % 2][4 * t], 16);
+      std::memcpy(pr, &prod[RingSlot(i)][4 * t], 16);
       acc[0][t] = _mm512_fmadd_ps(_mm512_castpd_ps(_mm512_set1_pd(pr[0])),
                                   _mm512_cvtepi32_ps(F::Dot(start0, q0, xv)),
                                   acc[0][t]);
@@ -307,9 +306,9 @@ BRAID_AVX512 void RowQuadTile(const uint8_t* w, const uint8_t* xq,
   // 8 rows: two tokens' products (and min terms) per multiply (fma), rows
   // 0..7 of token 2j in lanes 0..7 and of token 2j + 1 in lanes 8..15.
   constexpr bool kPairs = Q == 2 && T % 2 == 0;
-  // prod[i % 2][t][r] = d_w(r) * d_x(t) at block i (r < 4Q); with kPairs
-  // prod[i % 2][t / 2][8 * (t % 2) + r].
-  alignas(64) float prod[2][T][16];
+  // prod[RingSlot(i)][t][r] = d_w(r) * d_x(t) at block i (r < 4Q); with
+  // kPairs prod[RingSlot(i)][t / 2][8 * (t % 2) + r].
+  alignas(64) float prod[kScaleRing][T][16];
   __m512 acc[P][T];
   __m512 summs[T];  // lanes: rows
 #pragma GCC unroll 8
@@ -325,7 +324,7 @@ BRAID_AVX512 void RowQuadTile(const uint8_t* w, const uint8_t* xq,
                                         10, 8, 6, 4, 2, 0);
   const __m512i odd = _mm512_add_epi32(even, _mm512_set1_epi32(1));
   const int64_t quad_stride = nb * kQB;  // bytes from quad to quad
-  // Block i's products into prod[i % 2], its min terms into summs.
+  // Block i's products into prod[RingSlot(i)], its min terms into summs.
   auto scales = [&](int64_t i) BRAID_AVX512 {
     const uint8_t* b = w + i * kQB;
     __m512 dw, mw;
@@ -355,7 +354,7 @@ BRAID_AVX512 void RowQuadTile(const uint8_t* w, const uint8_t* xq,
       for (int j = 0; j < T / 2; ++j) {
         // Tokens 2j and 2j + 1's scales at block i (quad 0 of tokens).
         const int64_t at = (i * 4 + 2 * j) * 4;
-        _mm512_store_ps(prod[i % 2][j],
+        _mm512_store_ps(prod[RingSlot(i)][j],
                         _mm512_mul_ps(dw, TwoTokens(dpat + at)));
         if constexpr (F::kMin) {
           summs[j] = _mm512_fmadd_ps(mw, TwoTokens(spat + at), summs[j]);
@@ -366,7 +365,7 @@ BRAID_AVX512 void RowQuadTile(const uint8_t* w, const uint8_t* xq,
       for (int t = 0; t < T; ++t) {
         // The tables' scales of token t at block i (quad 0 of tokens).
         const int64_t at = (i * 4 + t) * 4;
-        _mm512_store_ps(prod[i % 2][t],
+        _mm512_store_ps(prod[RingSlot(i)][t],
                         _mm512_mul_ps(dw, _mm512_set1_ps(dpat[at])));
         if constexpr (F::kMin) {
           summs[t] = _mm512_fmadd_ps(mw, _mm512_set1_ps(spat[at]), summs[t]);
@@ -374,9 +373,9 @@ BRAID_AVX512 void RowQuadTile(const uint8_t* w, const uint8_t* xq,
       }
     }
   };
-  scales(0);
+  for (int64_t i = 0; i < std::min(kScalesAhead, nb); ++i) scales(i);
   for (int64_t i = 0; i < nb; ++i) {
-    if (i + 1 < nb) scales(i + 1);
+    if (i + kScalesAhead < nb) scales(i + kScalesAhead);
     pf.Block<(4 * Q * sizeof(typename F::W) + 63) / 64>(i);
     __m512i xv[T];
 #pragma GCC unroll 4
@@ -396,8 +395,8 @@ BRAID_AVX512 void RowQuadTile(const uint8_t* w, const uint8_t* xq,
       for (int t = 0; t < T; ++t) {
         double pr;
         std::memcpy(&pr,
-                    kPairs ? &prod[i % 2][t / 2][8 * (t % 2) + 2 * p]
-                           : &prod[i % 2][t][2 * p],
+                    kPairs ? &prod[RingSlot(i)][t / 2][8 * (t % 2) + 2 * p]
+                           : &prod[RingSlot(i)][t][2 * p],
                     8);
         acc[p][t] = _mm512_fmadd_ps(_mm512_castpd_ps(_mm512_set1_pd(pr)),
                                     _mm512_cvtepi32_ps(F::Dot(start, q, xv[t])),

@@ -13,6 +13,7 @@
 #include "kernels/cpu/gemm_tile.h"
 #include "kernels/cpu/ggml_reduce.h"
 #include "kernels/cpu/prefetch.h"
+#include "kernels/cpu/scale_ring.h"
 
 #define BRAID_AVX2 __attribute__((target("avx2,fma,f16c")))
 #define BRAID_VNNI __attribute__((target("avx2,fma,f16c,avxvnni")))
@@ -159,8 +160,10 @@ BRAID_VNNI void Tile(const uint8_t* w, size_t w_row_bytes, const uint8_t* x,
       _mm256_load_si256(reinterpret_cast<const __m256i*>(pick_d));
   const __m256i im =
       _mm256_load_si256(reinterpret_cast<const __m256i*>(pick_m));
-  alignas(32) float prod[8];
-  for (int64_t i = 0; i < nb; ++i) {
+  // prod[RingSlot(i)][k] = lane k's d_w * d_x at block i (scale_ring.h).
+  alignas(32) float prod[kScaleRing][8];
+  // Block i's products into prod[RingSlot(i)], its min terms into summs.
+  auto scales = [&](int64_t i) BRAID_VNNI {
     const uint8_t* wb = w + i * kWB;
     // The rows' (d, m) as f32 lanes k.
     __m256 dw, mw;
@@ -187,10 +190,15 @@ BRAID_VNNI void Tile(const uint8_t* w, size_t w_row_bytes, const uint8_t* x,
       dw = _mm256_permutevar8x32_ps(a, id);
       mw = _mm256_permutevar8x32_ps(a, im);
     }
-    _mm256_store_ps(prod, _mm256_mul_ps(dw, TokenLanes<T>(xd + i * ld_s)));
+    _mm256_store_ps(prod[RingSlot(i)],
+                    _mm256_mul_ps(dw, TokenLanes<T>(xd + i * ld_s)));
     if constexpr (F::kMin) {
       summs = _mm256_fmadd_ps(mw, TokenLanes<T>(xs + i * ld_s), summs);
     }
+  };
+  for (int64_t i = 0; i < std::min(kScalesAhead, nb); ++i) scales(i);
+  for (int64_t i = 0; i < nb; ++i) {
+    if (i + kScalesAhead < nb) scales(i + kScalesAhead);
 #pragma GCC unroll 8
     for (int r = 0; r < R; ++r) {
       const typename F::Prep p = F::Prepare(
@@ -199,8 +207,9 @@ BRAID_VNNI void Tile(const uint8_t* w, size_t w_row_bytes, const uint8_t* x,
       for (int t = 0; t < T; ++t) {
         const auto& xb = *reinterpret_cast<const typename F::X*>(
             x + t * x_row_bytes + i * kXB);
-        acc[r][t] = _mm256_fmadd_ps(_mm256_broadcast_ss(&prod[r * T + t]),
-                                    F::template Sum<kVnni>(p, xb), acc[r][t]);
+        acc[r][t] =
+            _mm256_fmadd_ps(_mm256_broadcast_ss(&prod[RingSlot(i)][r * T + t]),
+                            F::template Sum<kVnni>(p, xb), acc[r][t]);
       }
     }
   }

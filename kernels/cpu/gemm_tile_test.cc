@@ -30,9 +30,19 @@ void SetMode(int mode) {
 TEST(GemmTileTest, BitIdenticalToDotRowForEveryTileShape) {
   int prepared_calls = 0;
   std::mt19937 rng(9);
-  for (DType type : {DType::kQ4_0, DType::kQ4_1, DType::kQ8_0, DType::kF16,
-                     DType::kBF16, DType::kF32}) {
-    const int64_t rows = 21, cols = 288, n_tok = 75;
+  // 288 columns (9 blocks), and rows of 1 and 2 blocks: fewer than the
+  // tiles' scale tables run ahead (scale_ring.h).
+  for (auto [type, cols] : {std::pair{DType::kQ4_0, int64_t{288}},
+                            {DType::kQ4_1, int64_t{288}},
+                            {DType::kQ8_0, int64_t{288}},
+                            {DType::kF16, int64_t{288}},
+                            {DType::kBF16, int64_t{288}},
+                            {DType::kF32, int64_t{288}},
+                            {DType::kQ4_1, int64_t{32}},
+                            {DType::kQ4_1, int64_t{64}},
+                            {DType::kQ8_0, int64_t{32}},
+                            {DType::kQ4_0, int64_t{64}}}) {
+    const int64_t rows = 21, n_tok = 75;
     const auto [w_bytes, x_bytes, w, x] =
         testing::MakeRandomOperands(type, rows, cols, n_tok, 3.0f, rng);
     for (int mode = 0; mode < 4; ++mode) {
@@ -56,8 +66,8 @@ TEST(GemmTileTest, BitIdenticalToDotRowForEveryTileShape) {
               const float expect =
                   (t < tok && r >= r0) ? want[t * rows + r] : 7.0f;
               ASSERT_EQ(y[t * rows + r], expect)
-                  << DTypeName(type) << " mode " << mode << " r0 " << r0
-                  << " tok " << tok << " at " << t << "," << r;
+                  << DTypeName(type) << " cols " << cols << " mode " << mode
+                  << " r0 " << r0 << " tok " << tok << " at " << t << "," << r;
             }
           }
           GemmTile(type, w.data(), w_bytes, x.data(), x_bytes, cols, r0, rows,
@@ -108,8 +118,13 @@ TEST(GemmTileTest, QuadLayoutBitIdenticalToDotRow) {
     GTEST_SKIP() << "no AVX-512 VNNI: the quad layout is not used here";
   }
   std::mt19937 rng(17);
-  // 288 columns: one segment of the tiles' scale tables; 1600: 24 + 24 + 2.
+  // 288 columns: one segment of the tiles' scale tables; 1600: 24 + 24 + 2;
+  // 32 and 64: fewer blocks than the scale tables run ahead (scale_ring.h).
   for (auto [type, cols] : {std::pair{DType::kQ4_1, int64_t{288}},
+                            {DType::kQ4_1, int64_t{32}},
+                            {DType::kQ4_1, int64_t{64}},
+                            {DType::kQ8_0, int64_t{64}},
+                            {DType::kQ4_0, int64_t{32}},
                             {DType::kQ8_0, int64_t{288}},
                             {DType::kQ4_0, int64_t{288}},
                             {DType::kQ4_1, int64_t{1600}},
