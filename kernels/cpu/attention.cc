@@ -283,9 +283,19 @@ class TaskSplit {
         runs.push_back({r.first + t, n, n * c});
       }
     }
-    if (static_cast<int64_t>(runs.size()) * shape.n_kv_head *
-            ((group_ + heads_ - 1) / heads_) <
-        2 * threads) {
+    // Too few whole tasks to balance the threads: tasks of one query head
+    // (each reads its KV head's rows again). Runs of one token (decode)
+    // gain the most from sharing the rows, so they split only when every
+    // one-head task still has a thread of its own. One sequence decoding,
+    // 2 threads (attention_bench --seqs=1 --evict_mb=8): ctx 30 3.2 -> 2.1
+    // us a call, 91 6.7 -> 5.2, 300 13.5 -> 10.7, 1000 56.8 -> 44.7; a
+    // session's 4 branches (one run of 4 tokens, --ctx=32 --branches=4
+    // --branch_len=32) stay split: 9.8-10.3 us against 10.7-11.0 whole.
+    bool one_token = true;
+    for (const TokenRun& r : runs) one_token = one_token && r.count == 1;
+    const int64_t whole = static_cast<int64_t>(runs.size()) * shape.n_kv_head *
+                          ((group_ + heads_ - 1) / heads_);
+    if (one_token ? whole * group_ <= threads : whole < 2 * threads) {
       heads_ = 1;
     }
     // (std::sort: stable_sort may allocate.)
