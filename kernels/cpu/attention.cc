@@ -213,6 +213,10 @@ void AttendRows(const QueryRows& rows, const uint16_t* const* k_rows,
                          v_rows, n, scores, ld, g, head_dim, slots, rows.out)) {
     return;
   }
+  if (UseAvx2() && internal::WeightedSumF16Avx2(v_rows, n, scores, ld, g,
+                                                head_dim, slots, rows.out)) {
+    return;
+  }
   const int64_t used = std::min(n, slots);
   const int64_t ld_acc = slots * head_dim;
   float* acc = Scratch(tls.acc, ld_acc);

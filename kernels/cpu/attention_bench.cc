@@ -24,6 +24,7 @@
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
 #include "kernels/cpu/attention.h"
+#include "kernels/cpu/cpu_features.h"
 #include "kernels/cpu/fp16.h"
 #include "kernels/cpu/thread_pool.h"
 
@@ -46,10 +47,14 @@ ABSL_FLAG(int, evict_mb, 0,
           "MiB read between calls (untimed), as the model's weights pass "
           "through the caches between one layer's attention and the next");
 
+ABSL_FLAG(bool, avx2, false,
+          "the AVX2 kernels on an AVX-512 CPU (as a CPU without AVX-512 runs)");
+
 namespace k = braid::kernels::cpu;
 
 int main(int argc, char** argv) {
   absl::ParseCommandLine(argc, argv);
+  if (absl::GetFlag(FLAGS_avx2)) k::SetDisableAvx512ForTesting(true);
   const int n_branches = absl::GetFlag(FLAGS_branches);
   const int branch_len = absl::GetFlag(FLAGS_branch_len);
   const int prefix = absl::GetFlag(FLAGS_ctx);

@@ -30,6 +30,13 @@ bool WeightedSumF16Avx512(const uint16_t* const* v_rows, int64_t n,
                           const float* w, int64_t ldw, int g, int64_t head_dim,
                           int64_t slots, float* const* out);
 
+// WeightedSumF16Avx512's sums with AVX2 (8 dims a pass), the same bits;
+// false (nothing written) for other slot counts or head_dim not a multiple
+// of 8 up to 256.
+bool WeightedSumF16Avx2(const uint16_t* const* v_rows, int64_t n,
+                        const float* w, int64_t ldw, int g, int64_t head_dim,
+                        int64_t slots, float* const* out);
+
 // The same sums split by residue: for residues r in [r0, r1) of the slots
 // modulo 8, res[h * 8 * head_dim + r * head_dim + i] = the slots r, r + 8,
 // ... combined as ReduceSlots' first levels combine them; CombineResidues

@@ -242,14 +242,21 @@ TEST(PagedAttentionTest, OneStreamEqualsContiguousBitForBit) {
 }
 
 // The AVX-512 kernels (K and V rows shared by a KV head's query heads,
-// scores reduced 16 keys at a time) give the portable kernels' bits for every
-// group size, head size, context length and kernel choice, alone and through
-// a pool (which changes how heads are grouped into tasks).
-TEST(AttentionTest, GroupedAvx512PathIsBitIdenticalToPortablePath) {
-  if (!UseAvx512()) GTEST_SKIP() << "no AVX-512 on this CPU";
+// scores reduced 16 keys at a time) and the AVX2 ones (the weighted V sums
+// 8 dims a pass) give the scalar kernels' bits for every group size, head
+// size, context length and kernel choice, alone and through a pool (which
+// changes how heads are grouped into tasks).
+TEST(AttentionTest, VectorPathsAreBitIdenticalToScalarPath) {
+  if (!UseAvx2()) GTEST_SKIP() << "no AVX2 on this CPU: only the scalar path";
   std::mt19937 rng(21);
   std::normal_distribution<float> dist(0.0f, 1.0f);
   ThreadPool pool(2);
+  // 0: the scalar path; 1: AVX2; 2: AVX-512 where the CPU has it.
+  auto set_path = [](int path) {
+    SetForceScalarForTesting(path == 0);
+    SetDisableAvx512ForTesting(path == 1);
+  };
+  const int paths = UseAvx512() ? 3 : 2;
   for (int64_t head_dim : {64, 128}) {
     for (int64_t group : {1, 2, 3, 4, 5, 9}) {
       const AttentionShape s{2 * group, 2, head_dim};
@@ -262,19 +269,23 @@ TEST(AttentionTest, GroupedAvx512PathIsBitIdenticalToPortablePath) {
       for (float& e : q) e = dist(rng) * 3.0f;
       for (int64_t n_tok : {1, 6}) {
         for (ThreadPool* p : {static_cast<ThreadPool*>(nullptr), &pool}) {
-          std::vector<float> fast(q.size()), slow(q.size());
+          std::vector<std::vector<float>> out(paths,
+                                              std::vector<float>(q.size()));
           const int64_t calls = n_tok == 1 ? 6 : 1;
           const int64_t row = s.n_head * head_dim;
-          for (int64_t c = 0; c < calls; ++c) {
-            Attention(s, q.data() + c * row, pos + c, n_tok, k.data(), v.data(),
-                      fast.data() + c * row, p);
-            SetDisableAvx512ForTesting(true);
-            Attention(s, q.data() + c * row, pos + c, n_tok, k.data(), v.data(),
-                      slow.data() + c * row, p);
-            SetDisableAvx512ForTesting(false);
+          for (int path = 0; path < paths; ++path) {
+            set_path(path);
+            for (int64_t c = 0; c < calls; ++c) {
+              Attention(s, q.data() + c * row, pos + c, n_tok, k.data(),
+                        v.data(), out[path].data() + c * row, p);
+            }
           }
-          ASSERT_EQ(fast, slow) << "head_dim " << head_dim << " group " << group
-                                << " n_tok " << n_tok;
+          set_path(2);
+          for (int path = 1; path < paths; ++path) {
+            ASSERT_EQ(out[path], out[0])
+                << "path " << path << " head_dim " << head_dim << " group "
+                << group << " n_tok " << n_tok;
+          }
         }
       }
     }
