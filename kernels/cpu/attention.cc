@@ -190,7 +190,9 @@ void AttendRows(const QueryRows& rows, const uint16_t* const* k_rows,
   float* scores = Scratch(tls.scores, g * ld);
   if (!(UseAvx512() &&
         internal::ScoresF16Avx512(k_rows, v_rows, n, q16p, g, head_dim,
-                                  kernels.kq_gemm, scores, ld))) {
+                                  kernels.kq_gemm, scores, ld)) &&
+      !(UseAvx2() && internal::ScoresF16Avx2(k_rows, n, q16p, g, head_dim,
+                                             kernels.kq_gemm, scores, ld))) {
     for (int i = 0; i < g; ++i) {
       for (int64_t j = 0; j < rows.n[i]; j += kLanes) {
         const int64_t count = std::min(kLanes, rows.n[i] - j);

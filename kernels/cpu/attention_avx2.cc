@@ -1,12 +1,22 @@
-// AVX2 form of attention's weighted V sums (attention_kernels.h): per
-// element the operations of WeightedSumF16Avx512 (attention_avx512.cc), 8
-// dims a pass instead of 16, so the same bits.
+// AVX2 forms of attention's two products (attention_kernels.h), for CPUs
+// without AVX-512, with the bits of the portable kernels.
+//
+// Scores: each K row is converted from fp16 once for the query heads that
+// share its KV head, and a key's 16-lane partial vector is formed per head
+// exactly as DotF16F32VecAvx2 / DotF16F32GemmAvx2 form it (lanes 0..7 and
+// 8..15 as two 8-lane halves), its halves added (the first level of
+// ReduceAdd16) and the results of 8 keys reduced together by a transpose
+// tree with HorizontalSum8's additions.
+//
+// Weighted V sums: per element the operations of WeightedSumF16Avx512
+// (attention_avx512.cc), 8 dims a pass instead of 16.
 #include <immintrin.h>
 
 #include <algorithm>
 #include <cstdint>
 
 #include "kernels/cpu/attention_kernels.h"
+#include "kernels/cpu/attention_paged.h"
 
 #define BRAID_AVX2 __attribute__((target("avx2,fma,f16c")))
 
@@ -15,6 +25,99 @@ namespace {
 
 BRAID_AVX2 inline __m256 LoadF16x8(const uint16_t* p) {
   return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
+}
+
+// out lane j = HorizontalSum8(v[j]) for j < 8, with its additions: lanes
+// i + (i + 4), then (0 + 2) and (1 + 3), then the two.
+BRAID_AVX2 inline __m256 HorizontalSum8x8(const __m256* v) {
+  __m256 u[4];
+#pragma GCC unroll 4
+  for (int i = 0; i < 4; ++i) {  // [v2i lanes i + (i + 4) | v2i+1's]
+    const __m256 a = v[2 * i], b = v[2 * i + 1];
+    u[i] = _mm256_add_ps(_mm256_permute2f128_ps(a, b, 0x20),
+                         _mm256_permute2f128_ps(a, b, 0x31));
+  }
+  __m256 w[2];
+#pragma GCC unroll 2
+  for (int i = 0; i < 2; ++i) {  // (0 + 2), (1 + 3) of 4 vectors
+    const __m256 a = u[2 * i], b = u[2 * i + 1];
+    w[i] = _mm256_add_ps(_mm256_shuffle_ps(a, b, _MM_SHUFFLE(1, 0, 1, 0)),
+                         _mm256_shuffle_ps(a, b, _MM_SHUFFLE(3, 2, 3, 2)));
+  }
+  // [v0 v2 v4 v6 | v1 v3 v5 v7]
+  const __m256 z =
+      _mm256_add_ps(_mm256_shuffle_ps(w[0], w[1], _MM_SHUFFLE(2, 0, 2, 0)),
+                    _mm256_shuffle_ps(w[0], w[1], _MM_SHUFFLE(3, 1, 3, 1)));
+  return _mm256_permutevar8x32_ps(z, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
+}
+
+// Heads [0, g) over keys [0, n); C = head_dim / 16.
+template <int C>
+BRAID_AVX2 void Scores8(const uint16_t* const* k_rows, int64_t n,
+                        const float* const* q, int g, bool gemm, float* scores,
+                        int64_t ld) {
+  alignas(32) __m256 part[kMaxRows][8];
+  for (int64_t j0 = 0; j0 < n; j0 += 8) {
+    const int m = static_cast<int>(n - j0 < 8 ? n - j0 : 8);
+    for (int jj = 0; jj < 8; ++jj) {
+      if (jj >= m) {
+        for (int h = 0; h < g; ++h) part[h][jj] = _mm256_setzero_ps();
+        continue;
+      }
+      const uint16_t* kr = k_rows[j0 + jj];
+      __m256 lo[C], hi[C];
+#pragma GCC unroll 16
+      for (int c = 0; c < C; ++c) {
+        lo[c] = LoadF16x8(kr + 16 * c);
+        hi[c] = LoadF16x8(kr + 16 * c + 8);
+      }
+      for (int h = 0; h < g; ++h) {
+        const float* qh = q[h];
+        if (gemm) {
+          // One accumulator over the row (DotF16F32GemmAvx2; its first fma
+          // onto +0 as a multiply, as the AVX-512 form).
+          __m256 al = _mm256_mul_ps(lo[0], _mm256_loadu_ps(qh));
+          __m256 ah = _mm256_mul_ps(hi[0], _mm256_loadu_ps(qh + 8));
+#pragma GCC unroll 16
+          for (int c = 1; c < C; ++c) {
+            al = _mm256_fmadd_ps(lo[c], _mm256_loadu_ps(qh + 16 * c), al);
+            ah = _mm256_fmadd_ps(hi[c], _mm256_loadu_ps(qh + 16 * c + 8), ah);
+          }
+          part[h][jj] = _mm256_add_ps(al, ah);
+        } else {
+          // Four accumulators over steps of 64 (DotF16F32VecAvx2).
+          __m256 al[4], ah[4];
+#pragma GCC unroll 4
+          for (int c = 0; c < 4; ++c) {
+            al[c] = _mm256_mul_ps(lo[c], _mm256_loadu_ps(qh + 16 * c));
+            ah[c] = _mm256_mul_ps(hi[c], _mm256_loadu_ps(qh + 16 * c + 8));
+          }
+#pragma GCC unroll 16
+          for (int c = 4; c < C; ++c) {
+            al[c % 4] =
+                _mm256_fmadd_ps(lo[c], _mm256_loadu_ps(qh + 16 * c), al[c % 4]);
+            ah[c % 4] = _mm256_fmadd_ps(hi[c], _mm256_loadu_ps(qh + 16 * c + 8),
+                                        ah[c % 4]);
+          }
+          const __m256 l = _mm256_add_ps(_mm256_add_ps(al[0], al[2]),
+                                         _mm256_add_ps(al[1], al[3]));
+          const __m256 r = _mm256_add_ps(_mm256_add_ps(ah[0], ah[2]),
+                                         _mm256_add_ps(ah[1], ah[3]));
+          part[h][jj] = _mm256_add_ps(l, r);
+        }
+      }
+    }
+    for (int h = 0; h < g; ++h) {
+      const __m256 sums = HorizontalSum8x8(part[h]);
+      if (m == 8) {
+        _mm256_storeu_ps(scores + h * ld + j0, sums);
+      } else {
+        alignas(32) float tmp[8];
+        _mm256_store_ps(tmp, sums);
+        for (int i = 0; i < m; ++i) scores[h * ld + j0 + i] = tmp[i];
+      }
+    }
+  }
 }
 
 // Residue r of the slots (slot = r + 8i, i < A = slots / 8), 8 dims at dim0:
@@ -84,6 +187,20 @@ BRAID_AVX2 void WeightedSum8(const uint16_t* const* v_rows, int64_t n,
 }
 
 }  // namespace
+
+bool ScoresF16Avx2(const uint16_t* const* k_rows, int64_t n,
+                   const float* const* q, int g, int64_t head_dim, bool gemm,
+                   float* scores, int64_t ld) {
+  if (g > kMaxRows) return false;
+  if (head_dim == 64) {
+    Scores8<4>(k_rows, n, q, g, gemm, scores, ld);
+  } else if (head_dim == 128) {
+    Scores8<8>(k_rows, n, q, g, gemm, scores, ld);
+  } else {
+    return false;
+  }
+  return true;
+}
 
 bool WeightedSumF16Avx2(const uint16_t* const* v_rows, int64_t n,
                         const float* w, int64_t ldw, int g, int64_t head_dim,

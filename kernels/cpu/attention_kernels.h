@@ -30,6 +30,12 @@ bool WeightedSumF16Avx512(const uint16_t* const* v_rows, int64_t n,
                           const float* w, int64_t ldw, int g, int64_t head_dim,
                           int64_t slots, float* const* out);
 
+// ScoresF16Avx512's scores with AVX2 (without the V rows' prefetch); false
+// (nothing written) when head_dim is not 64 or 128 or g > kMaxRows.
+bool ScoresF16Avx2(const uint16_t* const* k_rows, int64_t n,
+                   const float* const* q, int g, int64_t head_dim, bool gemm,
+                   float* scores, int64_t ld);
+
 // WeightedSumF16Avx512's sums with AVX2 (8 dims a pass), the same bits;
 // false (nothing written) for other slot counts or head_dim not a multiple
 // of 8 up to 256.
