@@ -55,17 +55,15 @@ struct Q40 {
   struct Prep {
     __m256i abs_w;  // |q - 8|
     __m256i w;      // q - 8 (for the sign)
-    float d, m;
   };
   BRAID_AVX2 static Prep Prepare(const W& b) {
     const __m256i q = _mm256_sub_epi8(UnpackNibbles(b.qs), _mm256_set1_epi8(8));
-    return {_mm256_sign_epi8(q, q), q, H2F(b.d), 0.0f};
+    return {_mm256_sign_epi8(q, q), q};
   }
   template <bool kVnni>
   BRAID_VNNI static __m256 Sum(const Prep& p, const X& x) {
     return MulSumU8I8<kVnni>(p.abs_w, _mm256_sign_epi8(Load32(x.qs), p.w));
   }
-  BRAID_AVX2 static float XScale(const X& x) { return H2F(x.d); }
 };
 
 struct Q80 {
@@ -74,17 +72,15 @@ struct Q80 {
   static constexpr bool kMin = false;
   struct Prep {
     __m256i abs_w, w;
-    float d, m;
   };
   BRAID_AVX2 static Prep Prepare(const W& b) {
     const __m256i q = Load32(b.qs);
-    return {_mm256_sign_epi8(q, q), q, H2F(b.d), 0.0f};
+    return {_mm256_sign_epi8(q, q), q};
   }
   template <bool kVnni>
   BRAID_VNNI static __m256 Sum(const Prep& p, const X& x) {
     return MulSumU8I8<kVnni>(p.abs_w, _mm256_sign_epi8(Load32(x.qs), p.w));
   }
-  BRAID_AVX2 static float XScale(const X& x) { return H2F(x.d); }
 };
 
 struct Q41 {
@@ -93,16 +89,12 @@ struct Q41 {
   static constexpr bool kMin = true;
   struct Prep {
     __m256i w;
-    float d, m;
   };
-  BRAID_AVX2 static Prep Prepare(const W& b) {
-    return {UnpackNibbles(b.qs), H2F(b.d), H2F(b.m)};
-  }
+  BRAID_AVX2 static Prep Prepare(const W& b) { return {UnpackNibbles(b.qs)}; }
   template <bool kVnni>
   BRAID_VNNI static __m256 Sum(const Prep& p, const X& x) {
     return MulSumU8I8<kVnni>(p.w, Load32(x.qs));
   }
-  BRAID_AVX2 static float XScale(const X& x) { return H2F(x.d); }
 };
 
 // The 4 bytes at p (a block's f16 d and m; for Q4_0 / Q8_0 d and two quants,
