@@ -17,6 +17,7 @@
 
 #include "kernels/cpu/attention_kernels.h"
 #include "kernels/cpu/attention_paged.h"
+#include "kernels/cpu/ggml_reduce.h"
 
 #define BRAID_AVX2 __attribute__((target("avx2,fma,f16c")))
 
@@ -25,30 +26,6 @@ namespace {
 
 BRAID_AVX2 inline __m256 LoadF16x8(const uint16_t* p) {
   return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
-}
-
-// out lane j = HorizontalSum8(v[j]) for j < 8, with its additions: lanes
-// i + (i + 4), then (0 + 2) and (1 + 3), then the two.
-BRAID_AVX2 inline __m256 HorizontalSum8x8(const __m256* v) {
-  __m256 u[4];
-#pragma GCC unroll 4
-  for (int i = 0; i < 4; ++i) {  // [v2i lanes i + (i + 4) | v2i+1's]
-    const __m256 a = v[2 * i], b = v[2 * i + 1];
-    u[i] = _mm256_add_ps(_mm256_permute2f128_ps(a, b, 0x20),
-                         _mm256_permute2f128_ps(a, b, 0x31));
-  }
-  __m256 w[2];
-#pragma GCC unroll 2
-  for (int i = 0; i < 2; ++i) {  // (0 + 2), (1 + 3) of 4 vectors
-    const __m256 a = u[2 * i], b = u[2 * i + 1];
-    w[i] = _mm256_add_ps(_mm256_shuffle_ps(a, b, _MM_SHUFFLE(1, 0, 1, 0)),
-                         _mm256_shuffle_ps(a, b, _MM_SHUFFLE(3, 2, 3, 2)));
-  }
-  // [v0 v2 v4 v6 | v1 v3 v5 v7]
-  const __m256 z =
-      _mm256_add_ps(_mm256_shuffle_ps(w[0], w[1], _MM_SHUFFLE(2, 0, 2, 0)),
-                    _mm256_shuffle_ps(w[0], w[1], _MM_SHUFFLE(3, 1, 3, 1)));
-  return _mm256_permutevar8x32_ps(z, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
 }
 
 // Heads [0, g) over keys [0, n); C = head_dim / 16.

@@ -1,5 +1,6 @@
 // Horizontal sums in the order llama.cpp's x86 kernels use, shared by the
-// scalar and AVX2 paths that mirror ggml's arithmetic (dot.h, vec_math.h).
+// scalar and AVX2 paths that mirror ggml's arithmetic (dot.h, vec_math.h,
+// attention_avx2.cc).
 //
 // ReduceAdd16 sums the 16 lanes of one AVX-512 register as GCC's
 // _mm512_reduce_add_ps does: lanes i and i+8, then i and i+4 (i < 4), then
@@ -29,6 +30,31 @@ __attribute__((target("avx2"))) inline float HorizontalSum8(__m256 v) {
 // The 16 lanes held as lo (lanes 0..7) and hi (lanes 8..15).
 __attribute__((target("avx2"))) inline float ReduceAdd16(__m256 lo, __m256 hi) {
   return HorizontalSum8(_mm256_add_ps(lo, hi));
+}
+
+// out lane j = HorizontalSum8(v[j]) for j < 8, with its additions: lanes
+// i + (i + 4), then (0 + 2) and (1 + 3), then the two.
+__attribute__((target("avx2"))) inline __m256 HorizontalSum8x8(
+    const __m256* v) {
+  __m256 u[4];
+#pragma GCC unroll 4
+  for (int i = 0; i < 4; ++i) {  // [v2i lanes i + (i + 4) | v2i+1's]
+    const __m256 a = v[2 * i], b = v[2 * i + 1];
+    u[i] = _mm256_add_ps(_mm256_permute2f128_ps(a, b, 0x20),
+                         _mm256_permute2f128_ps(a, b, 0x31));
+  }
+  __m256 w[2];
+#pragma GCC unroll 2
+  for (int i = 0; i < 2; ++i) {  // (0 + 2), (1 + 3) of 4 vectors
+    const __m256 a = u[2 * i], b = u[2 * i + 1];
+    w[i] = _mm256_add_ps(_mm256_shuffle_ps(a, b, _MM_SHUFFLE(1, 0, 1, 0)),
+                         _mm256_shuffle_ps(a, b, _MM_SHUFFLE(3, 2, 3, 2)));
+  }
+  // [v0 v2 v4 v6 | v1 v3 v5 v7]
+  const __m256 z =
+      _mm256_add_ps(_mm256_shuffle_ps(w[0], w[1], _MM_SHUFFLE(2, 0, 2, 0)),
+                    _mm256_shuffle_ps(w[0], w[1], _MM_SHUFFLE(3, 1, 3, 1)));
+  return _mm256_permutevar8x32_ps(z, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
 }
 
 // ReduceAdd16 of 16 registers at once (a transpose tree with the same
