@@ -161,7 +161,9 @@ TEST_F(SessionModelTest, LateInputEqualsRecomputingTheContext) {
       const int32_t prev[1] = {out[k - 1].token_id};
       ASSERT_TRUE(ref.Forward(prev, false, &logits).ok());
       // o3's entry and the late input: two runs (two streams) of one step.
-      if (k == 3) ASSERT_TRUE(ref.Forward(late, false, &logits).ok());
+      if (k == 3) {
+        ASSERT_TRUE(ref.Forward(late, false, &logits).ok());
+      }
     }
     SampledToken want;
     ComputeLogprobs(logits, out[k].token_id, 5, &want);
