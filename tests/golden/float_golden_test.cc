@@ -26,9 +26,12 @@
 #include "model/testing/convert_gguf.h"
 #include "model/testing/model_path.h"
 #include "model/testing/sequence_runner.h"
+#include "tests/golden/fixtures.h"
 
 namespace braid {
 namespace {
+
+using golden::ParseIds;
 
 constexpr char kFixture[] = "tests/golden/testdata/float_golden.tsv";
 // Largest |braid - llama.cpp| allowed on a top logit (measured: F16 0.026,
@@ -40,16 +43,6 @@ struct Case {
   // Per generated position: llama.cpp's top (id, logit) pairs.
   std::vector<std::vector<std::pair<int32_t, float>>> tops;
 };
-
-std::vector<int32_t> ParseIds(absl::string_view s) {
-  std::vector<int32_t> ids;
-  for (absl::string_view part : absl::StrSplit(s, ' ', absl::SkipEmpty())) {
-    int32_t id = 0;
-    EXPECT_TRUE(absl::SimpleAtoi(part, &id)) << part;
-    ids.push_back(id);
-  }
-  return ids;
-}
 
 // make_float_golden.py's "#CHECKSUM" pair for a type: two sums over the
 // 16-bit values of that type's tensors in file order, of the values and of

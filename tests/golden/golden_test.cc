@@ -12,7 +12,6 @@
 #include <string>
 #include <vector>
 
-#include "absl/strings/numbers.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/string_view.h"
 #include "gtest/gtest.h"
@@ -22,9 +21,12 @@
 #include "model/testing/sequence_runner.h"
 #include "model/testing/smollm2.h"
 #include "model/tokenizer/tokenizer.h"
+#include "tests/golden/fixtures.h"
 
 namespace braid {
 namespace {
+
+using golden::ParseIds;
 
 constexpr int kNumTokens = 32;
 constexpr char kDir[] = "tests/golden/testdata/";
@@ -34,16 +36,6 @@ struct Case {
   std::vector<int32_t> prompt_ids;
   std::vector<int32_t> greedy_ids;
 };
-
-std::vector<int32_t> ParseIds(absl::string_view s) {
-  std::vector<int32_t> ids;
-  for (absl::string_view part : absl::StrSplit(s, ' ', absl::SkipEmpty())) {
-    int32_t id;
-    EXPECT_TRUE(absl::SimpleAtoi(part, &id)) << part;
-    ids.push_back(id);
-  }
-  return ids;
-}
 
 std::string FromHex(absl::string_view hex) {
   std::string out;
