@@ -3,8 +3,9 @@
 # machine that has python3 (with numpy and jinja2) but no Debian packages,
 # no llama-cpp-python and no network: braid's opt binaries with their
 # shared libraries, llama-cpp-python's package, and cp312 wheels of grpcio,
-# grpcio-tools, grpcio-health-checking, protobuf and diskcache. The model is
-# split at --split bytes so each half fits a 64 MiB transfer.
+# grpcio-tools, grpcio-health-checking and protobuf (the versions in
+# `make test`'s venv, $VENV_PY) and diskcache. The model is
+# split at SPLIT_BYTES so each part fits a 64 MiB transfer.
 #
 #   tools/bench/remote/pack.sh A_DIR B_DIR [MODEL] [SPLIT_BYTES]
 #
@@ -17,7 +18,8 @@ ROOT=$(cd "$(dirname "$0")/../../.." && pwd)
 A=$1 B=$2
 M=${3:-$HOME/.cache/braid/models/SmolLM2-135M-Instruct.Q4_1.gguf}
 SPLIT=${4:-42000000}
-PY=${PY:-python3}
+PY=${PY:-python3}  # the one with llama-cpp-python
+VENV_PY=${VENV_PY:-$HOME/.cache/braid/venv/bin/python}
 mkdir -p "$A/whl" "$B"
 S=$(mktemp -d)
 trap 'rm -rf "$S"' EXIT
@@ -33,11 +35,14 @@ LC=$("$PY" -c 'import llama_cpp, os; print(os.path.dirname(llama_cpp.__file__))'
 (cd "$LC" && find . -maxdepth 1 -name '*.py' -exec cp {} "$S/py/llama_cpp/" \;)
 cp -a "$LC"/lib/libggml* "$LC"/lib/libllama* "$S/py/llama_cpp/lib/"
 tar -cJf "$A/stage.tar.xz" -C "$S" .
+# The gRPC packages at the versions `make test`'s venv holds.
+PINS=$("$VENV_PY" -c 'import importlib.metadata as m
+print(" ".join(f"{p}=={m.version(p)}" for p in ("grpcio", "grpcio-tools",
+      "grpcio-health-checking", "protobuf")))')
 "$PY" -m pip download -q --no-deps --only-binary=:all: --python-version 3.12 \
   --implementation cp --platform manylinux_2_28_x86_64 \
   --platform manylinux_2_17_x86_64 --platform manylinux2014_x86_64 -d "$A/whl" \
-  grpcio==1.85.3 grpcio-tools==1.85.1 grpcio-health-checking==1.85.1 \
-  protobuf==7.36.2 diskcache
+  $PINS diskcache
 head -c "$SPLIT" "$M" > "$A/m1"
 tail -c +"$((SPLIT + 1))" "$M" > "$B/m2"
 md5sum "$M"
