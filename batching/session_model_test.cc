@@ -40,9 +40,6 @@ TEST_F(SessionModelTest, OneStreamIsIdenticalToGenerate) {
   ExpectAllFree();
 }
 
-// Greedy branches: each must equal an independent request, which it could not
-// if it saw another branch's entries. (Sampled branches are not asserted
-// token-identical: see docs/MULTISTREAM.md, "Where the code stands".)
 // Branches (n > 1 over one prompt) against independent requests with the
 // same seeds: greedy and sampled (temperature 0.9, top-k 40, a seed per
 // branch), the same tokens and log-probabilities bit for bit, while the
