@@ -260,12 +260,17 @@ class LlamaModel {
   std::vector<Layer> layers_;
   Scratch scratch_;
   // Data-parallel steps: per pool thread its part's execution, the parts of
-  // the current step, per pool block the sequence writing it this step (-1:
-  // none), and per sequence how far the sequences it meets reach
-  // (SplitBatch).
+  // the current step, per pool block the head of its list of the sequences
+  // writing it this step (an index into writes_; -1: none), and per
+  // sequence how far the sequences it meets reach (SplitBatch).
+  struct Write {
+    int32_t seq;
+    int32_t next;  // the block's next writer in writes_, or -1
+  };
   std::vector<PartExec> part_execs_;
   std::vector<Part> parts_;
   std::vector<int32_t> block_writer_;
+  std::vector<Write> writes_;
   std::vector<int32_t> reach_;
   int64_t data_parallel_steps_ = 0;
   SplitChooser split_chooser_;

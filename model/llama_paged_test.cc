@@ -338,12 +338,14 @@ TEST(PagedForwardTest, EightSequencesEitherWayEqualOneThread) {
 // the same step (two streams of one context, the second seeing the first's
 // new entries) in one part: with the two streams adjacent, the step is
 // split around them (8 + 8 tokens); with eight sequences between them the
-// even cut (8 + 8) would part them, so it runs row-parallel. Either way its
-// logits equal one thread's.
+// even cut (8 + 8) would part them, so it runs row-parallel. Two branches
+// of the context (each seeing the prefix and itself) write into the same
+// blocks but do not meet: the even cut parts them. Either way its logits
+// equal one thread's.
 TEST(PagedForwardTest, StreamsOfOneContextStayInOnePart) {
   // Streams 1 and 2 of a context at y = 8..11, their entries at 8..11 and
   // 12..15, and `between` + `after` one-token sequences of their own.
-  auto run = [](LlamaModel& model, int between, int after) {
+  auto run = [](LlamaModel& model, int between, int after, bool branches) {
     PagedKvPool pool = model.NewPagedKvPool(kBlockSize, 48);
     Seq ctx;
     for (int b = 0; b < 8; ++b) ctx.table.push_back(47 - b);
@@ -375,21 +377,25 @@ TEST(PagedForwardTest, StreamsOfOneContextStayInOnePart) {
     };
     stream(1, 8, {0});
     singles(between);
-    stream(2, 12, {0, 1});
+    stream(2, 12,
+           branches ? std::vector<int32_t>{0} : std::vector<int32_t>{0, 1});
     singles(after);
     EXPECT_TRUE(model.Forward(step, pool, &logits).ok());
     return logits;
   };
   auto one = LoadRandom(GgmlType::kQ4_1, 1);
   ASSERT_NE(one, nullptr);
-  for (const auto& [between, after, parallel] :
-       {std::tuple<int, int, int>{8, 0, 0},
-        std::tuple<int, int, int>{0, 8, 1}}) {
+  for (const auto& [between, after, branches, parallel] :
+       {std::tuple<int, int, bool, int>{8, 0, false, 0},
+        std::tuple<int, int, bool, int>{0, 8, false, 1},
+        std::tuple<int, int, bool, int>{8, 0, true, 1}}) {
     SCOPED_TRACE(::testing::Message()
-                 << between << " between, " << after << " after");
+                 << between << " between, " << after << " after"
+                 << (branches ? ", branches" : ""));
     auto two = LoadRandom(GgmlType::kQ4_1, 2);
     ASSERT_NE(two, nullptr);
-    EXPECT_EQ(run(*two, between, after), run(*one, between, after));
+    EXPECT_EQ(run(*two, between, after, branches),
+              run(*one, between, after, branches));
     EXPECT_EQ(two->data_parallel_steps(), parallel);
   }
 }

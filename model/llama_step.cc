@@ -46,8 +46,10 @@ constexpr int kDataParallelTokens = 8;
 // From this many tokens a thread to kDataParallelTokens, the step runs the
 // way that has been faster (SplitChooser): 8 sequences (4 a thread) took
 // 11-17% less time data-parallel with the threads on two core complexes,
-// 6-9% more on one in session 10 and about the same there now.
-constexpr int kMeasuredTokens = 4;
+// 6-9% more on one in session 10 and about the same there now; 4 (2 a
+// thread, a session's 4 branches) 9-13% less on two complexes and ~20%
+// more on one, where probing it one step in 32 costs ~0.6%.
+constexpr int kMeasuredTokens = 2;
 // Decode-sized sequences only (decode steps, a session's lockstep streams):
 // their costs are alike, so contiguous parts balance.
 constexpr int kDataParallelSeqTokens = 4;
@@ -58,12 +60,14 @@ constexpr int64_t kTokenCostEntries = 640;
 
 }  // namespace
 
-// Sequences that meet in the step go to the same part: one holds in its
-// table a block another writes now, as a session's streams in one context
-// do (two writing one block both hold it). Blocks shared read-only (a
-// cached prefix) are fine. reach_[i]: the last sequence that sequence i (or
-// one before it) meets; a part may end before sequence i only if none
-// reaches i.
+// Sequences that meet in the step go to the same part: one sees an entry
+// that another writes now (both hold its block, and the visibility rule
+// lets the reader's queries see the writer's tags). Sharing a block is not
+// enough to meet: a session's branches write into one context's blocks but
+// never see each other, and attention loads only the K/V rows a query sees
+// (the tags, written before the parts run, it reads for every entry).
+// reach_[i]: the last sequence that sequence i (or one before it) meets; a
+// part may end before sequence i only if none reaches i.
 void LlamaModel::MarkMeetings(const Batch& b, const KvView& kv) {
   const int n_seq = static_cast<int>(b.sequences.size());
   if (static_cast<int64_t>(block_writer_.size()) != kv.num_blocks) {
@@ -77,9 +81,32 @@ void LlamaModel::MarkMeetings(const Batch& b, const KvView& kv) {
       fn(seq.block_table[blk]);
     }
   };
+  // Per block, its writers: block_writer_[blk] heads a list in writes_.
+  writes_.clear();
   for (int i = 0; i < n_seq; ++i) {
-    written(b.sequences[i], [&](int32_t blk) { block_writer_[blk] = i; });
+    written(b.sequences[i], [&](int32_t blk) {
+      writes_.push_back({i, block_writer_[blk]});
+      block_writer_[blk] = static_cast<int32_t>(writes_.size()) - 1;
+    });
   }
+  // Whether a query of sequence r sees an entry sequence w writes now.
+  auto sees = [&](int r, int w) {
+    const BatchSequence& rs = b.sequences[r];
+    const BatchSequence& ws = b.sequences[w];
+    const k::PagedAttentionSeq view{
+        0,
+        0,
+        0,
+        nullptr,
+        rs.visible_streams.data(),
+        static_cast<int64_t>(rs.visible_streams.size())};
+    for (int t = rs.first_token; t < rs.first_token + rs.num_tokens; ++t) {
+      for (int u = ws.first_token; u < ws.first_token + ws.num_tokens; ++u) {
+        if (k::EntryVisible(view, b.meta[t], b.meta[u])) return true;
+      }
+    }
+    return false;
+  };
   reach_.resize(n_seq);
   for (int i = 0; i < n_seq; ++i) reach_[i] = i;
   for (int i = 0; i < n_seq; ++i) {
@@ -87,10 +114,12 @@ void LlamaModel::MarkMeetings(const Batch& b, const KvView& kv) {
     const int64_t blocks =
         (int64_t{seq.num_cached} + seq.num_tokens + bs - 1) / bs;
     for (int64_t j = 0; j < blocks; ++j) {
-      const int32_t w = block_writer_[seq.block_table[j]];
-      if (w >= 0 && w != i) {
-        reach_[std::min(w, i)] =
-            std::max(reach_[std::min(w, i)], std::max(w, i));
+      for (int32_t w = block_writer_[seq.block_table[j]]; w >= 0;
+           w = writes_[w].next) {
+        const int other = writes_[w].seq;
+        if (other == i || !sees(i, other)) continue;
+        const int lo = std::min(other, i);
+        reach_[lo] = std::max(reach_[lo], std::max(other, i));
       }
     }
   }
@@ -184,6 +213,15 @@ void LlamaModel::ForwardBatch(const Batch& b, const KvView& kv,
   for (const BatchSequence& seq : b.sequences) n_out += LogitsRows(seq);
   logits->resize(static_cast<size_t>(n_out) * c.n_vocab);
   const int n = static_cast<int>(b.tokens.size());
+  // Every new entry's tags before any part runs: a part's attention reads
+  // the tags of every entry in its contexts, those other parts write too.
+  for (const BatchSequence& seq : b.sequences) {
+    for (int j = 0; j < seq.num_tokens; ++j) {
+      const int64_t e = int64_t{seq.num_cached} + j;
+      kv.meta[seq.block_table[e / kv.block_size] * kv.block_size +
+              e % kv.block_size] = b.meta[seq.first_token + j];
+    }
+  }
   bool measured = false;
   bool data = SplitBatch(b, kv, &measured);
   if (data && measured) data = split_chooser_.PickData(n);
@@ -272,7 +310,6 @@ void LlamaModel::RunPart(const Batch& b, const Part& part, const KvView& kv,
       const int64_t e = seq.num_cached + j;
       s.slot[lt] = seq.block_table[e / kv.block_size] * kv.block_size +
                    e % kv.block_size;
-      kv.meta[s.slot[lt]] = b.meta[t];
       if (j >= seq.num_tokens - LogitsRows(seq)) s.out_rows[n_out++] = lt;
     }
   }

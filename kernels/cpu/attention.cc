@@ -370,7 +370,7 @@ void PagedAttention(
       for (int64_t j = 0; j < seq.num_ctx; ++j) {
         const int64_t e = entries.Slot(seq, j);
         const KvEntryMeta m = entries.Meta(e, j);
-        if (!PagedEntries::Sees(seq, q_meta[t], m)) continue;
+        if (!EntryVisible(seq, q_meta[t], m)) continue;
         metas[n] = m;
         list[n++] = static_cast<int32_t>(e);
       }

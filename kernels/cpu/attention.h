@@ -90,6 +90,18 @@ struct PagedAttentionSeq {
   int64_t kernel_tokens = 0;
 };
 
+// Whether query q of `seq` sees entry e under the rule below (its own
+// stream up to its position, seq's visible streams strictly before it).
+inline bool EntryVisible(const PagedAttentionSeq& seq, KvEntryMeta q,
+                         KvEntryMeta e) {
+  if (e.stream == q.stream) return e.y <= q.y;
+  if (e.y >= q.y) return false;
+  for (int64_t s = 0; s < seq.num_visible_streams; ++s) {
+    if (seq.visible_streams[s] == e.stream) return true;
+  }
+  return false;
+}
+
 // Attention of many sequences in one call over a paged cache.
 // q:   [n_tok, n_head, head_dim] f32; q_meta: [n_tok] (stream, y) per query.
 // token_seq: [n_tok] index into seqs of each query row.

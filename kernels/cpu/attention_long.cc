@@ -77,7 +77,7 @@ void LongContextAttention(const AttentionShape& shape,
     for (int64_t j = 0; j < seq.num_ctx; ++j) {
       const int64_t e = entries.Slot(seq, j);
       const KvEntryMeta m = entries.Meta(e, j);
-      if (!PagedEntries::Sees(seq, q_meta[t], m)) continue;
+      if (!EntryVisible(seq, q_meta[t], m)) continue;
       for (int64_t g = 0; g < n_kv; ++g) {
         k_i[g * seq.num_ctx + n] = entries.K(e, g);
         v_i[g * seq.num_ctx + n] = entries.V(e, g);

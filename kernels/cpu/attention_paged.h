@@ -37,8 +37,7 @@ void SoftmaxRow(float* row, int64_t n, int64_t ld, float scale);
 
 // A paged layer's entries as one call addresses them: the pool entry of a
 // sequence's context entry j (shifts for the usual power-of-two block
-// sizes), its tag, the visibility rule of docs/MULTISTREAM.md, and its K and
-// V rows of a KV head.
+// sizes), its tag, and its K and V rows of a KV head.
 class PagedEntries {
  public:
   PagedEntries(const AttentionShape& shape, const PagedKvLayer& kv)
@@ -62,15 +61,6 @@ class PagedEntries {
   KvEntryMeta Meta(int64_t e, int64_t j) const {
     return kv_.meta != nullptr ? kv_.meta[e]
                                : KvEntryMeta{0, static_cast<int32_t>(j)};
-  }
-  static bool Sees(const PagedAttentionSeq& seq, KvEntryMeta qm,
-                   KvEntryMeta m) {
-    if (m.stream == qm.stream) return m.y <= qm.y;
-    if (m.y >= qm.y) return false;
-    for (int64_t s = 0; s < seq.num_visible_streams; ++s) {
-      if (seq.visible_streams[s] == m.stream) return true;
-    }
-    return false;
   }
   const uint16_t* K(int64_t e, int64_t kv_head) const {
     return kv_.k + e * kv_stride_ + kv_head * head_dim_;
