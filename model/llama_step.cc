@@ -93,13 +93,9 @@ void LlamaModel::MarkMeetings(const Batch& b, const KvView& kv) {
   auto sees = [&](int r, int w) {
     const BatchSequence& rs = b.sequences[r];
     const BatchSequence& ws = b.sequences[w];
-    const k::PagedAttentionSeq view{
-        0,
-        0,
-        0,
-        nullptr,
-        rs.visible_streams.data(),
-        static_cast<int64_t>(rs.visible_streams.size())};
+    k::PagedAttentionSeq view;
+    view.visible_streams = rs.visible_streams.data();
+    view.num_visible_streams = static_cast<int64_t>(rs.visible_streams.size());
     for (int t = rs.first_token; t < rs.first_token + rs.num_tokens; ++t) {
       for (int u = ws.first_token; u < ws.first_token + ws.num_tokens; ++u) {
         if (k::EntryVisible(view, b.meta[t], b.meta[u])) return true;
