@@ -35,6 +35,11 @@ int LogitsRows(const BatchSequence& seq) {
   }
 }
 
+// The pool slot of context entry e of `seq`.
+int64_t EntrySlot(const BatchSequence& seq, int64_t e, int64_t block_size) {
+  return seq.block_table[e / block_size] * block_size + e % block_size;
+}
+
 // Data-parallel steps (LlamaModel::data_parallel_steps): at least this many
 // tokens a thread, so each thread's products still take 8-token tiles.
 // Against the row-parallel step (llama_bench, steps alternating,
@@ -214,8 +219,7 @@ void LlamaModel::ForwardBatch(const Batch& b, const KvView& kv,
   for (const BatchSequence& seq : b.sequences) {
     for (int j = 0; j < seq.num_tokens; ++j) {
       const int64_t e = int64_t{seq.num_cached} + j;
-      kv.meta[seq.block_table[e / kv.block_size] * kv.block_size +
-              e % kv.block_size] = b.meta[seq.first_token + j];
+      kv.meta[EntrySlot(seq, e, kv.block_size)] = b.meta[seq.first_token + j];
     }
   }
   bool measured = false;
@@ -304,8 +308,7 @@ void LlamaModel::RunPart(const Batch& b, const Part& part, const KvView& kv,
       const int lt = t - part.t0;         // in the part
       s.tok_seq[lt] = i - part.s0;
       const int64_t e = seq.num_cached + j;
-      s.slot[lt] = seq.block_table[e / kv.block_size] * kv.block_size +
-                   e % kv.block_size;
+      s.slot[lt] = EntrySlot(seq, e, kv.block_size);
       if (j >= seq.num_tokens - LogitsRows(seq)) s.out_rows[n_out++] = lt;
     }
   }
