@@ -18,7 +18,9 @@ for a resume whose session was evicted). Branches with the same sampling
 write the same tokens, and some sessions, replayed alone afterwards, write
 exactly what they wrote in the storm. Afterwards braidd's --stats_file
 must show no session, no request and every KV block free, and the daemon
-must still serve and exit cleanly.
+must still serve and exit cleanly. The same storm runs on SmolLM2 (1-4
+branches) and on multistream_test's random multi-stream model in its
+aligned and rows layouts (one output stream).
 
 Usage: session_storm_test.py [--sessions=N] [--seed=S]
 """
@@ -29,10 +31,10 @@ import queue
 import random
 import sys
 import tempfile
-import unittest
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import harness  # noqa: E402
+from multistream_test import write_model  # noqa: E402
 
 import grpc  # noqa: E402
 
@@ -87,11 +89,11 @@ class Call:
 class Session:
     """A session of the storm: its plan, drawn from its own seed."""
 
-    def __init__(self, i, rng):
+    def __init__(self, i, rng, max_k):
         self.i = i
         self.rng = rng
         self.action = rng.choice(ACTIONS)
-        self.k = rng.randint(1, 4)
+        self.k = rng.randint(1, max_k)
         self.outs = [f"o{j}" for j in range(self.k)]
         self.policy = rng.choice(POLICIES)
         self.prefix = words(rng, 1, 20).encode()
@@ -121,16 +123,27 @@ class Session:
 
 
 class SessionStormTest(harness.DaemonTestCase):
+    # Branches a session may have (a multi-stream model binds one output
+    # stream to its output stream).
+    MAX_K = 4
+    # ~24 sessions of up to ~100 entries want ~2400; the pool holds 384
+    # (rows models place 4 entries a position: 768 and a longer context),
+    # and at most 4 closed sessions are kept.
+    DAEMON_FLAGS = ("--context_length=256", "--kv_budget_tokens=384")
+
     @classmethod
     def setUpClass(cls):
-        cls.stats_path = os.path.join(tempfile.mkdtemp(), "stats")
+        cls.dir = tempfile.mkdtemp(prefix="session_storm_")
+        cls.stats_path = os.path.join(cls.dir, "stats")
         cls.start_daemon(
-            "--threads=2", "--context_length=256",
-            # ~24 sessions of up to ~100 entries want ~2400; the pool
-            # holds 384, and at most 4 closed sessions are kept.
-            "--kv_budget_tokens=384", "--max_num_seqs=16",
+            "--threads=2", *cls.DAEMON_FLAGS, "--max_num_seqs=16",
             "--max_sessions_per_client=64", "--max_kept_sessions=4",
-            "--max_waiting_requests=5000", f"--stats_file={cls.stats_path}")
+            "--max_waiting_requests=5000", f"--stats_file={cls.stats_path}",
+            model=cls.model())
+
+    @classmethod
+    def model(cls):
+        return None  # $BRAID_MODEL
 
     def check_protocol(self, s, events):
         """The invariants every call's events keep."""
@@ -314,7 +327,8 @@ class SessionStormTest(harness.DaemonTestCase):
         seeds = [rng.randrange(1 << 30) for _ in range(ARGS.sessions)]
         with concurrent.futures.ThreadPoolExecutor(max_workers=24) as ex:
             done = list(ex.map(
-                lambda i: self.run_session(Session(i, random.Random(seeds[i]))),
+                lambda i: self.run_session(
+                    Session(i, random.Random(seeds[i]), self.MAX_K)),
                 range(ARGS.sessions)))
         outcomes = {}
         for s in done:
@@ -348,6 +362,22 @@ class SessionStormTest(harness.DaemonTestCase):
             prompt=pb.Prompt(text=b"Hello"),
             sampling=pb.SamplingParams(max_tokens=3, ignore_eos=True)))]
         self.assertEqual(sum(got), 3)
+
+
+class AlignedModelStormTest(SessionStormTest):
+    """The storm on a random multi-stream model (multistream_test's)."""
+    MAX_K = 1
+    LAYOUT_FLAGS = ("--layout=aligned",)
+    DAEMON_FLAGS = ("--context_length=256", "--kv_budget_tokens=384")
+
+    @classmethod
+    def model(cls):
+        return write_model(cls.dir, "model.gguf", *cls.LAYOUT_FLAGS)
+
+
+class RowsModelStormTest(AlignedModelStormTest):
+    LAYOUT_FLAGS = ("--layout=rows", "--silence_token_id=3")
+    DAEMON_FLAGS = ("--context_length=512", "--kv_budget_tokens=768")
 
 
 if __name__ == "__main__":
