@@ -3,13 +3,16 @@
 // prefix reuse. The real model's tests are in engine_model_test.cc.
 #include "batching/engine.h"
 
+#include <algorithm>
 #include <memory>
+#include <optional>
 #include <vector>
 
 #include "absl/synchronization/notification.h"
 #include "batching/testing/fake_executor.h"
 #include "batching/testing/fifo_queue.h"
 #include "batching/testing/recording_sink.h"
+#include "batching/testing/session_sink.h"
 #include "batching/testing/tokenizer.h"
 #include "gtest/gtest.h"
 #include "metrics/engine_metrics.h"
@@ -405,6 +408,74 @@ TEST_F(EngineTest, RecordsMetrics) {
   EXPECT_EQ(Value(registry, "braid_admission_rejections_total",
                   {{"bound", "waiting_tokens"}}),
             1);
+}
+
+// A session turn that ends in the middle of a character (here after the
+// first byte of a three-byte one) releases what it held back at its end:
+// after the stream's last token (the turn end's first_position, the next
+// position), of that token's kind (output, or reasoning when the turn ends
+// while the model thinks).
+TEST_F(EngineTest, SessionTurnEndReleasesHeldBytesAfterTheLastToken) {
+  const std::optional<int32_t> word = tokenizer_->FindToken("Hello");
+  ASSERT_TRUE(word.has_value());
+  const int vocab = tokenizer_->vocab_size();
+  int32_t lead = -1;  // the token of byte 0xE2 alone
+  for (int32_t id = 0; id < vocab && lead < 0; ++id) {
+    if (tokenizer_->TokenBytes(id) == "\xE2") lead = id;
+  }
+  ASSERT_GE(lead, 0);
+  constexpr int32_t kThink = 1005, kInputEnd = 1004;
+  for (const bool thinking : {false, true}) {
+    SCOPED_TRACE(thinking ? "thinking" : "output");
+    // After the input the thinking marker (or the word), after the marker
+    // the word, after the word the lead byte.
+    FakeExecutor executor(vocab, 4, [&](const std::vector<int32_t>& context,
+                                        std::vector<float>* logits) {
+      std::fill(logits->begin(), logits->end(), 0.0f);
+      const int32_t last = context.back();
+      (*logits)[last == *word                          ? lead
+                : last == kInputEnd && thinking ? kThink
+                                                        : *word] = 1.0f;
+    });
+    EngineOptions options = Options();
+    options.reasoning.think_start_id = kThink;
+    options.reasoning.think_end_id = kThink + 1;
+    auto engine = MakeEngine(&executor, options);
+    SessionOptions o;
+    o.prefix = {1000, 1001, 1002};
+    SessionStreamOptions out;
+    out.name = "out";
+    out.output = true;
+    out.max_tokens = thinking ? 3 : 2;
+    out.ignore_eos = true;
+    out.sampling.temperature = 0;
+    o.streams = {SessionStreamOptions{.name = "user"}, out};
+    auto sink = std::make_shared<testing::RecordingSessionSink>();
+    auto h = engine->OpenSession(o, sink);
+    ASSERT_TRUE(h.ok()) << h.status();
+    engine->SessionAppend(*h, {"in1", 1, {1003, kInputEnd}, {2}});
+    ASSERT_TRUE(sink->WaitFor(SessionEvent::Kind::kTurnEnd, 1));
+    std::vector<int32_t> want = {*word, lead};
+    if (thinking) want.insert(want.begin(), kThink);
+    EXPECT_EQ(sink->Tokens(2), want);
+    int64_t next = -1;
+    for (const SessionEvent& e : sink->events()) {
+      if (e.kind == SessionEvent::Kind::kTokens) {
+        next = e.first_position + static_cast<int64_t>(e.tokens.size());
+        EXPECT_EQ(e.reasoning, thinking);
+      }
+      if (e.kind != SessionEvent::Kind::kTurnEnd) continue;
+      EXPECT_EQ(e.finish_reason, FinishReason::kLength);
+      EXPECT_EQ(e.text, "\xEF\xBF\xBD");  // U+FFFD: the partial character
+      // Prefix 3 and input 2 entries, then the tokens.
+      EXPECT_EQ(e.first_position, 5 + static_cast<int64_t>(want.size()));
+      EXPECT_EQ(e.first_position, next);
+      EXPECT_EQ(e.reasoning, thinking);
+    }
+    engine->CloseSession(*h);
+    ASSERT_TRUE(sink->WaitFor(SessionEvent::Kind::kClosed, 1));
+    ExpectIdle(*engine);
+  }
 }
 
 }  // namespace

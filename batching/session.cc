@@ -410,7 +410,9 @@ void Session::EndTurn(int s, FinishReason reason, Scheduler& scheduler,
   e.reasoning_tokens = st.gate.num_reasoning();
   e.seed = options_.streams[s - 1].sampling.seed;
   // Release what was held back for stop strings and partial characters
-  // (a matched stop string dropped both already).
+  // (a matched stop string dropped both already), after the last token.
+  e.first_position = st.next_y;
+  e.reasoning = st.last_reasoning;
   e.text =
       (st.stop != nullptr ? st.stop->Flush() : "") + st.detokenizer->Flush();
   st.stop.reset();
@@ -516,6 +518,7 @@ void Session::OnStep(const ScheduledSequence& s,
         }
       }
       e.first_position = y;
+      st.last_reasoning = d.reasoning;
       sink_->Push(std::move(e));
     }
     if (finish != FinishReason::kNone) {

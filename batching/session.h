@@ -130,11 +130,15 @@ struct SessionEvent {
   enum class Kind { kOpened, kTokens, kAck, kTurnEnd, kError, kClosed };
   Kind kind = Kind::kTokens;
   int stream = 0;
-  // kTokens
+  // kTokens (reasoning: the tokens are the stream's reasoning)
   bool reasoning = false;
   std::vector<SampledToken> tokens;
   std::string text;
   int64_t first_position = 0;
+  // kTurnEnd: `text` holds what the turn held back (stop-string prefixes,
+  // bytes of a partial character), at `first_position`, the stream's next
+  // position (after its last token), of the kind (`reasoning`) of the last
+  // token sent.
   // kAck (first_position above, end_position exclusive)
   std::string input_id;
   int64_t end_position = 0;
@@ -209,6 +213,7 @@ class Session {
     int64_t next_y = 0;
     bool active = false;  // output stream in a turn
     int turn_tokens = 0;
+    bool last_reasoning = false;  // the kind of the last token sent
     std::unique_ptr<Sampler> sampler;
     std::unique_ptr<model::StreamingDetokenizer> detokenizer;
     std::unique_ptr<StopMatcher> stop;  // of the running turn

@@ -247,11 +247,13 @@ class SessionCall::Outbox : public batching::SessionSink,
         break;
       }
       case Kind::kTurnEnd: {
-        if (!e.text.empty()) {  // bytes the detokenizer held back
+        if (!e.text.empty()) {  // what the turn held back: no token
           Item text;
           v1::SessionTokens* t = text.event.mutable_tokens();
           t->set_stream_id(stream_id);
-          t->set_stream(v1::STREAM_KIND_OUTPUT);
+          t->set_stream(e.reasoning ? v1::STREAM_KIND_REASONING
+                                    : v1::STREAM_KIND_OUTPUT);
+          t->set_first_position(e.first_position);
           t->set_text(SanitizeUtf8(e.text));
           queue_.push_back(std::move(text));
         }

@@ -75,6 +75,7 @@ absl::StatusOr<StepOutput> FakeExecutor::Execute(
   }
   StepOutput out;
   out.tokens.resize(plan.sequences.size());
+  out.stream_tokens.resize(plan.sequences.size());
   std::vector<float> logits(vocab_size_);
   std::vector<int32_t> context;
   for (size_t i = 0; i < plan.sequences.size(); ++i) {
@@ -85,14 +86,26 @@ absl::StatusOr<StepOutput> FakeExecutor::Execute(
       block.resize(block_size_, -1);
       block[e % block_size_] = s.tokens[e - s.num_cached];
     }
-    if (!s.sample) continue;
-    context.clear();
-    for (int e = 0; e < end; ++e) {
-      context.push_back(
-          kv_[s.block_table.at(e / block_size_)][e % block_size_]);
+    // The context up to entry `last` (inclusive), into `context`.
+    auto read = [&](int last) {
+      context.clear();
+      for (int e = 0; e <= last; ++e) {
+        context.push_back(
+            kv_[s.block_table.at(e / block_size_)][e % block_size_]);
+      }
+    };
+    if (s.sample) {
+      read(end - 1);
+      script_(context, &logits);
+      out.tokens[i] = samplers[i]->Sample(absl::MakeSpan(logits));
     }
-    script_(context, &logits);
-    out.tokens[i] = samplers[i]->Sample(absl::MakeSpan(logits));
+    // A session's sample points (indices into this step's tokens): each
+    // from the entries up to its own (every stream's, whatever it sees).
+    for (const SamplePoint& p : s.samples) {
+      read(s.num_cached + p.index);
+      script_(context, &logits);
+      out.stream_tokens[i].push_back(p.sampler->Sample(absl::MakeSpan(logits)));
+    }
   }
   return out;
 }

@@ -7,7 +7,9 @@
 // block with the wrong content changes the output, as with the real model.
 // The script maps that context -> logits; the default makes token
 // (sum of the context) % vocab the argmax, so greedy output depends on every
-// entry. Records every plan it ran.
+// entry. A session's sample point gets the script's row for the entries up
+// to it (all of them: the fake has no visibility rule). Records every plan
+// it ran.
 // Engine thread only; Plans() may be read once the engine is idle.
 #ifndef BRAID_BATCHING_TESTING_FAKE_EXECUTOR_H_
 #define BRAID_BATCHING_TESTING_FAKE_EXECUTOR_H_
