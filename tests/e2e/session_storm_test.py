@@ -20,7 +20,8 @@ exactly what they wrote in the storm. Afterwards braidd's --stats_file
 must show no session, no request and every KV block free, and the daemon
 must still serve and exit cleanly. The same storm runs on SmolLM2 (1-4
 branches) and on multistream_test's random multi-stream model in its
-aligned and rows layouts (one output stream).
+aligned and rows layouts (its output stream alone, as a branch or seeing
+everything, or with its reasoning stream, the two seeing each other).
 
 Usage: session_storm_test.py [--sessions=N] [--seed=S]
 """
@@ -89,18 +90,29 @@ class Call:
 class Session:
     """A session of the storm: its plan, drawn from its own seed."""
 
-    def __init__(self, i, rng, max_k):
+    def __init__(self, i, rng, multi_stream):
         self.i = i
         self.rng = rng
         self.action = rng.choice(ACTIONS)
-        self.k = rng.randint(1, max_k)
+        if multi_stream:
+            # The model's output stream, alone (as a branch or seeing
+            # everything), or with its reasoning stream, each seeing the
+            # other.
+            self.k = rng.randint(1, 2)
+            self.roles = [pb.STREAM_ROLE_OUTPUT, pb.STREAM_ROLE_REASONING]
+            self.visibility = (pb.VISIBILITY_ALL if self.k == 2 else rng.choice(
+                [pb.VISIBILITY_BRANCH, pb.VISIBILITY_ALL]))
+        else:
+            self.k = rng.randint(1, 4)
+            self.roles = [pb.STREAM_ROLE_OUTPUT] * self.k
+            self.visibility = pb.VISIBILITY_BRANCH
         self.outs = [f"o{j}" for j in range(self.k)]
         self.policy = rng.choice(POLICIES)
         self.prefix = words(rng, 1, 20).encode()
         sampling = dict(max_tokens=rng.randint(2, 12), ignore_eos=True)
         if rng.random() < 0.5:
             sampling.update(temperature=0.8, seed=rng.randrange(1 << 20))
-        # The same sampling for every branch: they must write the same.
+        # The same sampling for every output: branches must write the same.
         self.sampling = pb.SamplingParams(**sampling)
         self.inputs = [words(rng, 1, 10).encode() for _ in range(2)]
         self.session_id = f"storm-{ARGS.seed}-{i}"
@@ -110,10 +122,11 @@ class Session:
     def streams(self):
         s = [pb.StreamSpec(stream_id="user", role=pb.STREAM_ROLE_USER,
                            kind=pb.STREAM_KIND_INPUT)]
-        return s + [pb.StreamSpec(stream_id=o, role=pb.STREAM_ROLE_OUTPUT,
+        return s + [pb.StreamSpec(stream_id=o, role=r,
                                   kind=pb.STREAM_KIND_OUTPUT,
-                                  visibility=pb.VISIBILITY_BRANCH,
-                                  sampling=self.sampling) for o in self.outs]
+                                  visibility=self.visibility,
+                                  sampling=self.sampling)
+                    for o, r in zip(self.outs, self.roles)]
 
     def append(self, call, text):
         self.appends += 1
@@ -123,9 +136,9 @@ class Session:
 
 
 class SessionStormTest(harness.DaemonTestCase):
-    # Branches a session may have (a multi-stream model binds one output
-    # stream to its output stream).
-    MAX_K = 4
+    # A multi-stream model binds one session stream to each of its streams
+    # (Session above).
+    MULTI_STREAM = False
     # ~24 sessions of up to ~100 entries want ~2400; the pool holds 384
     # (rows models place 4 entries a position: 768 and a longer context),
     # and at most 4 closed sessions are kept.
@@ -328,7 +341,7 @@ class SessionStormTest(harness.DaemonTestCase):
         with concurrent.futures.ThreadPoolExecutor(max_workers=24) as ex:
             done = list(ex.map(
                 lambda i: self.run_session(
-                    Session(i, random.Random(seeds[i]), self.MAX_K)),
+                    Session(i, random.Random(seeds[i]), self.MULTI_STREAM)),
                 range(ARGS.sessions)))
         outcomes = {}
         for s in done:
@@ -346,6 +359,8 @@ class SessionStormTest(harness.DaemonTestCase):
                                                  "bad_append", "keep_resume")
                  and s.outcome in ("ok", "resumed", "evicted")]
         for s in plain:
+            if s.visibility != pb.VISIBILITY_BRANCH:
+                continue
             firsts = {tuple(s.written[o]) for o in s.outs}
             self.assertEqual(len(firsts), 1, f"session {s.i}: {s.written}")
         stats = harness.wait_engine_idle(self.stats_path, timeout=30)
@@ -366,7 +381,7 @@ class SessionStormTest(harness.DaemonTestCase):
 
 class AlignedModelStormTest(SessionStormTest):
     """The storm on a random multi-stream model (multistream_test's)."""
-    MAX_K = 1
+    MULTI_STREAM = True
     LAYOUT_FLAGS = ("--layout=aligned",)
     DAEMON_FLAGS = ("--context_length=256", "--kv_budget_tokens=384")
 
