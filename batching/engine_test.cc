@@ -478,5 +478,91 @@ TEST_F(EngineTest, SessionTurnEndReleasesHeldBytesAfterTheLastToken) {
   }
 }
 
+// Input may open thinking, as a prompt does for Generate (a chat template
+// that ends the assistant's header with the start marker): the turn after
+// it is reasoning until the budget forces the end marker, token for token
+// as Generate over the same context. A turn's usage counts its own
+// reasoning tokens.
+TEST_F(EngineTest, SessionInputOpensThinkingLikeAGeneratePrompt) {
+  constexpr int32_t kThink = 1005, kWord = 2000;
+  constexpr int kBudget = 2, kTokens = 6;
+  FakeExecutor executor(tokenizer_->vocab_size(), 4,
+                        [](const std::vector<int32_t>&, std::vector<float>* l) {
+                          std::fill(l->begin(), l->end(), 0.0f);
+                          (*l)[kWord] = 1.0f;
+                        });
+  EngineOptions options = Options();
+  options.reasoning.think_start_id = kThink;
+  options.reasoning.think_end_id = kThink + 1;
+  auto engine = MakeEngine(&executor, options);
+  const std::vector<int32_t> prefix = {1000, 1001, 1002},
+                             input = {1003, kThink};
+  // Generate over prefix + input.
+  GenerationRequest r = Request(0, kTokens);
+  r.prompt = prefix;
+  r.prompt.insert(r.prompt.end(), input.begin(), input.end());
+  r.reasoning.budget = kBudget;
+  auto gsink = std::make_shared<RecordingSink>();
+  ASSERT_TRUE(engine->Submit(r, gsink).ok());
+  const OutputChunk final = gsink->WaitFinal();
+  std::vector<int32_t> tokens;
+  std::vector<bool> reasoning;
+  for (const OutputChunk& c : gsink->Chunks()) {
+    for (int32_t t : c.token_ids) {
+      tokens.push_back(t);
+      reasoning.push_back(c.reasoning);
+    }
+  }
+  ASSERT_EQ(tokens, (std::vector<int32_t>{kWord, kWord, kThink + 1, kWord,
+                                          kWord, kWord}));
+  EXPECT_EQ(final.reasoning_tokens, kBudget + 1);
+
+  SessionOptions o;
+  o.prefix = prefix;
+  SessionStreamOptions out;
+  out.name = "out";
+  out.output = true;
+  out.max_tokens = kTokens;
+  out.ignore_eos = true;
+  out.sampling.temperature = 0;
+  out.reasoning.budget = kBudget;
+  o.streams = {SessionStreamOptions{.name = "user"}, out};
+  auto sink = std::make_shared<testing::RecordingSessionSink>();
+  auto h = engine->OpenSession(o, sink);
+  ASSERT_TRUE(h.ok()) << h.status();
+  engine->SessionAppend(*h, {"in1", 1, input, {2}});
+  ASSERT_TRUE(sink->WaitFor(SessionEvent::Kind::kTurnEnd, 1));
+  // A second turn after input without the marker: output only.
+  engine->SessionAppend(*h, {"in2", 1, {1003}, {2}});
+  ASSERT_TRUE(sink->WaitFor(SessionEvent::Kind::kTurnEnd, 2));
+  std::vector<int32_t> session_tokens;
+  std::vector<bool> session_reasoning;
+  std::vector<int> turn_reasoning;
+  for (const SessionEvent& e : sink->events()) {
+    if (e.kind == SessionEvent::Kind::kTurnEnd) {
+      turn_reasoning.push_back(e.reasoning_tokens);
+    }
+    if (e.kind != SessionEvent::Kind::kTokens) continue;
+    for (const SampledToken& t : e.tokens) {
+      session_tokens.push_back(t.token_id);
+      session_reasoning.push_back(e.reasoning);
+    }
+  }
+  ASSERT_EQ(session_tokens.size(), 2u * kTokens);
+  EXPECT_EQ(std::vector<int32_t>(session_tokens.begin(),
+                                 session_tokens.begin() + kTokens),
+            tokens);
+  EXPECT_EQ(std::vector<bool>(session_reasoning.begin(),
+                              session_reasoning.begin() + kTokens),
+            reasoning);
+  EXPECT_EQ(std::vector<bool>(session_reasoning.begin() + kTokens,
+                              session_reasoning.end()),
+            std::vector<bool>(kTokens, false));
+  EXPECT_EQ(turn_reasoning, (std::vector<int>{kBudget + 1, 0}));
+  engine->CloseSession(*h);
+  ASSERT_TRUE(sink->WaitFor(SessionEvent::Kind::kClosed, 1));
+  ExpectIdle(*engine);
+}
+
 }  // namespace
 }  // namespace braid::batching

@@ -35,8 +35,14 @@ class ReasoningGate {
                 const ReasoningOptions& options,
                 absl::Span<const int32_t> context)
       : markers_(markers), options_(options) {
-    for (int32_t t : context) Track(t);
-    num_thinking_ = 0;  // the budget counts generated tokens only
+    Observe(context);
+  }
+
+  // Context that is not generated (input placed in a session's context):
+  // its markers open or close thinking as a prompt's do; its tokens do not
+  // count against the budget.
+  void Observe(absl::Span<const int32_t> context) {
+    for (int32_t t : context) Track(t, /*generated=*/false);
   }
 
   struct Decision {
@@ -57,7 +63,7 @@ class ReasoningGate {
       d.reasoning = true;
     }
     if (d.reasoning) ++num_reasoning_;
-    Track(d.token);
+    Track(d.token, /*generated=*/true);
     return d;
   }
 
@@ -66,9 +72,9 @@ class ReasoningGate {
   const ReasoningOptions& options() const { return options_; }
 
  private:
-  void Track(int32_t t) {
+  void Track(int32_t t, bool generated) {
     if (t < 0) return;
-    if (thinking_ && t != markers_.think_end_id) ++num_thinking_;
+    if (generated && thinking_ && t != markers_.think_end_id) ++num_thinking_;
     if (t == markers_.think_start_id) {
       thinking_ = true;
       num_thinking_ = 0;
@@ -80,7 +86,7 @@ class ReasoningGate {
   ReasoningMarkers markers_;
   ReasoningOptions options_;
   bool thinking_ = false;
-  int num_thinking_ = 0;  // tokens inside the current thinking section
+  int num_thinking_ = 0;  // generated tokens in the current thinking section
   int num_reasoning_ = 0;
 };
 

@@ -36,6 +36,21 @@ TEST(ReasoningGateTest, BudgetForcesTheEndMarker) {
   EXPECT_FALSE(g.Next(8).reasoning);
 }
 
+// Input placed in a session's context: its markers count as a prompt's, its
+// tokens not against the budget.
+TEST(ReasoningGateTest, ObservedInputOpensThinkingOutsideTheBudget) {
+  ReasoningGate g(kMarkers, {.budget = 2}, std::vector<int32_t>{1});
+  EXPECT_FALSE(g.Next(5).reasoning);
+  g.Observe(std::vector<int32_t>{90, 7, 8});
+  EXPECT_TRUE(g.thinking());
+  EXPECT_FALSE(g.Next(6).forced);
+  EXPECT_FALSE(g.Next(6).forced);
+  EXPECT_TRUE(g.Next(6).forced);
+  g.Observe(std::vector<int32_t>{90, 91});  // opened and closed
+  EXPECT_FALSE(g.Next(6).reasoning);
+  EXPECT_EQ(g.num_reasoning(), 3);
+}
+
 TEST(ReasoningGateTest, NoMarkersNoReasoning) {
   ReasoningGate g({}, {.budget = 1}, std::vector<int32_t>{});
   for (int t = 0; t < 5; ++t) EXPECT_FALSE(g.Next(t).reasoning);

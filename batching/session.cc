@@ -273,6 +273,11 @@ void Session::Append(SessionInput input, Scheduler& scheduler) {
 void Session::Place(const SessionInput& input, Scheduler& scheduler) {
   Stream& in = streams_[input.stream];
   const int n = static_cast<int>(input.tokens.size());
+  // Every output stream sees the input: its thinking markers open or close
+  // thinking as a Generate prompt's do.
+  for (size_t s = 1; s < streams_.size(); ++s) {
+    if (IsOutput(static_cast<int>(s))) streams_[s].gate.Observe(input.tokens);
+  }
   int64_t first;
   if (!options_.aligned) {
     first = MaxNextY();
@@ -389,6 +394,7 @@ void Session::BeginTurn(int s, int64_t next_y, int sample_index,
   Stream& st = streams_[s];
   st.active = true;
   st.turn_tokens = 0;
+  st.turn_reasoning = 0;
   st.stop = std::make_unique<StopMatcher>(options_.streams[s - 1].stop);
   st.next_y = next_y;
   const SamplePoint p{sample_index, static_cast<int32_t>(s)};
@@ -407,7 +413,7 @@ void Session::EndTurn(int s, FinishReason reason, Scheduler& scheduler,
   e.finish_reason = reason;
   e.matched_stop = std::move(matched_stop);
   e.output_tokens = st.turn_tokens;
-  e.reasoning_tokens = st.gate.num_reasoning();
+  e.reasoning_tokens = st.turn_reasoning;
   e.seed = options_.streams[s - 1].sampling.seed;
   // Release what was held back for stop strings and partial characters
   // (a matched stop string dropped both already), after the last token.
@@ -484,6 +490,7 @@ void Session::OnStep(const ScheduledSequence& s,
     const int64_t y = st.next_y++;
     AppendEntry(sid, d.token, y, scheduler);
     ++st.turn_tokens;
+    st.turn_reasoning += d.reasoning;
     FinishReason finish = FinishReason::kNone;
     std::string matched;
     if (std::find(o.stop_token_ids.begin(), o.stop_token_ids.end(), d.token) !=

@@ -213,6 +213,7 @@ class Session {
     int64_t next_y = 0;
     bool active = false;  // output stream in a turn
     int turn_tokens = 0;
+    int turn_reasoning = 0;       // of turn_tokens
     bool last_reasoning = false;  // the kind of the last token sent
     std::unique_ptr<Sampler> sampler;
     std::unique_ptr<model::StreamingDetokenizer> detokenizer;
