@@ -4,8 +4,10 @@
 #include "batching/engine.h"
 
 #include <algorithm>
+#include <functional>
 #include <memory>
 #include <optional>
+#include <string>
 #include <vector>
 
 #include "absl/synchronization/notification.h"
@@ -562,6 +564,129 @@ TEST_F(EngineTest, SessionInputOpensThinkingLikeAGeneratePrompt) {
   engine->CloseSession(*h);
   ASSERT_TRUE(sink->WaitFor(SessionEvent::Kind::kClosed, 1));
   ExpectIdle(*engine);
+}
+
+// The duplex policies of a single-stream model (docs/MULTISTREAM.md), with
+// input arriving while the output writes (after its 2nd token): interject
+// places it and the turn goes on; interrupt ends the turn (CANCELLED) and
+// answers the input in a new one; queue ingests it when the turn ends. An
+// explicit interrupt ends the turn; input queued behind it then goes in.
+class SessionDuplexTest : public EngineTest {
+ protected:
+  static constexpr int kTokens = 4;
+  static constexpr int32_t kWord = 2000;
+
+  struct Run {
+    std::vector<SessionEvent> events;
+    std::string Trace() const {  // e.g. "A T T A E T T T T E"
+      std::string out;
+      for (const SessionEvent& e : events) {
+        switch (e.kind) {
+          case SessionEvent::Kind::kAck: out += "A"; break;
+          case SessionEvent::Kind::kTokens: out += "T"; break;
+          case SessionEvent::Kind::kTurnEnd: out += "E"; break;
+          default: continue;
+        }
+        out += " ";
+      }
+      if (!out.empty()) out.pop_back();
+      return out;
+    }
+    std::vector<const SessionEvent*> Of(SessionEvent::Kind kind) const {
+      std::vector<const SessionEvent*> out;
+      for (const SessionEvent& e : events) {
+        if (e.kind == kind) out.push_back(&e);
+      }
+      return out;
+    }
+  };
+
+  // Opens a session with `policy`, appends input 1 (starting the output),
+  // calls act(engine, handle) once the output wrote two tokens, and waits
+  // for `turn_ends` turn ends.
+  Run Start(DuplexPolicy policy, int turn_ends,
+            const std::function<void(Engine&, uint64_t)>& act) {
+    FakeExecutor executor(tokenizer_->vocab_size(), 4,
+                          [](const std::vector<int32_t>&, std::vector<float>* l) {
+                            std::fill(l->begin(), l->end(), 0.0f);
+                            (*l)[kWord] = 1.0f;
+                          });
+    auto engine = MakeEngine(&executor, Options());
+    SessionOptions o;
+    o.prefix = {1000, 1001, 1002};
+    o.duplex = policy;
+    SessionStreamOptions out;
+    out.name = "out";
+    out.output = true;
+    out.max_tokens = kTokens;
+    out.ignore_eos = true;
+    out.sampling.temperature = 0;
+    o.streams = {SessionStreamOptions{.name = "user"}, out};
+    uint64_t handle = 0;
+    int tokens = 0;
+    Engine* e = engine.get();
+    auto sink = std::make_shared<testing::RecordingSessionSink>(
+        [&](const SessionEvent& ev) {  // on the engine thread
+          if (ev.kind == SessionEvent::Kind::kTokens && ++tokens == 2) {
+            act(*e, handle);
+          }
+        });
+    auto h = engine->OpenSession(o, sink);
+    EXPECT_TRUE(h.ok()) << h.status();
+    handle = *h;
+    engine->SessionAppend(handle, {"in1", 1, {1003}, {2}});
+    EXPECT_TRUE(sink->WaitFor(SessionEvent::Kind::kTurnEnd, turn_ends,
+                              absl::Seconds(10)));
+    // Nothing more comes.
+    engine->CloseSession(handle);
+    EXPECT_TRUE(sink->WaitFor(SessionEvent::Kind::kClosed, 1));
+    ExpectIdle(*engine);
+    Run run{sink->events()};
+    // Every token follows the last input placed before it.
+    int64_t next = -1;
+    for (const SessionEvent& ev : run.events) {
+      if (ev.kind == SessionEvent::Kind::kAck) next = ev.end_position;
+      if (ev.kind != SessionEvent::Kind::kTokens) continue;
+      EXPECT_EQ(ev.first_position, next) << run.Trace();
+      next = ev.first_position + 1;
+    }
+    return run;
+  }
+
+  static void AppendInput2(Engine& engine, uint64_t handle) {
+    engine.SessionAppend(handle, {"in2", 1, {1004, 1005}, {2}});
+  }
+};
+
+TEST_F(SessionDuplexTest, InterjectPlacesTheInputAndGoesOn) {
+  const Run run = Start(DuplexPolicy::kInterject, 1, AppendInput2);
+  EXPECT_EQ(run.Trace(), "A T T A T T E");
+  EXPECT_EQ(run.Of(SessionEvent::Kind::kTurnEnd)[0]->finish_reason,
+            FinishReason::kLength);
+}
+
+TEST_F(SessionDuplexTest, InterruptEndsTheTurnAndAnswers) {
+  const Run run = Start(DuplexPolicy::kInterrupt, 2, AppendInput2);
+  EXPECT_EQ(run.Trace(), "A T T E A T T T T E");
+  const auto ends = run.Of(SessionEvent::Kind::kTurnEnd);
+  EXPECT_EQ(ends[0]->finish_reason, FinishReason::kCancelled);
+  EXPECT_EQ(ends[0]->output_tokens, 2);
+  EXPECT_EQ(ends[1]->finish_reason, FinishReason::kLength);
+}
+
+TEST_F(SessionDuplexTest, QueueIngestsAfterTheTurn) {
+  const Run run = Start(DuplexPolicy::kQueue, 2, AppendInput2);
+  EXPECT_EQ(run.Trace(), "A T T T T E A T T T T E");
+}
+
+TEST_F(SessionDuplexTest, InterruptThenQueuedInputGoesIn) {
+  const Run run = Start(DuplexPolicy::kQueue, 2, [](Engine& e, uint64_t h) {
+    AppendInput2(e, h);
+    e.SessionInterrupt(h, 2);
+  });
+  EXPECT_EQ(run.Trace(), "A T T E A T T T T E");
+  EXPECT_EQ(run.Of(SessionEvent::Kind::kTurnEnd)[0]->finish_reason,
+            FinishReason::kCancelled);
 }
 
 }  // namespace

@@ -465,6 +465,7 @@ std::vector<SamplePoint> Session::FitContext(std::vector<SamplePoint> points,
 void Session::Interrupt(int s, Scheduler& scheduler) {
   EndTurn(s, FinishReason::kCancelled, scheduler);
   if (!generating()) FeedDueInput(scheduler, /*all=*/true);
+  AppendQueued(scheduler);
 }
 
 void Session::EndAllTurns(FinishReason reason, Scheduler& scheduler) {
@@ -537,6 +538,10 @@ void Session::OnStep(const ScheduledSequence& s,
   points = FitContext(std::move(points), scheduler);
   scheduler.AddSamplePoints(handle_, points);
   FeedDueInput(scheduler, /*all=*/!generating());
+  AppendQueued(scheduler);
+}
+
+void Session::AppendQueued(Scheduler& scheduler) {
   while (!generating() && !queued_.empty()) {
     SessionInput next = std::move(queued_.front());
     queued_.pop_front();

@@ -237,6 +237,9 @@ class Session {
   void StartRowsTurn(int s, Scheduler& scheduler);
   void EndTurn(int s, FinishReason reason, Scheduler& scheduler,
                std::string matched_stop = "");
+  // Input queued behind the turns (DuplexPolicy::kQueue) goes in, in order,
+  // once no stream writes (a turn may start again and stop it).
+  void AppendQueued(Scheduler& scheduler);
   // OUT_OF_RANGE when placing `input` (and one more entry for each stream
   // that would then generate) would overflow max_context_tokens_.
   absl::Status CheckRoom(const SessionInput& input) const;
