@@ -1,0 +1,109 @@
+"""Generate is exact under load, through the real daemon.
+
+Many concurrent Generate calls with random sampling (greedy or seeded
+temperature with top-k / top-p / min-p, repetition, frequency and presence
+penalties, stop strings, log-probabilities with and without top
+alternatives, ignore_eos or not), a third of them sharing a prompt prefix
+(prefix cache hits), against a KV pool so small that the engine preempts
+and recomputes. Afterwards each request runs again alone: its tokens,
+text, log-probabilities (bit for bit, top alternatives included), finish
+reason, matched stop and usage must equal what it got in the storm
+(batch invariance and determinism, docs/PERFORMANCE.md issue 3).
+
+Usage: exactness_storm_test.py [--requests=N] [--seed=S]
+"""
+import argparse
+import concurrent.futures
+import json
+import os
+import random
+import sys
+import tempfile
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import harness  # noqa: E402
+
+pb = harness.load_stubs()[0]
+
+ARGS = None
+WORDS = ("apple river stone cloud north quiet seven market winter lamp "
+         "garden silver yellow engine story harbor").split()
+
+
+def request(rng):
+    sp = dict(max_tokens=rng.randint(1, 16), ignore_eos=rng.random() < 0.5)
+    if rng.random() < 0.6:
+        sp.update(temperature=rng.choice([0.5, 0.8, 1.2]),
+                  seed=rng.randrange(1 << 30))
+        if rng.random() < 0.5:
+            sp.update(top_k=rng.choice([5, 40]))
+        if rng.random() < 0.3:
+            sp.update(top_p=rng.choice([0.5, 0.9]))
+        if rng.random() < 0.3:
+            sp.update(min_p=0.05)
+    if rng.random() < 0.3:
+        sp.update(repetition_penalty=1.3)
+    if rng.random() < 0.3:
+        sp.update(frequency_penalty=0.5, presence_penalty=0.3)
+    if rng.random() < 0.3:
+        sp.update(stop=[rng.choice([b".", b" the", b"\n"])])
+    if rng.random() < 0.5:
+        sp.update(logprobs=True, top_logprobs=rng.choice([0, 3]))
+    shared = ("Shared preamble: " + " ".join(WORDS) + ". "
+              if rng.random() < 0.35 else "")
+    text = shared + " ".join(rng.choice(WORDS)
+                             for _ in range(rng.randint(1, 30)))
+    return pb.GenerateRequest(prompt=pb.Prompt(text=text.encode()),
+                              sampling=pb.SamplingParams(**sp))
+
+
+class ExactnessStormTest(harness.DaemonTestCase):
+    @classmethod
+    def setUpClass(cls):
+        cls.stats_path = os.path.join(tempfile.mkdtemp(), "stats")
+        cls.start_daemon(
+            "--threads=2", "--context_length=128",
+            # 16 running requests of up to ~90 tokens want ~1400 entries;
+            # the pool holds 160 (10 blocks), so the engine preempts.
+            "--kv_budget_tokens=160", "--max_num_seqs=16",
+            "--max_waiting_requests=5000", f"--stats_file={cls.stats_path}")
+
+    def run_one(self, req):
+        """Everything a client sees of one call."""
+        tokens, logprobs, text, final = [], [], "", None
+        for r in self.stub.Generate(req, timeout=300):
+            tokens += list(r.token_ids)
+            text += r.text
+            logprobs += [(lp.token_id, lp.logprob,
+                          [(t.token_id, t.logprob) for t in lp.top])
+                         for lp in r.logprobs]
+            if r.HasField("final"):
+                u = r.final.usage
+                final = (r.final.finish_reason, r.final.matched_stop,
+                         u.prompt_tokens, u.output_tokens)
+        self.assertIsNotNone(final)
+        return tokens, logprobs, text, final
+
+    def test_storm_equals_each_request_alone(self):
+        rng = random.Random(ARGS.seed)
+        reqs = [request(random.Random(rng.randrange(1 << 30)))
+                for _ in range(ARGS.requests)]
+        with concurrent.futures.ThreadPoolExecutor(max_workers=32) as ex:
+            storm = list(ex.map(self.run_one, reqs))
+        with open(self.stats_path) as f:
+            stats = json.load(f)
+        print(f"engine stats after the storm: {stats}", file=sys.stderr)
+        self.assertGreater(stats["preemptions"], 0, stats)
+        self.assertGreater(stats["prefix_hit_tokens"], 0, stats)
+        for i, req in enumerate(reqs):
+            self.assertEqual(self.run_one(req), storm[i],
+                             f"request {i}: {req.sampling}")
+
+
+if __name__ == "__main__":
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--requests", type=int, default=200)
+    ap.add_argument("--seed", type=int, default=1)
+    ARGS, rest = ap.parse_known_args()
+    sys.argv = sys.argv[:1] + rest
+    harness.main()
