@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "absl/synchronization/notification.h"
 #include "batching/testing/fake_executor.h"
 #include "batching/testing/fifo_queue.h"
@@ -563,6 +564,81 @@ TEST_F(EngineTest, SessionInputOpensThinkingLikeAGeneratePrompt) {
   EXPECT_EQ(turn_reasoning, (std::vector<int>{kBudget + 1, 0}));
   engine->CloseSession(*h);
   ASSERT_TRUE(sink->WaitFor(SessionEvent::Kind::kClosed, 1));
+  ExpectIdle(*engine);
+}
+
+// A session turn's penalties count its context as a Generate request over
+// the same context counts its prompt: repetition over everything the
+// stream sees (the appended input here), frequency and presence over the
+// turn's own tokens only (not the earlier turns').
+TEST_F(EngineTest, SessionPenaltiesCountTheContextAsGenerateDoes) {
+  constexpr int32_t kA = 2000, kB = 2001, kC = 2002;
+  FakeExecutor executor(tokenizer_->vocab_size(), 4,
+                        [](const std::vector<int32_t>&, std::vector<float>* l) {
+                          std::fill(l->begin(), l->end(), 0.0f);
+                          (*l)[kA] = 1.0f;
+                          (*l)[kB] = 0.9f;
+                          (*l)[kC] = 0.8f;
+                        });
+  auto engine = MakeEngine(&executor, Options());
+  const std::vector<int32_t> prefix = {1000, 1001, 1002};
+  auto generate = [&](std::vector<int32_t> prompt, const SamplingOptions& s,
+                      int max_tokens) {
+    GenerationRequest r = Request(0, max_tokens);
+    r.prompt = std::move(prompt);
+    r.sampling = s;
+    auto sink = std::make_shared<RecordingSink>();
+    EXPECT_TRUE(engine->Submit(r, sink).ok());
+    EXPECT_TRUE(sink->WaitFinal().final);
+    return sink->Tokens();
+  };
+  auto session = [&](const SamplingOptions& s, int max_tokens,
+                     const std::vector<std::vector<int32_t>>& inputs) {
+    SessionOptions o;
+    o.prefix = prefix;
+    SessionStreamOptions out;
+    out.name = "out";
+    out.output = true;
+    out.max_tokens = max_tokens;
+    out.ignore_eos = true;
+    out.sampling = s;
+    o.streams = {SessionStreamOptions{.name = "user"}, out};
+    auto sink = std::make_shared<testing::RecordingSessionSink>();
+    auto h = engine->OpenSession(o, sink);
+    EXPECT_TRUE(h.ok()) << h.status();
+    std::vector<std::vector<int32_t>> turns;
+    for (size_t i = 0; i < inputs.size(); ++i) {
+      engine->SessionAppend(*h, {absl::StrCat("in", i), 1, inputs[i], {2}});
+      EXPECT_TRUE(sink->WaitFor(SessionEvent::Kind::kTurnEnd,
+                                static_cast<int>(i) + 1));
+      const std::vector<int32_t> all = sink->Tokens(2);
+      turns.emplace_back(all.begin() + static_cast<int64_t>(i) * max_tokens,
+                         all.end());
+    }
+    engine->CloseSession(*h);
+    EXPECT_TRUE(sink->WaitFor(SessionEvent::Kind::kClosed, 1));
+    return turns;
+  };
+  // Repetition: A is in the input, so B wins.
+  SamplingOptions repetition;
+  repetition.repetition_penalty = 2.0f;
+  const std::vector<int32_t> input = {1003, kA};
+  std::vector<int32_t> prompt = prefix;
+  prompt.insert(prompt.end(), input.begin(), input.end());
+  EXPECT_EQ(generate(prompt, repetition, 1), std::vector<int32_t>{kB});
+  EXPECT_EQ(session(repetition, 1, {input}),
+            (std::vector<std::vector<int32_t>>{{kB}}));
+  // Presence: each turn starts afresh, A then B then C, as Generate over
+  // the whole history does.
+  SamplingOptions presence;
+  presence.presence_penalty = 0.25f;
+  const std::vector<std::vector<int32_t>> turns =
+      session(presence, 3, {{1003}, {1004}});
+  EXPECT_EQ(turns, (std::vector<std::vector<int32_t>>{{kA, kB, kC},
+                                                      {kA, kB, kC}}));
+  prompt = prefix;
+  for (int32_t t : {1003, kA, kB, kC, 1004}) prompt.push_back(t);
+  EXPECT_EQ(generate(prompt, presence, 3), turns[1]);
   ExpectIdle(*engine);
 }
 

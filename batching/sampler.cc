@@ -16,6 +16,15 @@ Sampler::Sampler(const SamplingOptions& options,
 
 void Sampler::Accept(int32_t token_id) { ++output_counts_[token_id]; }
 
+void Sampler::AddPrompt(absl::Span<const int32_t> tokens) {
+  for (int32_t t : tokens) ++prompt_counts_[t];
+}
+
+void Sampler::StartTurn() {
+  for (const auto& [t, n] : output_counts_) prompt_counts_[t] += n;
+  output_counts_.clear();
+}
+
 bool Sampler::HasPenalties() const {
   return options_.repetition_penalty != 1.0f ||
          options_.frequency_penalty != 0.0f ||

@@ -59,6 +59,14 @@ class Sampler {
 
   // Records a generated token (for penalties). Sample() calls it itself.
   void Accept(int32_t token_id);
+  // A session's turns: tokens that joined the context the stream sees
+  // (input, other streams' tokens it sees) count as prompt; at a turn's
+  // start the tokens generated before it become prompt too, so a turn is
+  // penalized as a Generate request over the same context would be
+  // (repetition over prompt and output, frequency and presence over the
+  // turn's own tokens).
+  void AddPrompt(absl::Span<const int32_t> tokens);
+  void StartTurn();
 
  private:
   bool HasPenalties() const;

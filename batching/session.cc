@@ -37,6 +37,14 @@ Session::Session(SessionOptions options, std::shared_ptr<SessionSink> sink,
       bound_[options_.streams[i].model_stream] = static_cast<int>(i) + 1;
     }
   }
+  const std::vector<std::vector<int32_t>> sees = Visibility();
+  seen_by_.resize(sees.size());
+  for (size_t s = 1; s < streams_.size(); ++s) {
+    if (!IsOutput(static_cast<int>(s))) continue;
+    for (int32_t tag : sees[Tag(static_cast<int>(s))]) {
+      seen_by_[tag].push_back(static_cast<int>(s));
+    }
+  }
 }
 
 int32_t Session::Tag(int s) const {
@@ -273,10 +281,12 @@ void Session::Append(SessionInput input, Scheduler& scheduler) {
 void Session::Place(const SessionInput& input, Scheduler& scheduler) {
   Stream& in = streams_[input.stream];
   const int n = static_cast<int>(input.tokens.size());
-  // Every output stream sees the input: its thinking markers open or close
-  // thinking as a Generate prompt's do.
-  for (size_t s = 1; s < streams_.size(); ++s) {
-    if (IsOutput(static_cast<int>(s))) streams_[s].gate.Observe(input.tokens);
+  // For the output streams that see it, the input is context as a Generate
+  // prompt is: its thinking markers open or close thinking, and it counts
+  // for their penalties.
+  for (int s : seen_by_[Tag(input.stream)]) {
+    streams_[s].gate.Observe(input.tokens);
+    streams_[s].sampler->AddPrompt(input.tokens);
   }
   int64_t first;
   if (!options_.aligned) {
@@ -395,6 +405,7 @@ void Session::BeginTurn(int s, int64_t next_y, int sample_index,
   st.active = true;
   st.turn_tokens = 0;
   st.turn_reasoning = 0;
+  st.sampler->StartTurn();
   st.stop = std::make_unique<StopMatcher>(options_.streams[s - 1].stop);
   st.next_y = next_y;
   const SamplePoint p{sample_index, static_cast<int32_t>(s)};
@@ -490,6 +501,9 @@ void Session::OnStep(const ScheduledSequence& s,
     const ReasoningGate::Decision d = st.gate.Next(tokens[j].token_id);
     const int64_t y = st.next_y++;
     AppendEntry(sid, d.token, y, scheduler);
+    for (int other : seen_by_[Tag(sid)]) {
+      streams_[other].sampler->AddPrompt(absl::MakeConstSpan(&d.token, 1));
+    }
     ++st.turn_tokens;
     st.turn_reasoning += d.reasoning;
     FinishReason finish = FinishReason::kNone;
