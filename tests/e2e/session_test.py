@@ -3,7 +3,8 @@
 Opens sessions over gRPC with a Python client: input is acknowledged with
 the positions where it landed, output streams, input appended while the
 model writes lands after the tokens already written, a one-stream greedy
-session equals Generate for the same text, and cancel / close / client
+session equals Generate for the same text (and so do 40 random sampling
+settings, penalties and log-probabilities included), and cancel / close / client
 cancel / half-close leave no session and no KV block behind (--stats_file).
 close {keep} then open {resume} computes only the new turn's tokens and
 writes what a session never closed writes; stop strings end a turn like
@@ -14,6 +15,7 @@ bearer token); Session calls count in braid_rpcs_total.
 import json
 import os
 import queue
+import random
 import sys
 import tempfile
 import time
@@ -243,6 +245,64 @@ class SessionTest(harness.DaemonTestCase):
             gen_text += r.text
         self.assertEqual(session_ids, gen_ids)
         self.assertEqual(session_text, gen_text)
+        self.assert_engine_idle()
+
+    def test_sampled_sessions_equal_generate(self):
+        """40 random sampling settings: a session's turn equals Generate over
+        the same text (tokens, text, log-probabilities bit for bit, finish,
+        usage): penalties count the input as Generate's count the prompt."""
+        rng = random.Random(5)
+        words = "apple river stone cloud north quiet seven market lamp".split()
+        for i in range(40):
+            sp = dict(max_tokens=rng.randint(1, 16),
+                      ignore_eos=rng.random() < 0.5)
+            if rng.random() < 0.6:
+                sp.update(temperature=rng.choice([0.5, 0.8, 1.2]),
+                          seed=rng.randrange(1 << 30))
+                if rng.random() < 0.5:
+                    sp.update(top_k=rng.choice([5, 40]))
+                if rng.random() < 0.3:
+                    sp.update(top_p=0.9, min_p=0.05)
+            if rng.random() < 0.5:
+                sp.update(repetition_penalty=1.3)
+            if rng.random() < 0.5:
+                sp.update(frequency_penalty=0.5, presence_penalty=0.3)
+            if rng.random() < 0.3:
+                sp.update(stop=[rng.choice([b".", b" the", b"\n"])])
+            if rng.random() < 0.5:
+                sp.update(logprobs=True, top_logprobs=rng.choice([0, 3]))
+            user = (b"<|im_start|>user\n" +
+                    " ".join(rng.choice(words)
+                             for _ in range(rng.randint(1, 20))).encode() +
+                    b"<|im_end|>\n<|im_start|>assistant\n")
+            c = SessionClient(self.stub)
+            self.open(c, **sp)
+            c.send(append=pb.SessionAppend(stream_id="user",
+                                           input=pb.Prompt(text=user),
+                                           generate_on=["out"]))
+            end = c.until(lambda e: e.HasField("turn_end")).turn_end.info
+            got = ([t for _, t in output_tokens(c.events)], turn_text(c.events),
+                   [(lp.token_id, lp.logprob,
+                     [(t.token_id, t.logprob) for t in lp.top])
+                    for e in c.events if e.HasField("tokens")
+                    for lp in e.tokens.logprobs],
+                   (end.finish_reason, end.matched_stop,
+                    end.usage.output_tokens))
+            c.send(close=pb.SessionClose())
+            c.rest()
+            ids, text, lps, final = [], "", [], None
+            for r in self.stub.Generate(pb.GenerateRequest(
+                    prompt=pb.Prompt(text=SYSTEM + user),
+                    sampling=pb.SamplingParams(**sp)), timeout=120):
+                ids += r.token_ids
+                text += r.text
+                lps += [(lp.token_id, lp.logprob,
+                         [(t.token_id, t.logprob) for t in lp.top])
+                        for lp in r.logprobs]
+                if r.HasField("final"):
+                    final = (r.final.finish_reason, r.final.matched_stop,
+                             r.final.usage.output_tokens)
+            self.assertEqual(got, (ids, text, lps, final), f"case {i}: {sp}")
         self.assert_engine_idle()
 
     def start_generating(self):
