@@ -4,8 +4,9 @@ Opens sessions over gRPC with a Python client: input is acknowledged with
 the positions where it landed, output streams, input appended while the
 model writes lands after the tokens already written, a one-stream greedy
 session equals Generate for the same text (and so do 40 random sampling
-settings, penalties and log-probabilities included), and cancel / close / client
-cancel / half-close leave no session and no KV block behind (--stats_file).
+settings, penalties and log-probabilities included), and cancel / close /
+client cancel / half-close leave no session and no KV block behind
+(--stats_file).
 close {keep} then open {resume} computes only the new turn's tokens and
 writes what a session never closed writes; stop strings end a turn like
 Generate's; the context length bounds a session; an idle session is kept
