@@ -387,12 +387,21 @@ void Engine::OnToken(Active& a, const SampledToken& token, bool reasoning) {
 void Engine::Finish(Active& a, FinishReason reason, absl::Status error,
                     std::string matched_stop) {
   const absl::Time now = absl::Now();
+  const bool flush = error.ok() && reason != FinishReason::kStop &&
+                     reason != FinishReason::kCancelled;
+  if (flush && !a.request.reasoning.hide) {
+    // The reasoning stream's partial character (a request that ends while
+    // the model thinks), in its own chunk before the final one.
+    OutputChunk held;
+    held.reasoning = true;
+    held.text = a.reasoning_detokenizer.Flush();
+    if (!held.text.empty()) a.sink->Push(std::move(held));
+  }
   OutputChunk chunk;
   chunk.final = true;
   chunk.finish_reason = reason;
   chunk.matched_stop = std::move(matched_stop);
-  if (error.ok() && reason != FinishReason::kStop &&
-      reason != FinishReason::kCancelled) {
+  if (flush) {
     // Release what was held back for stop strings and partial characters.
     chunk.text = a.stop.Flush() + a.detokenizer.Flush();
   }

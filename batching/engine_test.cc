@@ -642,6 +642,46 @@ TEST_F(EngineTest, SessionPenaltiesCountTheContextAsGenerateDoes) {
   ExpectIdle(*engine);
 }
 
+// A Generate request that ends while the model thinks, in the middle of a
+// character, sends the reasoning stream's held-back bytes as reasoning text
+// before its final chunk (not at all when reasoning is hidden).
+TEST_F(EngineTest, GenerateEndingInThoughtReleasesTheReasoningText) {
+  const int vocab = tokenizer_->vocab_size();
+  int32_t lead = -1;  // the token of byte 0xE2 alone
+  for (int32_t id = 0; id < vocab && lead < 0; ++id) {
+    if (tokenizer_->TokenBytes(id) == "\xE2") lead = id;
+  }
+  ASSERT_GE(lead, 0);
+  constexpr int32_t kThink = 1005;
+  FakeExecutor executor(vocab, 4, [&](const std::vector<int32_t>&,
+                                      std::vector<float>* logits) {
+    std::fill(logits->begin(), logits->end(), 0.0f);
+    (*logits)[lead] = 1.0f;
+  });
+  EngineOptions options = Options();
+  options.reasoning.think_start_id = kThink;
+  options.reasoning.think_end_id = kThink + 1;
+  auto engine = MakeEngine(&executor, options);
+  for (const bool hide : {false, true}) {
+    SCOPED_TRACE(hide ? "hidden" : "shown");
+    GenerationRequest r = Request(0, 1);
+    r.prompt = {1000, 1001, kThink};  // opens thinking
+    r.sampling.temperature = 0;
+    r.reasoning.hide = hide;
+    auto sink = std::make_shared<RecordingSink>();
+    ASSERT_TRUE(engine->Submit(r, sink).ok());
+    const OutputChunk final = sink->WaitFinal();
+    EXPECT_EQ(final.reasoning_tokens, 1);
+    std::string reasoning_text;
+    for (const OutputChunk& c : sink->Chunks()) {
+      if (c.reasoning) reasoning_text += c.text;
+      if (c.final) EXPECT_EQ(c.text, "");
+    }
+    EXPECT_EQ(reasoning_text, hide ? "" : "\xEF\xBF\xBD");
+  }
+  ExpectIdle(*engine);
+}
+
 // The duplex policies of a single-stream model (docs/MULTISTREAM.md), with
 // input arriving while the output writes (after its 2nd token): interject
 // places it and the turn goes on; interrupt ends the turn (CANCELLED) and
