@@ -31,24 +31,7 @@ WORDS = ("apple river stone cloud north quiet seven market winter lamp "
 
 
 def request(rng):
-    sp = dict(max_tokens=rng.randint(1, 16), ignore_eos=rng.random() < 0.5)
-    if rng.random() < 0.6:
-        sp.update(temperature=rng.choice([0.5, 0.8, 1.2]),
-                  seed=rng.randrange(1 << 30))
-        if rng.random() < 0.5:
-            sp.update(top_k=rng.choice([5, 40]))
-        if rng.random() < 0.3:
-            sp.update(top_p=rng.choice([0.5, 0.9]))
-        if rng.random() < 0.3:
-            sp.update(min_p=0.05)
-    if rng.random() < 0.3:
-        sp.update(repetition_penalty=1.3)
-    if rng.random() < 0.3:
-        sp.update(frequency_penalty=0.5, presence_penalty=0.3)
-    if rng.random() < 0.3:
-        sp.update(stop=[rng.choice([b".", b" the", b"\n"])])
-    if rng.random() < 0.5:
-        sp.update(logprobs=True, top_logprobs=rng.choice([0, 3]))
+    sp = harness.random_sampling(rng)
     shared = ("Shared preamble: " + " ".join(WORDS) + ". "
               if rng.random() < 0.35 else "")
     text = shared + " ".join(rng.choice(WORDS)
@@ -74,9 +57,7 @@ class ExactnessStormTest(harness.DaemonTestCase):
         for r in self.stub.Generate(req, timeout=300):
             tokens += list(r.token_ids)
             text += r.text
-            logprobs += [(lp.token_id, lp.logprob,
-                          [(t.token_id, t.logprob) for t in lp.top])
-                         for lp in r.logprobs]
+            logprobs += harness.logprob_tuples(r.logprobs)
             if r.HasField("final"):
                 u = r.final.usage
                 final = (r.final.finish_reason, r.final.matched_stop,

@@ -61,6 +61,38 @@ def wait_for(condition, timeout, what, interval=0.02):
         time.sleep(interval)
 
 
+def random_sampling(rng):
+    """SamplingParams fields drawn from `rng`: 1-16 tokens, ignore_eos or
+    not; greedy or seeded temperature with top-k / top-p / min-p; repetition
+    and frequency / presence penalties; a stop string; log-probabilities
+    with and without top alternatives (each part at random)."""
+    sp = dict(max_tokens=rng.randint(1, 16), ignore_eos=rng.random() < 0.5)
+    if rng.random() < 0.6:
+        sp.update(temperature=rng.choice([0.5, 0.8, 1.2]),
+                  seed=rng.randrange(1 << 30))
+        if rng.random() < 0.5:
+            sp.update(top_k=rng.choice([5, 40]))
+        if rng.random() < 0.3:
+            sp.update(top_p=rng.choice([0.5, 0.9]))
+        if rng.random() < 0.3:
+            sp.update(min_p=0.05)
+    if rng.random() < 0.4:
+        sp.update(repetition_penalty=1.3)
+    if rng.random() < 0.4:
+        sp.update(frequency_penalty=0.5, presence_penalty=0.3)
+    if rng.random() < 0.3:
+        sp.update(stop=[rng.choice([b".", b" the", b"\n"])])
+    if rng.random() < 0.5:
+        sp.update(logprobs=True, top_logprobs=rng.choice([0, 3]))
+    return sp
+
+
+def logprob_tuples(logprobs):
+    """TokenLogprob messages as comparable tuples (top alternatives too)."""
+    return [(lp.token_id, lp.logprob, [(t.token_id, t.logprob) for t in lp.top])
+            for lp in logprobs]
+
+
 def wait_engine_idle(stats_path, timeout=10):
     """Waits for --stats_file (at `stats_path`) to show no session, no
     request and every KV block free; returns the stats, or raises

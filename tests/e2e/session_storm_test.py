@@ -28,7 +28,6 @@ Usage: session_storm_test.py [--sessions=N] [--seed=S]
 import argparse
 import concurrent.futures
 import os
-import queue
 import random
 import sys
 import tempfile
@@ -36,6 +35,7 @@ import tempfile
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import harness  # noqa: E402
 from multistream_test import write_model  # noqa: E402
+from session_test import SessionClient  # noqa: E402
 
 import grpc  # noqa: E402
 
@@ -52,39 +52,6 @@ POLICIES = (pb.DUPLEX_POLICY_INTERJECT, pb.DUPLEX_POLICY_INTERRUPT,
 
 def words(rng, lo, hi):
     return " ".join(rng.choice(WORDS) for _ in range(rng.randint(lo, hi)))
-
-
-class Call:
-    """One Session call fed from a queue; records every event."""
-
-    def __init__(self, stub):
-        self.requests = queue.Queue()
-
-        def gen():
-            while True:
-                m = self.requests.get()
-                if m is None:
-                    return
-                yield m
-
-        self.call = stub.Session(gen(), timeout=120)
-        self.events = []
-        self.it = iter(self.call)
-
-    def send(self, **kw):
-        self.requests.put(pb.SessionRequest(**kw))
-
-    def half_close(self):
-        self.requests.put(None)
-
-    def next(self):
-        ev = next(self.it)
-        self.events.append(ev)
-        return ev
-
-    def rest(self):
-        for ev in self.it:
-            self.events.append(ev)
 
 
 class Session:
@@ -234,7 +201,7 @@ class SessionStormTest(harness.DaemonTestCase):
     def run_session(self, s):
         if s.action == "generate":
             return self.generate(s)
-        call = Call(self.stub)
+        call = SessionClient(self.stub)
         call.send(open=pb.SessionOpen(
             session_id=s.session_id, prefix=pb.Prompt(text=s.prefix),
             streams=s.streams(), duplex_policy=s.policy))
@@ -302,7 +269,7 @@ class SessionStormTest(harness.DaemonTestCase):
         return s
 
     def resume(self, s):
-        call = Call(self.stub)
+        call = SessionClient(self.stub)
         call.send(open=pb.SessionOpen(session_id=s.session_id, resume=True))
         try:
             opened = call.next().opened
@@ -323,7 +290,7 @@ class SessionStormTest(harness.DaemonTestCase):
 
     def replay(self, s):
         """The same session alone: its turn's tokens."""
-        call = Call(self.stub)
+        call = SessionClient(self.stub)
         call.send(open=pb.SessionOpen(
             prefix=pb.Prompt(text=s.prefix), streams=s.streams(),
             duplex_policy=s.policy))

@@ -255,23 +255,7 @@ class SessionTest(harness.DaemonTestCase):
         rng = random.Random(5)
         words = "apple river stone cloud north quiet seven market lamp".split()
         for i in range(40):
-            sp = dict(max_tokens=rng.randint(1, 16),
-                      ignore_eos=rng.random() < 0.5)
-            if rng.random() < 0.6:
-                sp.update(temperature=rng.choice([0.5, 0.8, 1.2]),
-                          seed=rng.randrange(1 << 30))
-                if rng.random() < 0.5:
-                    sp.update(top_k=rng.choice([5, 40]))
-                if rng.random() < 0.3:
-                    sp.update(top_p=0.9, min_p=0.05)
-            if rng.random() < 0.5:
-                sp.update(repetition_penalty=1.3)
-            if rng.random() < 0.5:
-                sp.update(frequency_penalty=0.5, presence_penalty=0.3)
-            if rng.random() < 0.3:
-                sp.update(stop=[rng.choice([b".", b" the", b"\n"])])
-            if rng.random() < 0.5:
-                sp.update(logprobs=True, top_logprobs=rng.choice([0, 3]))
+            sp = harness.random_sampling(rng)
             user = (b"<|im_start|>user\n" +
                     " ".join(rng.choice(words)
                              for _ in range(rng.randint(1, 20))).encode() +
@@ -283,10 +267,8 @@ class SessionTest(harness.DaemonTestCase):
                                            generate_on=["out"]))
             end = c.until(lambda e: e.HasField("turn_end")).turn_end.info
             got = ([t for _, t in output_tokens(c.events)], turn_text(c.events),
-                   [(lp.token_id, lp.logprob,
-                     [(t.token_id, t.logprob) for t in lp.top])
-                    for e in c.events if e.HasField("tokens")
-                    for lp in e.tokens.logprobs],
+                   [lp for e in c.events if e.HasField("tokens")
+                    for lp in harness.logprob_tuples(e.tokens.logprobs)],
                    (end.finish_reason, end.matched_stop,
                     end.usage.output_tokens))
             c.send(close=pb.SessionClose())
@@ -297,9 +279,7 @@ class SessionTest(harness.DaemonTestCase):
                     sampling=pb.SamplingParams(**sp)), timeout=120):
                 ids += r.token_ids
                 text += r.text
-                lps += [(lp.token_id, lp.logprob,
-                         [(t.token_id, t.logprob) for t in lp.top])
-                        for lp in r.logprobs]
+                lps += harness.logprob_tuples(r.logprobs)
                 if r.HasField("final"):
                     final = (r.final.finish_reason, r.final.matched_stop,
                              r.final.usage.output_tokens)
