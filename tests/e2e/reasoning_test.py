@@ -14,12 +14,12 @@ thinking; its next turn, after input without the marker, is output only,
 and each turn end counts its own reasoning tokens.
 """
 import os
-import queue
 import sys
 import unittest
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import harness  # noqa: E402
+from session_test import SessionClient, chat_streams  # noqa: E402
 
 pb = harness.load_stubs()[0]
 
@@ -86,46 +86,26 @@ class ReasoningTest(harness.DaemonTestCase):
         """Two turns of a one-stream session: the first after USER (which
         opens thinking), the second after USER2 (which does not). Returns
         per turn [(kind, token id)] and the turn end's usage."""
-        requests = queue.Queue()
-
-        def gen():
-            while True:
-                m = requests.get()
-                if m is None:
-                    return
-                yield m
-
-        call = self.stub.Session(gen(), timeout=120)
-        requests.put(pb.SessionRequest(open=pb.SessionOpen(
+        c = SessionClient(self.stub)
+        c.send(open=pb.SessionOpen(
             prefix=pb.Prompt(text=SYSTEM),
-            streams=[pb.StreamSpec(stream_id="user",
-                                   role=pb.STREAM_ROLE_USER,
-                                   kind=pb.STREAM_KIND_INPUT),
-                     pb.StreamSpec(stream_id="out",
-                                   role=pb.STREAM_ROLE_OUTPUT,
-                                   kind=pb.STREAM_KIND_OUTPUT,
-                                   sampling=pb.SamplingParams(
-                                       max_tokens=TOKENS, ignore_eos=True,
-                                       **sampling))])))
+            streams=chat_streams(max_tokens=TOKENS, ignore_eos=True,
+                                 **sampling)))
+        c.next()
         turns = []
         for text in (USER, USER2):
-            requests.put(pb.SessionRequest(append=pb.SessionAppend(
-                stream_id="user", input=pb.Prompt(text=text),
-                generate_on=["out"])))
-            tokens = []
-            for ev in call:
-                if ev.HasField("tokens"):
-                    tokens += [(ev.tokens.stream, t)
-                               for t in ev.tokens.token_ids]
-                elif ev.HasField("turn_end"):
-                    turns.append((tokens, ev.turn_end.info.usage))
-                    break
-                elif ev.HasField("error"):
-                    self.fail(ev.error)
-        requests.put(pb.SessionRequest(close=pb.SessionClose()))
-        requests.put(None)
-        for _ in call:
-            pass
+            n = len(c.events)
+            c.send(append=pb.SessionAppend(stream_id="user",
+                                           input=pb.Prompt(text=text),
+                                           generate_on=["out"]))
+            end = c.until(lambda e: e.HasField("turn_end") or
+                          e.HasField("error"))
+            self.assertTrue(end.HasField("turn_end"), end)
+            turns.append(([(e.tokens.stream, t) for e in c.events[n:]
+                           if e.HasField("tokens") for t in e.tokens.token_ids],
+                          end.turn_end.info.usage))
+        c.send(close=pb.SessionClose())
+        c.rest()
         return turns
 
     def test_session_input_opens_thinking_like_a_generate_prompt(self):
