@@ -2,7 +2,9 @@
 
 Many concurrent `Session` calls, each with 1-4 branch output streams and a
 random duplex policy, doing one thing at random: a plain turn; cancel,
-interrupt or a second append while the outputs write; a client cancel; a
+interrupt, a second append, or a second append and then an interrupt of
+every output (under QUEUE the input waits for them) while the outputs
+write; a client cancel; a
 half-close; an append to a stream that does not exist; close (with or
 without keep) in the middle of a turn; close with keep, then resume in a
 new call and write a second turn. The KV pool is small and few sessions
@@ -44,8 +46,9 @@ pb = harness.load_stubs()[0]
 ARGS = None
 WORDS = ("apple river stone cloud north quiet seven market winter lamp "
          "garden silver yellow engine story harbor").split()
-ACTIONS = ("plain", "cancel", "interrupt", "late_append", "client_cancel",
-           "half_close", "bad_append", "close_mid", "keep_resume", "generate")
+ACTIONS = ("plain", "cancel", "interrupt", "late_append", "append_interrupt",
+           "client_cancel", "half_close", "bad_append", "close_mid",
+           "keep_resume", "generate")
 POLICIES = (pb.DUPLEX_POLICY_INTERJECT, pb.DUPLEX_POLICY_INTERRUPT,
             pb.DUPLEX_POLICY_QUEUE)
 
@@ -225,6 +228,12 @@ class SessionStormTest(harness.DaemonTestCase):
                 call.send(interrupt_stream_id=s.outs[0])
             elif s.action == "late_append":
                 s.append(call, s.inputs[1])
+            elif s.action == "append_interrupt":
+                # Under QUEUE the input waits for the turns the interrupts
+                # end.
+                s.append(call, s.inputs[1])
+                for o in s.outs:
+                    call.send(interrupt_stream_id=o)
             elif s.action == "close_mid":
                 call.send(close=pb.SessionClose(keep=s.rng.random() < 0.5))
                 call.half_close()
