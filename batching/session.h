@@ -276,13 +276,13 @@ class Session {
   std::vector<Stream> streams_;      // [0] = prefix
   std::deque<SessionInput> queued_;  // DuplexPolicy::kQueue
   int num_entries_ = 0;
-  // Rows layout, per model stream: the next y without an entry, the index
-  // of its last entry (-1: none) and the session stream bound to it (0:
-  // none; the prefix is no bound stream).
   // seen_by_[tag]: the output streams (session stream numbers) that see
   // the entries tagged `tag` and are not their writer, for their samplers'
   // penalties and reasoning gates.
   std::vector<std::vector<int>> seen_by_;
+  // Rows layout, per model stream: the next y without an entry, the index
+  // of its last entry (-1: none) and the session stream bound to it (0:
+  // none; the prefix is no bound stream).
   std::vector<int64_t> model_next_y_;
   std::vector<int> model_last_index_;
   std::vector<int> bound_;
