@@ -64,8 +64,9 @@ def wait_for(condition, timeout, what, interval=0.02):
 def random_sampling(rng):
     """SamplingParams fields drawn from `rng`: 1-16 tokens, ignore_eos or
     not; greedy or seeded temperature with top-k / top-p / min-p; repetition
-    and frequency / presence penalties; a stop string; log-probabilities
-    with and without top alternatives (each part at random)."""
+    and frequency / presence penalties; a stop string; a stop token;
+    log-probabilities with and without top alternatives (each part at
+    random)."""
     sp = dict(max_tokens=rng.randint(1, 16), ignore_eos=rng.random() < 0.5)
     if rng.random() < 0.6:
         sp.update(temperature=rng.choice([0.5, 0.8, 1.2]),
@@ -82,6 +83,8 @@ def random_sampling(rng):
         sp.update(frequency_penalty=0.5, presence_penalty=0.3)
     if rng.random() < 0.3:
         sp.update(stop=[rng.choice([b".", b" the", b"\n"])])
+    if rng.random() < 0.2:
+        sp.update(stop_token_ids=[rng.choice([28, 30, 282])])  # "," "." " of"
     if rng.random() < 0.5:
         sp.update(logprobs=True, top_logprobs=rng.choice([0, 3]))
     return sp
