@@ -251,6 +251,45 @@ TEST_F(EngineSessionTest, GenerateEndingInThoughtReleasesTheReasoningText) {
   ExpectIdle(*engine);
 }
 
+// A session that thinks decodes on the reasoning queue, and on the I/O
+// queue again once the end marker closes the thought (MULTISTREAM.md's
+// queues), as a Generate request does.
+TEST_F(EngineSessionTest, ThinkingSessionDecodesOnTheReasoningQueue) {
+  constexpr int32_t kThink = 1005, kWord = 2000;
+  FakeExecutor executor(tokenizer_->vocab_size(), 4, Constant({kWord}, {1}));
+  EngineOptions options = Options();
+  options.reasoning.think_start_id = kThink;
+  options.reasoning.think_end_id = kThink + 1;
+  options.scheduler.think_start_id = kThink;
+  options.scheduler.think_end_id = kThink + 1;
+  auto engine = MakeEngine(&executor, options);
+  SessionOptions o = OneOutputSession(5);
+  o.streams[1].reasoning.budget = 2;
+  auto sink = std::make_shared<testing::RecordingSessionSink>();
+  auto h = engine->OpenSession(o, sink);
+  ASSERT_TRUE(h.ok()) << h.status();
+  engine->SessionAppend(*h, {"in1", 1, {1003, kThink}, {2}});
+  ASSERT_TRUE(sink->WaitFor(SessionEvent::Kind::kTurnEnd, 1));
+  engine->CloseSession(*h);
+  ASSERT_TRUE(sink->WaitFor(SessionEvent::Kind::kClosed, 1));
+  EXPECT_EQ(sink->Tokens(2),
+            (std::vector<int32_t>{kWord, kWord, kThink + 1, kWord, kWord}));
+  // The queue of each step that sampled the session's next token.
+  std::vector<QueueKind> queues;
+  for (const StepPlan& p : executor.Plans()) {
+    for (const ScheduledSequence& seq : p.sequences) {
+      if (seq.request_id == *h && !seq.samples.empty()) {
+        queues.push_back(seq.queue);
+      }
+    }
+  }
+  EXPECT_EQ(queues,
+            (std::vector<QueueKind>{QueueKind::kPrompt, QueueKind::kReasoning,
+                                    QueueKind::kReasoning, QueueKind::kIo,
+                                    QueueKind::kIo}));
+  ExpectIdle(*engine);
+}
+
 // The duplex policies of a single-stream model (docs/MULTISTREAM.md), with
 // input arriving while the output writes (after its 2nd token): interject
 // places it and the turn goes on; interrupt ends the turn (CANCELLED) and

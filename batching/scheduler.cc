@@ -153,6 +153,12 @@ void Scheduler::AddSamplePoints(uint64_t id,
   MoveTo(r, PhaseQueue(r));
 }
 
+void Scheduler::SetSessionThinking(uint64_t id, bool thinking) {
+  Request& r = Get(id);
+  r.thinking = thinking;
+  MoveTo(r, PhaseQueue(r));
+}
+
 void Scheduler::ClearSamplePoints(uint64_t id, int32_t stream) {
   Request& r = Get(id);
   r.sample_points.erase(
@@ -474,9 +480,11 @@ QueueKind Scheduler::PhaseQueue(const Request& r) const {
   const int remaining = static_cast<int>(r.tokens.size()) - r.num_computed;
   if (r.session) {
     // Bulk input is prompt work; decode steps (a few entries per stream)
-    // and an idle session sit in the I/O queue.
+    // and an idle session sit in the I/O queue, or in the reasoning queue
+    // while the session thinks.
     const int decode = std::max<int>(1, r.sees.size());
-    return remaining > decode ? QueueKind::kPrompt : QueueKind::kIo;
+    if (remaining > decode) return QueueKind::kPrompt;
+    return r.thinking ? QueueKind::kReasoning : QueueKind::kIo;
   }
   if (r.num_computed == 0 || remaining > 1) return QueueKind::kPrompt;
   return r.thinking ? QueueKind::kReasoning : QueueKind::kIo;

@@ -117,6 +117,10 @@ class Scheduler {
   void AddSamplePoints(uint64_t id, absl::Span<const SamplePoint> points);
   // Drops a stream's pending sample points (its turn ended).
   void ClearSamplePoints(uint64_t id, int32_t stream);
+  // Whether a session's decode steps are thinking (every stream that writes
+  // is between the thinking markers): they go to the reasoning queue, not
+  // the I/O queue. A session says so itself (its streams' markers).
+  void SetSessionThinking(uint64_t id, bool thinking);
   // Context entries of a request (computed or not) and its block table.
   int num_entries(uint64_t id) const;
   const std::vector<int32_t>& block_table(uint64_t id) const;

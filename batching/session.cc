@@ -410,6 +410,18 @@ void Session::BeginTurn(int s, int64_t next_y, int sample_index,
   st.next_y = next_y;
   const SamplePoint p{sample_index, static_cast<int32_t>(s)};
   scheduler.AddSamplePoints(handle_, absl::MakeConstSpan(&p, 1));
+  UpdateThinking(scheduler);
+}
+
+void Session::UpdateThinking(Scheduler& scheduler) {
+  if (!registered_) return;
+  bool writing = false, thinking = true;
+  for (const Stream& st : streams_) {
+    if (!st.active) continue;
+    writing = true;
+    thinking = thinking && st.gate.thinking();
+  }
+  scheduler.SetSessionThinking(handle_, writing && thinking);
 }
 
 void Session::EndTurn(int s, FinishReason reason, Scheduler& scheduler,
@@ -418,6 +430,7 @@ void Session::EndTurn(int s, FinishReason reason, Scheduler& scheduler,
   if (!st.active) return;
   st.active = false;
   scheduler.ClearSamplePoints(handle_, s);
+  UpdateThinking(scheduler);
   SessionEvent e;
   e.kind = SessionEvent::Kind::kTurnEnd;
   e.stream = s;
@@ -553,6 +566,7 @@ void Session::OnStep(const ScheduledSequence& s,
   scheduler.AddSamplePoints(handle_, points);
   FeedDueInput(scheduler, /*all=*/!generating());
   AppendQueued(scheduler);
+  UpdateThinking(scheduler);
 }
 
 void Session::AppendQueued(Scheduler& scheduler) {

@@ -240,6 +240,10 @@ class Session {
   // Input queued behind the turns (DuplexPolicy::kQueue) goes in, in order,
   // once no stream writes (a turn may start again and stop it).
   void AppendQueued(Scheduler& scheduler);
+  // Tells the scheduler whether the session thinks (every writing stream
+  // between its thinking markers): its decode steps then go to the
+  // reasoning queue.
+  void UpdateThinking(Scheduler& scheduler);
   // OUT_OF_RANGE when placing `input` (and one more entry for each stream
   // that would then generate) would overflow max_context_tokens_.
   absl::Status CheckRoom(const SessionInput& input) const;
