@@ -9,6 +9,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -302,6 +303,9 @@ class SessionDuplexTest : public EngineSessionTest {
 
   struct Run {
     std::vector<SessionEvent> events;
+    // Per step that computed the session's entries: how many, and the
+    // queue that granted them.
+    std::vector<std::pair<size_t, QueueKind>> steps;
     std::string Trace() const {  // e.g. "A T T A E T T T T E"
       std::string out;
       for (const SessionEvent& e : events) {
@@ -360,7 +364,14 @@ class SessionDuplexTest : public EngineSessionTest {
     engine->CloseSession(handle);
     EXPECT_TRUE(sink->WaitFor(SessionEvent::Kind::kClosed, 1));
     ExpectIdle(*engine);
-    Run run{sink->events()};
+    Run run{sink->events(), {}};
+    for (const StepPlan& p : executor.Plans()) {
+      for (const ScheduledSequence& seq : p.sequences) {
+        if (seq.request_id == handle) {
+          run.steps.push_back({seq.tokens.size(), seq.queue});
+        }
+      }
+    }
     // Every token follows the last input placed before it.
     int64_t next = -1;
     for (const SessionEvent& ev : run.events) {
@@ -378,10 +389,22 @@ class SessionDuplexTest : public EngineSessionTest {
 };
 
 TEST_F(SessionDuplexTest, InterjectPlacesTheInputAndGoesOn) {
-  const Run run = Start(DuplexPolicy::kInterject, 1, AppendInput2);
+  // Input 2 of 10 tokens: more than a decode step's entries, so only its
+  // arriving mid-turn makes it I/O work (the turn's own input is prompt
+  // work).
+  const Run run = Start(DuplexPolicy::kInterject, 1, [](Engine& e, uint64_t h) {
+    e.SessionAppend(h, {"in2", 1, std::vector<int32_t>(10, 1004), {2}});
+  });
   EXPECT_EQ(run.Trace(), "A T T A T T E");
   EXPECT_EQ(run.Of(SessionEvent::Kind::kTurnEnd)[0]->finish_reason,
             FinishReason::kLength);
+  bool saw_input2 = false;
+  for (const auto& [tokens, queue] : run.steps) {
+    if (tokens < 10) continue;
+    saw_input2 = true;
+    EXPECT_EQ(queue, QueueKind::kIo);
+  }
+  EXPECT_TRUE(saw_input2);
 }
 
 TEST_F(SessionDuplexTest, InterruptEndsTheTurnAndAnswers) {

@@ -159,6 +159,10 @@ void Scheduler::SetSessionThinking(uint64_t id, bool thinking) {
   MoveTo(r, PhaseQueue(r));
 }
 
+void Scheduler::SetSessionInputWhileWriting(uint64_t id, bool writing) {
+  Get(id).input_while_writing = writing;
+}
+
 void Scheduler::ClearSamplePoints(uint64_t id, int32_t stream) {
   Request& r = Get(id);
   r.sample_points.erase(
@@ -479,11 +483,14 @@ void Scheduler::Update(const StepPlan& plan, const StepOutput& output) {
 QueueKind Scheduler::PhaseQueue(const Request& r) const {
   const int remaining = static_cast<int>(r.tokens.size()) - r.num_computed;
   if (r.session) {
-    // Bulk input is prompt work; decode steps (a few entries per stream)
-    // and an idle session sit in the I/O queue, or in the reasoning queue
-    // while the session thinks.
+    // Bulk input is prompt work (a turn's input too); decode steps (a few
+    // entries per stream), small input that arrives while the streams
+    // write (their next samples wait for it) and an idle session sit in
+    // the I/O queue, or in the reasoning queue while the session thinks.
     const int decode = std::max<int>(1, r.sees.size());
-    if (remaining > decode) return QueueKind::kPrompt;
+    const int small =
+        r.input_while_writing ? options_.session_small_input_tokens : 0;
+    if (remaining > decode + small) return QueueKind::kPrompt;
     return r.thinking ? QueueKind::kReasoning : QueueKind::kIo;
   }
   if (r.num_computed == 0 || remaining > 1) return QueueKind::kPrompt;

@@ -60,6 +60,11 @@ struct SchedulerOptions {
   // still get the full budget. 0 turns the limit off.
   int max_prefill_tokens_while_decoding = 0;
   int prefill_tokens_per_decode_token = 2;
+  // A session's input of up to this many entries, appended while its
+  // streams write, is I/O work (or reasoning, while it thinks) like the
+  // decode steps it holds up, not bulk prefill for the prompt queue
+  // (docs/MULTISTREAM.md's queues).
+  int session_small_input_tokens = 32;
   // Thinking markers (token ids; -1 = none): decode work between them is
   // reasoning, anything else is output.
   int32_t think_start_id = -1;
@@ -121,6 +126,9 @@ class Scheduler {
   // is between the thinking markers): they go to the reasoning queue, not
   // the I/O queue. A session says so itself (its streams' markers).
   void SetSessionThinking(uint64_t id, bool thinking);
+  // Whether the input a session appends next arrives while its streams
+  // write (see session_small_input_tokens); before the AppendEntries.
+  void SetSessionInputWhileWriting(uint64_t id, bool writing);
   // Context entries of a request (computed or not) and its block table.
   int num_entries(uint64_t id) const;
   const std::vector<int32_t>& block_table(uint64_t id) const;

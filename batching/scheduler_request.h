@@ -28,6 +28,9 @@ struct Scheduler::Request {
   // Sessions: entry tags, sees(s) per stream, pending samples (absolute
   // entry indices, ascending).
   bool session = false;
+  // Its last input arrived while its streams wrote (SetSessionInput-
+  // WhileWriting): up to session_small_input_tokens of it is I/O work.
+  bool input_while_writing = false;
   std::vector<EntryTag> meta;
   std::vector<std::vector<int32_t>> sees;
   std::vector<SamplePoint> sample_points;

@@ -291,6 +291,7 @@ void Session::Place(const SessionInput& input, Scheduler& scheduler) {
   int64_t first;
   if (!options_.aligned) {
     first = MaxNextY();
+    scheduler.SetSessionInputWhileWriting(handle_, generating());
     std::vector<EntryTag> meta(n);
     for (int i = 0; i < n; ++i) {
       meta[i] = {Tag(input.stream), static_cast<int32_t>(first + i)};

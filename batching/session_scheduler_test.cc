@@ -95,6 +95,39 @@ TEST(SessionSchedulerTest, KernelsFollowTheAppendNotTheChunk) {
   EXPECT_EQ(kept.one_token_kernels, (std::vector<uint8_t>{0, 0, 0, 0, 0, 1}));
 }
 
+// Input appended while a session's streams write (the session says so) is
+// I/O work when small (their next samples wait for it), prompt work when
+// bulk; input to an idle session is prompt work.
+TEST(SessionSchedulerTest, SmallInputWhileWritingIsIoWork) {
+  SchedulerOptions o = Options();
+  o.session_small_input_tokens = 8;
+  Scheduler s(o, testing::FifoQueues());
+  // Three tagged streams: a step of decode is up to 3 entries.
+  s.AddSession(7, {1, 2, 3, 4, 5}, Tags(0, 0, 5), {{}, {0}, {0}}, 0, "");
+  StepOutput out;
+  out.tokens.resize(1);
+  out.stream_tokens.resize(1);
+  s.Update(s.Schedule(), out);
+  // Idle: 9 entries of input are prompt work.
+  s.AppendEntries(7, std::vector<int32_t>(9, 7), Tags(1, 5, 9));
+  EXPECT_EQ(s.queue(7), QueueKind::kPrompt);
+  s.Update(s.Schedule(), out);
+  // Writing (a sampled token's entry and its sample point pend): with 8
+  // entries of input beside them it is I/O work (3 + 8 entries at most),
+  // with 3 more prompt work.
+  const int32_t tok[] = {9};
+  const EntryTag tag[] = {{2, 14}};
+  s.AppendEntries(7, tok, tag);
+  const SamplePoint point[] = {{14, 2, nullptr}};
+  s.AddSamplePoints(7, point);
+  EXPECT_EQ(s.queue(7), QueueKind::kIo);
+  s.SetSessionInputWhileWriting(7, true);
+  s.AppendEntries(7, std::vector<int32_t>(8, 7), Tags(1, 15, 8));
+  EXPECT_EQ(s.queue(7), QueueKind::kIo);
+  s.AppendEntries(7, std::vector<int32_t>(3, 7), Tags(1, 23, 3));
+  EXPECT_EQ(s.queue(7), QueueKind::kPrompt);
+}
+
 TEST(SessionSchedulerTest, ChunkNeverSplitsTheSamplePoints) {
   SchedulerOptions o = Options();
   o.max_batch_tokens = 6;
