@@ -291,6 +291,62 @@ TEST_F(EngineSessionTest, ThinkingSessionDecodesOnTheReasoningQueue) {
   ExpectIdle(*engine);
 }
 
+// Close and cancel free a writing session within one engine step
+// (MULTISTREAM.md): a Generate request keeps the engine stepping; the
+// session, closed (or cancelled) while the events of step S are delivered,
+// is in no plan after S, and the stats after step S + 1 show no session and
+// only the request's blocks taken.
+TEST_F(EngineSessionTest, CloseAndCancelFreeTheSessionWithinOneStep) {
+  for (const bool cancel : {false, true}) {
+    SCOPED_TRACE(cancel ? "cancel" : "close");
+    FakeExecutor executor(tokenizer_->vocab_size(), 4);
+    auto engine = MakeEngine(&executor, Options());
+    Engine* e = engine.get();
+    auto request = std::make_shared<RecordingSink>();
+    uint64_t session = 0;
+    int step_now = -1, closed_at = -1, last_planned = -1, checked_at = -1;
+    EngineStats after;
+    int tokens = 0;
+    auto sink = std::make_shared<testing::RecordingSessionSink>(
+        [&](const SessionEvent& ev) {  // on the engine thread, after step_now
+          if (ev.kind == SessionEvent::Kind::kTokens && ++tokens == 3) {
+            closed_at = step_now;
+            if (cancel) {
+              e->Cancel(session);
+            } else {
+              e->CloseSession(session);
+            }
+          }
+        });
+    executor.SetHook([&](int step, const StepPlan& plan) {
+      step_now = step;
+      for (const ScheduledSequence& seq : plan.sequences) {
+        if (seq.request_id == session) last_planned = step;
+      }
+      if (closed_at >= 0 && checked_at < 0 && step >= closed_at + 2) {
+        checked_at = step;
+        after = e->Stats();  // as of the end of step closed_at + 1 at least
+      }
+    });
+    executor.Hold();
+    auto h = engine->OpenSession(OneOutputSession(100), sink);
+    ASSERT_TRUE(h.ok()) << h.status();
+    session = *h;
+    engine->SessionAppend(session, {"in1", 1, {1003}, {2}});
+    ASSERT_TRUE(engine->Submit(Request(6, 40), request).ok());
+    executor.Release();
+    ASSERT_TRUE(sink->WaitFor(SessionEvent::Kind::kClosed, 1));
+    request->WaitFinal();
+    ASSERT_GE(closed_at, 0);
+    EXPECT_EQ(last_planned, closed_at);
+    ASSERT_GE(checked_at, 0);
+    EXPECT_EQ(after.sessions, 0);
+    // The request (6 + up to 40 tokens, 4 a block) holds at most 12.
+    EXPECT_GE(after.kv_blocks_free, after.kv_blocks_total - 12);
+    ExpectIdle(*engine);
+  }
+}
+
 // The duplex policies of a single-stream model (docs/MULTISTREAM.md), with
 // input arriving while the output writes (after its 2nd token): interject
 // places it and the turn goes on; interrupt ends the turn (CANCELLED) and
