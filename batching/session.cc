@@ -263,6 +263,10 @@ void Session::Append(SessionInput input, Scheduler& scheduler) {
     kept_ = {};
     registered_ = true;
   }
+  // Input that arrives while the streams write is I/O work when small,
+  // whatever the policy does with the turns (SchedulerOptions::
+  // session_small_input_tokens).
+  scheduler.SetSessionInputWhileWriting(handle_, generating());
   if (generating() && options_.duplex == DuplexPolicy::kInterrupt) {
     EndAllTurns(FinishReason::kCancelled, scheduler);
   }
@@ -291,7 +295,6 @@ void Session::Place(const SessionInput& input, Scheduler& scheduler) {
   int64_t first;
   if (!options_.aligned) {
     first = MaxNextY();
-    scheduler.SetSessionInputWhileWriting(handle_, generating());
     std::vector<EntryTag> meta(n);
     for (int i = 0; i < n; ++i) {
       meta[i] = {Tag(input.stream), static_cast<int32_t>(first + i)};
