@@ -210,6 +210,8 @@ class Engine {
   const model::Tokenizer* const tokenizer_;
   const EngineOptions options_;
   metrics::EngineMetrics* const metrics_;
+  // `sink`, counting the session's tokens into metrics_ when there are any.
+  std::shared_ptr<SessionSink> Metered(std::shared_ptr<SessionSink> sink) const;
 
   mutable absl::Mutex mu_;
   bool shutdown_ ABSL_GUARDED_BY(mu_) = false;

@@ -17,8 +17,52 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "batching/engine.h"
+#include "metrics/engine_metrics.h"
 
 namespace braid::batching {
+
+namespace {
+
+// Counts a session's tokens into the engine's metrics as its events pass
+// (on the engine thread): the prefix when opened and every input as
+// prompt tokens, a turn's output and reasoning tokens at its end (hidden
+// reasoning included), as a Generate request's are counted at its finish.
+class MeteredSessionSink : public SessionSink {
+ public:
+  MeteredSessionSink(std::shared_ptr<SessionSink> inner,
+                     metrics::EngineMetrics* metrics)
+      : inner_(std::move(inner)), metrics_(metrics) {}
+
+  void Push(SessionEvent e) override {
+    switch (e.kind) {
+      case SessionEvent::Kind::kOpened:
+        if (!e.resumed) metrics_->RecordSessionTokens(e.prefix_length, 0, 0);
+        break;
+      case SessionEvent::Kind::kAck:
+        metrics_->RecordSessionTokens(e.end_position - e.first_position, 0, 0);
+        break;
+      case SessionEvent::Kind::kTurnEnd:
+        metrics_->RecordSessionTokens(0, e.output_tokens, e.reasoning_tokens);
+        break;
+      default:
+        break;
+    }
+    inner_->Push(std::move(e));
+  }
+
+ private:
+  const std::shared_ptr<SessionSink> inner_;
+  metrics::EngineMetrics* const metrics_;
+};
+
+}  // namespace
+
+std::shared_ptr<SessionSink> Engine::Metered(
+    std::shared_ptr<SessionSink> sink) const {
+  if (metrics_ == nullptr) return sink;
+  return std::make_shared<MeteredSessionSink>(std::move(sink), metrics_);
+}
+
 namespace {
 
 // A multi-stream session (model_streams > 0) is aligned (or rows, with a
@@ -125,9 +169,9 @@ absl::StatusOr<uint64_t> Engine::OpenSession(
   SessionCommand c;
   c.kind = SessionCommand::Kind::kOpen;
   c.handle = handle;
-  c.session = std::make_unique<Session>(std::move(options), std::move(sink),
-                                        handle, tokenizer_, options_.reasoning,
-                                        options_.max_context_tokens);
+  c.session = std::make_unique<Session>(
+      std::move(options), Metered(std::move(sink)), handle, tokenizer_,
+      options_.reasoning, options_.max_context_tokens);
   session_commands_.push_back(std::move(c));
   return handle;
 }
@@ -138,7 +182,7 @@ absl::StatusOr<uint64_t> Engine::ResumeSession(
     absl::FunctionRef<void(const SessionOptions&)> prepare) {
   SessionCommand c;
   c.kind = SessionCommand::Kind::kResume;
-  c.sink = std::move(sink);
+  c.sink = Metered(std::move(sink));
   std::shared_ptr<const SessionOptions> options;
   {
     absl::MutexLock lock(&mu_);

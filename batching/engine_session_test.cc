@@ -19,6 +19,9 @@
 #include "batching/testing/recording_sink.h"
 #include "batching/testing/session_sink.h"
 #include "gtest/gtest.h"
+#include "metrics/engine_metrics.h"
+#include "metrics/testing.h"
+#include "prometheus/registry.h"
 
 namespace braid::batching {
 namespace {
@@ -345,6 +348,38 @@ TEST_F(EngineSessionTest, CloseAndCancelFreeTheSessionWithinOneStep) {
     EXPECT_GE(after.kv_blocks_free, after.kv_blocks_total - 12);
     ExpectIdle(*engine);
   }
+}
+
+// Sessions count in the token counters as requests do: the prefix and each
+// input as prompt tokens, each turn's output and reasoning (hidden reasoning
+// too) at its end.
+TEST_F(EngineSessionTest, SessionTokensCountInTheMetrics) {
+  prometheus::Registry registry;
+  metrics::EngineMetrics engine_metrics(registry, {});
+  constexpr int32_t kThink = 1005, kWord = 2000;
+  FakeExecutor executor(tokenizer_->vocab_size(), 4, Constant({kWord}, {1}));
+  EngineOptions options = Options();
+  options.reasoning.think_start_id = kThink;
+  options.reasoning.think_end_id = kThink + 1;
+  auto engine = MakeEngine(&executor, options, &engine_metrics);
+  SessionOptions o = OneOutputSession(4);  // prefix of 3
+  o.streams[1].reasoning.budget = 1;
+  o.streams[1].reasoning.hide = true;
+  auto sink = std::make_shared<testing::RecordingSessionSink>();
+  auto h = engine->OpenSession(o, sink);
+  ASSERT_TRUE(h.ok()) << h.status();
+  // Turn 1 thinks (1 token, then the forced end marker), turn 2 does not.
+  engine->SessionAppend(*h, {"in1", 1, {1003, kThink}, {2}});
+  ASSERT_TRUE(sink->WaitFor(SessionEvent::Kind::kTurnEnd, 1));
+  engine->SessionAppend(*h, {"in2", 1, {1004, 1005, 1006}, {2}});
+  ASSERT_TRUE(sink->WaitFor(SessionEvent::Kind::kTurnEnd, 2));
+  engine->CloseSession(*h);
+  ASSERT_TRUE(sink->WaitFor(SessionEvent::Kind::kClosed, 1));
+  ExpectIdle(*engine);
+  using metrics::testing::Value;
+  EXPECT_EQ(Value(registry, "braid_prompt_tokens_total"), 3 + 2 + 3);
+  EXPECT_EQ(Value(registry, "braid_output_tokens_total"), 4 + 4);
+  EXPECT_EQ(Value(registry, "braid_reasoning_tokens_total"), 2);
 }
 
 // The duplex policies of a single-stream model (docs/MULTISTREAM.md), with

@@ -245,6 +245,13 @@ void EngineMetrics::RecordRequest(const RequestSample& s) {
   output_tokens_->Increment(static_cast<double>(s.output_tokens));
 }
 
+void EngineMetrics::RecordSessionTokens(int64_t prompt, int64_t output,
+                                        int64_t reasoning) {
+  prompt_tokens_->Increment(static_cast<double>(prompt));
+  output_tokens_->Increment(static_cast<double>(output));
+  reasoning_tokens_->Increment(static_cast<double>(reasoning));
+}
+
 void EngineMetrics::SetGauges(const EngineGauges& g) {
   int running = 0, waiting = 0;
   for (int q = 0; q < kNumQueues; ++q) {

@@ -99,6 +99,9 @@ class EngineMetrics {
   void RecordPreemptions(int count);
   void RecordRejection(Rejection rejection);
   void RecordRequest(const RequestSample& sample);
+  // A session's tokens, into the same token counters as requests': prompt
+  // (its prefix, its input), output and reasoning (of a turn, at its end).
+  void RecordSessionTokens(int64_t prompt, int64_t output, int64_t reasoning);
   void SetGauges(const EngineGauges& gauges);
 
  private:
