@@ -14,6 +14,7 @@
 #include <utility>
 #include <vector>
 
+#include "absl/container/flat_hash_map.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "batching/engine.h"
@@ -26,7 +27,9 @@ namespace {
 // Counts a session's tokens into the engine's metrics as its events pass
 // (on the engine thread): the prefix when opened and every input as
 // prompt tokens, a turn's output and reasoning tokens at its end (hidden
-// reasoning included), as a Generate request's are counted at its finish.
+// reasoning included), as a Generate request's are counted at its finish;
+// and the time between a stream's tokens within a turn, by the queue its
+// kind decodes on, as a request's inter-token latency.
 class MeteredSessionSink : public SessionSink {
  public:
   MeteredSessionSink(std::shared_ptr<SessionSink> inner,
@@ -35,6 +38,18 @@ class MeteredSessionSink : public SessionSink {
 
   void Push(SessionEvent e) override {
     switch (e.kind) {
+      case SessionEvent::Kind::kTokens: {
+        if (e.tokens.empty()) break;
+        const absl::Time now = absl::Now();
+        auto [it, first] = last_token_.try_emplace(e.stream, now);
+        if (!first) {
+          metrics_->RecordInterTokenLatency(
+              e.reasoning ? metrics::Queue::kReasoning : metrics::Queue::kIo,
+              absl::ToDoubleSeconds(now - it->second));
+          it->second = now;
+        }
+        break;
+      }
       case SessionEvent::Kind::kOpened:
         if (!e.resumed) metrics_->RecordSessionTokens(e.prefix_length, 0, 0);
         break;
@@ -43,6 +58,7 @@ class MeteredSessionSink : public SessionSink {
         break;
       case SessionEvent::Kind::kTurnEnd:
         metrics_->RecordSessionTokens(0, e.output_tokens, e.reasoning_tokens);
+        last_token_.erase(e.stream);
         break;
       default:
         break;
@@ -53,6 +69,7 @@ class MeteredSessionSink : public SessionSink {
  private:
   const std::shared_ptr<SessionSink> inner_;
   metrics::EngineMetrics* const metrics_;
+  absl::flat_hash_map<int, absl::Time> last_token_;  // per stream, this turn
 };
 
 }  // namespace

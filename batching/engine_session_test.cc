@@ -352,7 +352,7 @@ TEST_F(EngineSessionTest, CloseAndCancelFreeTheSessionWithinOneStep) {
 
 // Sessions count in the token counters as requests do: the prefix and each
 // input as prompt tokens, each turn's output and reasoning (hidden reasoning
-// too) at its end.
+// too) at its end; and in the inter-token latency of their queue.
 TEST_F(EngineSessionTest, SessionTokensCountInTheMetrics) {
   prometheus::Registry registry;
   metrics::EngineMetrics engine_metrics(registry, {});
@@ -380,6 +380,11 @@ TEST_F(EngineSessionTest, SessionTokensCountInTheMetrics) {
   EXPECT_EQ(Value(registry, "braid_prompt_tokens_total"), 3 + 2 + 3);
   EXPECT_EQ(Value(registry, "braid_output_tokens_total"), 4 + 4);
   EXPECT_EQ(Value(registry, "braid_reasoning_tokens_total"), 2);
+  // Inter-token gaps within each turn (the hidden reasoning sends nothing):
+  // turn 1's output tokens 3 and 4, turn 2's four tokens.
+  EXPECT_EQ(
+      Value(registry, "braid_inter_token_latency_seconds", {{"queue", "io"}}),
+      1 + 3);
 }
 
 // The duplex policies of a single-stream model (docs/MULTISTREAM.md), with
