@@ -39,6 +39,7 @@ enum Mix {
   kTriple,       // dpbusd + conversion + fma
   kTripleBcast,  // dpbusd + conversion + 64-bit broadcast + fma (the tiles')
   kTripleMul,    // dpbusd + conversion + mul + fma
+  kTripleFmsub,  // dpbusd from 1.5 * 2^23's bits + fmsub + fma (no conversion)
 };
 
 template <Mix M>
@@ -78,6 +79,14 @@ BRAID_AVX512 __attribute__((noinline)) float Run(int64_t n) {
       } else if constexpr (M == kTripleBcast) {
         f[i] = _mm512_fmadd_ps(
             _mm512_cvtepi32_ps(_mm512_dpbusd_epi32(zero, w, x)), pair, f[i]);
+      } else if constexpr (M == kTripleFmsub) {
+        const __m512i magic = _mm512_set1_epi32(0x4B400000);
+        f[i] = _mm512_fmadd_ps(
+            dw,
+            _mm512_fmsub_ps(
+                _mm512_castsi512_ps(_mm512_dpbusd_epi32(magic, w, x)), s,
+                _mm512_mul_ps(s, _mm512_set1_ps(12582912.0f))),
+            f[i]);
       } else {
         f[i] = _mm512_fmadd_ps(
             _mm512_mul_ps(dw,
@@ -142,5 +151,6 @@ int main() {
   Bench<kTriple>("dpbusd + conversion + fma");
   Bench<kTripleBcast>("dpbusd + conversion + 64-bit broadcast + fma");
   Bench<kTripleMul>("dpbusd + conversion + mul + fma");
+  Bench<kTripleFmsub>("dpbusd (1.5 * 2^23 start) + fmsub + fma");
   return 0;
 }

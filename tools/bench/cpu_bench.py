@@ -95,11 +95,33 @@ def run_braid(a):
     return b
 
 
+# llama-cpp-python 0.3.36 built for the machine (-march=native) takes ggml's
+# AMX path on CPUs with AMX-INT8, and that path crashed on the first matrix
+# product on a 2-vCPU Xeon (session 22; ggml-org/llama.cpp#20824, closed
+# unfixed). Built without it, llama.cpp runs its AVX-512 VNNI kernels.
+NO_AMX_BUILD = (
+    'CMAKE_ARGS="-DGGML_NATIVE=OFF -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON '
+    '-DGGML_F16C=ON -DGGML_BMI2=ON -DGGML_AVX_VNNI=ON -DGGML_AVX512=ON '
+    '-DGGML_AVX512_VBMI=ON -DGGML_AVX512_VNNI=ON -DGGML_AVX512_BF16=ON '
+    '-DGGML_AMX_TILE=OFF -DGGML_AMX_INT8=OFF -DGGML_AMX_BF16=OFF" '
+    'pip install --force-reinstall --no-deps --no-cache-dir '
+    'llama-cpp-python==0.3.36')
+
+
 def run_llama(a):
     out = subprocess.run(
         [sys.executable, "-c", LLAMA_CHILD, a.model, str(a.threads),
          str(a.prefill), "27", str(a.decode), str(a.reps), str(a.kv_tokens)],
-        capture_output=True, text=True, check=True)
+        capture_output=True, text=True)
+    if out.returncode != 0:
+        sys.stderr.write(out.stderr[-2000:])
+        hint = ""
+        if out.returncode < 0 and "amx_int8" in open("/proc/cpuinfo").read():
+            hint = ("\nThis CPU has AMX-INT8, whose ggml path crashes "
+                    "(ggml-org/llama.cpp#20824); reinstall llama-cpp-python "
+                    "without it:\n  " + NO_AMX_BUILD)
+        sys.exit(f"cpu_bench: llama.cpp (llama-cpp-python) exited with "
+                 f"{out.returncode}{hint}")
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
