@@ -28,11 +28,12 @@ Usage: tools/bench/cpu_bench.py [--model M] [--threads T] [--rounds R]
 import argparse
 import json
 import os
-import platform
 import statistics
 import subprocess
 import sys
 import tempfile
+
+from machine import cpu_model
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
@@ -67,14 +68,6 @@ for line in open("/proc/self/status"):
 print(json.dumps(dict(load_s=load, prefill_tps=n_prefill / best_p,
                       decode1_tps=n_decode / best_d, rss_mib=rss)))
 """
-
-
-def cpu_model():
-    with open("/proc/cpuinfo") as f:
-        for line in f:
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    return platform.processor()
 
 
 def run_braid(a):

@@ -30,7 +30,6 @@ import asyncio
 import datetime
 import json
 import os
-import platform
 import subprocess
 import sys
 import time
@@ -41,29 +40,10 @@ sys.path.insert(0, HERE)
 sys.path.insert(0, os.path.join(ROOT, "tools", "loadgen"))
 import loadgen  # noqa: E402
 import servers  # noqa: E402
+from machine import cpu_model, cpu_times  # noqa: E402
 from backends import BraidBackend, OpenAIBackend  # noqa: E402
 
 DEFAULT_MODEL = os.path.join(servers.CACHE, "models", "SmolLM2-135M-Instruct.Q4_1.gguf")
-
-
-def cpu_model():
-    try:
-        with open("/proc/cpuinfo") as f:
-            for line in f:
-                if line.startswith("model name"):
-                    return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or "unknown"
-
-
-def cpu_times():
-    """(total, busy) CPU seconds of the whole machine, from /proc/stat."""
-    with open("/proc/stat") as f:
-        v = [int(x) for x in f.readline().split()[1:]]
-    idle = v[3] + (v[4] if len(v) > 4 else 0)
-    hz = os.sysconf("SC_CLK_TCK")
-    return sum(v) / hz, (sum(v) - idle) / hz
 
 
 def cpu_busy(sample_s=2.0):

@@ -41,7 +41,6 @@ import argparse
 import datetime
 import json
 import os
-import platform
 import queue
 import statistics
 import subprocess
@@ -51,31 +50,13 @@ import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 sys.path.insert(0, os.path.join(ROOT, "tests", "e2e"))
+sys.path.insert(0, os.path.join(ROOT, "tools", "bench"))
 import harness  # noqa: E402
+from machine import cpu_model, cpu_times  # noqa: E402
 
 SYSTEM = b"<|im_start|>system\nYou are a helpful assistant.<|im_end|>\n"
 USER = (b"<|im_start|>user\nWrite a short story about a lighthouse keeper "
         b"and a storm.<|im_end|>\n<|im_start|>assistant\n")
-
-
-def cpu_model():
-    try:
-        with open("/proc/cpuinfo") as f:
-            for line in f:
-                if line.startswith("model name"):
-                    return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or "unknown"
-
-
-def machine_busy():
-    """(total, busy) CPU seconds of the whole machine, from /proc/stat."""
-    with open("/proc/stat") as f:
-        v = [int(x) for x in f.readline().split()[1:]]
-    idle = v[3] + (v[4] if len(v) > 4 else 0)
-    hz = os.sysconf("SC_CLK_TCK")
-    return sum(v) / hz, (sum(v) - idle) / hz
 
 
 def proc_cpu(pid):
@@ -95,12 +76,12 @@ class CpuWatch:
 
     def __init__(self, pid):
         self.pid = pid
-        self.t0, self.b0 = machine_busy()
+        self.t0, self.b0 = cpu_times()
         self.d0 = proc_cpu(pid)
         self.o0 = own_cpu()
 
     def other(self):
-        t1, b1 = machine_busy()
+        t1, b1 = cpu_times()
         ours = (proc_cpu(self.pid) - self.d0) + (own_cpu() - self.o0)
         return max(0.0, (b1 - self.b0) - ours) / max(1e-9, t1 - self.t0)
 
@@ -208,9 +189,9 @@ def run_independent(pb, stub, args, k):
 
 def cpu_busy(sample_s=1.0):
     """Fraction of all CPUs busy over `sample_s` seconds."""
-    t0, b0 = machine_busy()
+    t0, b0 = cpu_times()
     time.sleep(sample_s)
-    t1, b1 = machine_busy()
+    t1, b1 = cpu_times()
     return (b1 - b0) / max(1e-9, t1 - t0)
 
 
