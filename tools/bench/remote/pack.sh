@@ -6,6 +6,10 @@
 # grpcio-tools, grpcio-health-checking and protobuf (the versions in
 # `make test`'s venv, $VENV_PY) and diskcache. The model is
 # split at SPLIT_BYTES so each part fits a 64 MiB transfer.
+# llama-cpp-python goes as it is built here: a -march=native build from a
+# CPU with AMX-INT8 takes ggml's AMX path, which crashes (cpu_bench.py's
+# NO_AMX_BUILD is the build to pack then), and one from a CPU without
+# AVX-512 runs slower kernels on a machine that has it.
 #
 #   tools/bench/remote/pack.sh A_DIR B_DIR [MODEL] [SPLIT_BYTES]
 #
