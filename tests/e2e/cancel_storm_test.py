@@ -28,8 +28,7 @@ import grpc  # noqa: E402
 pb = harness.load_stubs()[0]
 
 ARGS = None
-WORDS = ("apple river stone cloud north quiet seven market winter lamp "
-         "garden silver yellow engine story harbor").split()
+WORDS = harness.WORDS
 
 
 def read_stats(path):

@@ -61,6 +61,11 @@ def wait_for(condition, timeout, what, interval=0.02):
         time.sleep(interval)
 
 
+# Words the storm tests draw their prompts from.
+WORDS = ("apple river stone cloud north quiet seven market winter lamp "
+         "garden silver yellow engine story harbor").split()
+
+
 def random_sampling(rng):
     """SamplingParams fields drawn from `rng`: 1-16 tokens, ignore_eos or
     not; greedy or seeded temperature with top-k / top-p / min-p; repetition

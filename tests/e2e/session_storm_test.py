@@ -44,8 +44,7 @@ import grpc  # noqa: E402
 pb = harness.load_stubs()[0]
 
 ARGS = None
-WORDS = ("apple river stone cloud north quiet seven market winter lamp "
-         "garden silver yellow engine story harbor").split()
+WORDS = harness.WORDS
 ACTIONS = ("plain", "cancel", "interrupt", "late_append", "append_interrupt",
            "client_cancel", "half_close", "bad_append", "close_mid",
            "keep_resume", "generate")

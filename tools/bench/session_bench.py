@@ -50,7 +50,6 @@ import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 sys.path.insert(0, os.path.join(ROOT, "tests", "e2e"))
-sys.path.insert(0, os.path.join(ROOT, "tools", "bench"))
 import harness  # noqa: E402
 from machine import cpu_model, cpu_times  # noqa: E402
 
