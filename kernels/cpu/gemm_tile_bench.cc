@@ -5,6 +5,8 @@
 // opt-in arithmetic). First with weights small enough to stay in cache (the
 // arithmetic alone: best of 20 runs of 10 calls), then a 64 MiB Q4_1
 // matrix that streams from memory as in a decode step (best of 5).
+// MB=n: that matrix's size in MiB instead (a large last-level cache may
+// hold 64 MiB; SmolLM2-135M Q4_1 reads 92 MiB a step).
 //   bazel run -c opt //kernels/cpu:gemm_tile_bench -- [n_tok]
 // PER=rows: rows per call in the from-memory runs (as the model's tasks).
 // THREADS=n: the from-memory run on n threads, each streaming an equal
@@ -142,8 +144,9 @@ int main(int argc, char** argv) {
         k::DTypeName(s.type), s.rows, s.cols, n_tok, gguf / eb, quads / eb,
         packed / eb);
   }
-  // Out of cache: 64 MiB of Q4_1 rows of 576 columns.
-  const int64_t rows = (int64_t{64} << 20) / 360 / 16 * 16;
+  // Out of cache: MB (default 64) MiB of Q4_1 rows of 576 columns.
+  const int64_t mib = getenv("MB") ? std::max(1, atoi(getenv("MB"))) : 64;
+  const int64_t rows = (mib << 20) / 360 / 16 * 16;
   Case c(k::DType::kQ4_1, rows, 576, n_tok, rng, /*same_rows=*/true);
   const int64_t per = getenv("PER") ? atoi(getenv("PER")) : rows;
   const int threads =
