@@ -8,8 +8,8 @@ from other processes hits both alike, and prints each figure and the ratios:
 
   prefill       one sequence of --prefill tokens in one call (tok/s)
   decode1       one sequence, --decode greedy tokens after a 27-token prompt
-  decodeN       braid: --seqs sequences decoding in one batch per step,
-                aggregate tok/s, and its ratio to braid's decode1; and again
+  decodeN       --seqs sequences decoding in one batch per step, aggregate
+                tok/s, and each one's ratio to its own decode1; braid's again
                 in a second driver run with one stream's and the batch's
                 steps alternating (--interleave), so both come from the same
                 minutes: this VM's speed drifts by 20-30% between phases, the
@@ -37,36 +37,90 @@ from machine import cpu_model
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
+# llama.cpp through llama-cpp-python's bindings of its C API, as llama.cpp's own
+# tools drive it: contexts with llama.cpp's default parameters (flash
+# attention "auto": on for this CPU backend), the same token ids as
+# llama_bench, greedy argmax of the logits llama_decode returns. (The `Llama`
+# class turns flash attention off unless asked, and its eval() bookkeeping
+# made one stream ~15-25% slower than this on the Intel VM of session 23.)
+# decodeN: --seqs sequences in one llama_batch per step, each its own seq_id
+# in a context with n_seq_max = --seqs and llama.cpp's default per-sequence
+# KV (kv_unified off: 10% faster at 8 sequences than one shared cache there).
+# rss: after the one-sequence context with n_ctx = --kv_tokens, before the
+# batched one.
 LLAMA_CHILD = r"""
 import json, sys, time
 import numpy as np
-from llama_cpp import Llama
-model, threads, n_prefill, n_prompt, n_decode, reps, n_ctx = sys.argv[1:8]
-threads, n_prefill, n_prompt, n_decode, reps, n_ctx = map(int, (threads, n_prefill, n_prompt, n_decode, reps, n_ctx))
+import llama_cpp as L
+(model, threads, n_prefill, n_prompt, n_decode, n_seqs, reps,
+ n_ctx) = sys.argv[1:9]
+threads, n_prefill, n_prompt, n_decode, n_seqs, reps, n_ctx = map(
+    int, (threads, n_prefill, n_prompt, n_decode, n_seqs, reps, n_ctx))
+L.llama_backend_init()
 t0 = time.time()
-llm = Llama(model_path=model, n_ctx=n_ctx, n_threads=threads,
-            n_threads_batch=threads, n_batch=512, n_ubatch=512, verbose=False)
+mdl = L.llama_model_load_from_file(model.encode(),
+                                   L.llama_model_default_params())
+assert mdl, "llama.cpp could not load " + model
+def context(n_seq):
+    p = L.llama_context_default_params()
+    p.n_ctx, p.n_batch, p.n_ubatch, p.n_seq_max = n_ctx, 512, 512, n_seq
+    p.n_threads = p.n_threads_batch = threads
+    ctx = L.llama_init_from_model(mdl, p)
+    assert ctx, "llama.cpp could not make a context"
+    return ctx
+ctx = context(1)
 load = time.time() - t0
-nv = llm.n_vocab()
+nv = L.llama_vocab_n_tokens(L.llama_model_get_vocab(mdl))
+batch = L.llama_batch_init(max(n_prefill, n_prompt, n_seqs), 0, 1)
+def decode(tokens, pos, seqs, last_only):
+    batch.n_tokens = len(tokens)
+    for i, (t, p, s) in enumerate(zip(tokens, pos, seqs)):
+        batch.token[i], batch.pos[i], batch.n_seq_id[i] = t, p, 1
+        batch.seq_id[i][0] = s
+        batch.logits[i] = not last_only or i == len(tokens) - 1
+    rc = L.llama_decode(ctx, batch)
+    assert rc == 0, f"llama_decode: {rc}"
+    L.llama_synchronize(ctx)
+def greedy(i):
+    return int(np.ctypeslib.as_array(L.llama_get_logits_ith(ctx, i),
+                                     shape=(nv,)).argmax())
+def prompt_all(n):  # the prompt into sequences 0..n-1; their next tokens
+    nxt = []
+    for s in range(n):
+        decode(prompt, range(n_prompt), [s] * n_prompt, True)
+        nxt.append(greedy(n_prompt - 1))
+    return nxt
+def steps(nxt):  # seconds of n_decode greedy steps of len(nxt) sequences
+    n = len(nxt)
+    t = time.time()
+    for j in range(n_decode):
+        decode(nxt, [n_prompt + j] * n, range(n), False)
+        nxt = [greedy(i) for i in range(n)]
+    return time.time() - t
+clear = lambda: L.llama_memory_clear(L.llama_get_memory(ctx), True)
 # The same token ids as llama_bench.
 prefill = [(i * 7919 + 13) % nv for i in range(n_prefill)]
 prompt = [(i * 104729 + 7) % nv for i in range(n_prompt)]
-best_p = best_d = 1e9
+best_p = best_d = best_n = 1e9
 for _ in range(reps):
-    llm.reset()
-    t = time.time(); llm.eval(prefill); best_p = min(best_p, time.time() - t)
-    llm.reset(); llm.eval(prompt)
-    tok = int(np.argmax(llm.scores[llm.n_tokens - 1]))
+    clear()
     t = time.time()
-    for _ in range(n_decode):
-        llm.eval([tok]); tok = int(np.argmax(llm.scores[llm.n_tokens - 1]))
-    best_d = min(best_d, time.time() - t)
+    decode(prefill, range(n_prefill), [0] * n_prefill, True)
+    best_p = min(best_p, time.time() - t)
+    clear()
+    best_d = min(best_d, steps(prompt_all(1)))
 rss = 0
 for line in open("/proc/self/status"):
     if line.startswith("VmRSS:"):
         rss = int(line.split()[1]) / 1024
+L.llama_free(ctx)
+ctx = context(n_seqs)
+for _ in range(reps):
+    clear()
+    best_n = min(best_n, steps(prompt_all(n_seqs)))
 print(json.dumps(dict(load_s=load, prefill_tps=n_prefill / best_p,
-                      decode1_tps=n_decode / best_d, rss_mib=rss)))
+                      decode1_tps=n_decode / best_d,
+                      decodeN_tps=n_seqs * n_decode / best_n, rss_mib=rss)))
 """
 
 
@@ -104,7 +158,8 @@ NO_AMX_BUILD = (
 def run_llama(a):
     out = subprocess.run(
         [sys.executable, "-c", LLAMA_CHILD, a.model, str(a.threads),
-         str(a.prefill), "27", str(a.decode), str(a.reps), str(a.kv_tokens)],
+         str(a.prefill), "27", str(a.decode), str(a.seqs), str(a.reps),
+         str(a.kv_tokens)],
         capture_output=True, text=True)
     if out.returncode != 0:
         sys.stderr.write(out.stderr[-2000:])
@@ -154,7 +209,8 @@ def main():
         print(f"round {r + 1}: braid prefill {b['prefill_tps']:.1f} decode1 "
               f"{b['decode1_tps']:.1f} decode{a.seqs} {b['decodeN_tps']:.1f} | "
               f"llama.cpp prefill {l['prefill_tps']:.1f} decode1 "
-              f"{l['decode1_tps']:.1f} | read {b['read_gbps']:.1f} GB/s, "
+              f"{l['decode1_tps']:.1f} decode{a.seqs} {l['decodeN_tps']:.1f} | "
+              f"read {b['read_gbps']:.1f} GB/s, "
               f"handoff {b.get('handoff_ns', 0):.0f} ns",
               flush=True)
     med = lambda xs: statistics.median(xs)
@@ -174,9 +230,12 @@ def main():
     print(f"{'decode 1 stream %d tok (tok/s)' % a.decode:<34}"
           f"{B['decode1_tps']:>10.1f}{L['decode1_tps']:>11.1f}"
           f"{ratio('decode1_tps'):>8.2f}x")
-    agg = med([b["decodeN_tps"] / b["decode1_tps"] for b, _ in rounds])
     print(f"{'decode %d seqs aggregate (tok/s)' % a.seqs:<34}"
-          f"{B['decodeN_tps']:>10.1f}{'-':>11}{agg:>8.2f}x of braid 1 stream")
+          f"{B['decodeN_tps']:>10.1f}{L['decodeN_tps']:>11.1f}"
+          f"{ratio('decodeN_tps'):>8.2f}x")
+    agg = [med([x["decodeN_tps"] / x["decode1_tps"] for x in side])
+           for side in zip(*rounds)]
+    print(f"{'  over its own 1 stream':<34}{agg[0]:>9.2f}x{agg[1]:>10.2f}x")
     inter = [b["interleaved_decodeN_tps"] / b["interleaved_decode1_tps"]
              for b, _ in rounds]
     print(f"{'  steps interleaved with 1 stream':<34}"
