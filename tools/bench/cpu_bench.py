@@ -7,7 +7,9 @@ GGUF with the same thread count, alternating them --rounds times so that load
 from other processes hits both alike, and prints each figure and the ratios:
 
   prefill       one sequence of --prefill tokens in one call (tok/s)
-  decode1       one sequence, --decode greedy tokens after a 27-token prompt
+  decode1       one sequence, --decode greedy tokens after a --prompt-token
+                prompt (27; longer for long-context decode, with --kv_tokens
+                at least (--prompt + --decode) x (--seqs + 1))
   decodeN       --seqs sequences decoding in one batch per step, aggregate
                 tok/s, and each one's ratio to its own decode1; braid's again
                 in a second driver run with one stream's and the batch's
@@ -63,7 +65,9 @@ mdl = L.llama_model_load_from_file(model.encode(),
 assert mdl, "llama.cpp could not load " + model
 def context(n_seq):
     p = L.llama_context_default_params()
-    p.n_ctx, p.n_batch, p.n_ubatch, p.n_seq_max = n_ctx, 512, 512, n_seq
+    # n_batch: the longest call (llama.cpp splits it into 512-token ubatches).
+    p.n_ctx, p.n_ubatch, p.n_seq_max = n_ctx, 512, n_seq
+    p.n_batch = max(512, n_prefill, n_prompt)
     p.n_threads = p.n_threads_batch = threads
     ctx = L.llama_init_from_model(mdl, p)
     assert ctx, "llama.cpp could not make a context"
@@ -128,10 +132,13 @@ def run_braid(a):
     def bench(extra):
         out = subprocess.run(
             [a.braid_bench, f"--model={a.model}", f"--threads={a.threads}",
-             f"--prompt=27", f"--decode={a.decode}", f"--seqs={a.seqs}",
+             f"--prompt={a.prompt}", f"--decode={a.decode}", f"--seqs={a.seqs}",
              f"--kv_tokens={a.kv_tokens}", f"--reps={a.reps}"]
             + extra + a.braid_flag,
-            capture_output=True, text=True, check=True)
+            capture_output=True, text=True)
+        if out.returncode != 0:
+            sys.stderr.write(out.stderr[-2000:])
+            sys.exit(f"cpu_bench: llama_bench exited with {out.returncode}")
         return json.loads(out.stdout.strip().splitlines()[-1])
     b = bench([f"--prefill={a.prefill}"])
     # One stream and the batch with their steps alternating (a short
@@ -158,7 +165,7 @@ NO_AMX_BUILD = (
 def run_llama(a):
     out = subprocess.run(
         [sys.executable, "-c", LLAMA_CHILD, a.model, str(a.threads),
-         str(a.prefill), "27", str(a.decode), str(a.seqs), str(a.reps),
+         str(a.prefill), str(a.prompt), str(a.decode), str(a.seqs), str(a.reps),
          str(a.kv_tokens)],
         capture_output=True, text=True)
     if out.returncode != 0:
@@ -179,6 +186,8 @@ def main():
         "~/.cache/braid/models/SmolLM2-135M-Instruct.Q4_1.gguf"))
     ap.add_argument("--threads", type=int, default=os.cpu_count())
     ap.add_argument("--prefill", type=int, default=512)
+    ap.add_argument("--prompt", type=int, default=27,
+                    help="context tokens before the decode phases")
     ap.add_argument("--decode", type=int, default=128)
     ap.add_argument("--seqs", type=int, default=8)
     ap.add_argument("--kv_tokens", type=int, default=4096)
@@ -222,7 +231,8 @@ def main():
                    b["decode1_tps"] / 1e9 / b["read_gbps"] for b, _ in rounds])
     print()
     print(f"CPU: {cpu_model()} ({os.cpu_count()} CPUs), threads {a.threads}, "
-          f"model {os.path.basename(a.model)}, median of {a.rounds} rounds, "
+          f"model {os.path.basename(a.model)}, prompt {a.prompt}, "
+          f"median of {a.rounds} rounds, "
           f"braid flags {' '.join(a.braid_flag) or '(none)'}")
     print(f"{'metric':<34}{'braid':>10}{'llama.cpp':>11}{'ratio':>9}")
     print(f"{'prefill %d (tok/s)' % a.prefill:<34}{B['prefill_tps']:>10.1f}"
