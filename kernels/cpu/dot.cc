@@ -98,8 +98,33 @@ float DotRow(DType weight_type, const void* w, const void* x, int64_t n) {
     case DType::kBF16:
       return DotBF16F32(static_cast<const uint16_t*>(w),
                         static_cast<const float*>(x), n);
+    case DType::kQ5_0:
+      return DotQ5_0Q8_0(static_cast<const BlockQ5_0*>(w),
+                         static_cast<const BlockQ8_0*>(x), n);
+    case DType::kQ5_1:
+      return DotQ5_1Q8_1(static_cast<const BlockQ5_1*>(w),
+                         static_cast<const BlockQ8_1*>(x), n);
+    case DType::kIQ4_NL:
+      return DotIQ4_NLQ8_0(static_cast<const BlockIQ4_NL*>(w),
+                           static_cast<const BlockQ8_0*>(x), n);
+    case DType::kQ2_K:
+      return DotQ2_KQ8_K(static_cast<const BlockQ2_K*>(w),
+                         static_cast<const BlockQ8_K*>(x), n);
+    case DType::kQ3_K:
+      return DotQ3_KQ8_K(static_cast<const BlockQ3_K*>(w),
+                         static_cast<const BlockQ8_K*>(x), n);
+    case DType::kQ4_K:
+      return DotQ4_KQ8_K(static_cast<const BlockQ4_K*>(w),
+                         static_cast<const BlockQ8_K*>(x), n);
+    case DType::kQ5_K:
+      return DotQ5_KQ8_K(static_cast<const BlockQ5_K*>(w),
+                         static_cast<const BlockQ8_K*>(x), n);
+    case DType::kQ6_K:
+      return DotQ6_KQ8_K(static_cast<const BlockQ6_K*>(w),
+                         static_cast<const BlockQ8_K*>(x), n);
     case DType::kQ8_1:
-      break;  // Not a weight type.
+    case DType::kQ8_K:
+      break;  // Not weight types.
   }
   return 0.0f;
 }

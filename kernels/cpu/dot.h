@@ -24,6 +24,17 @@ namespace braid::kernels::cpu {
 float DotQ4_0Q8_0(const BlockQ4_0* w, const BlockQ8_0* x, int64_t n);
 float DotQ4_1Q8_1(const BlockQ4_1* w, const BlockQ8_1* x, int64_t n);
 float DotQ8_0Q8_0(const BlockQ8_0* w, const BlockQ8_0* x, int64_t n);
+// The 5-bit and IQ4_NL types and the K-quants (dot_k.cc): each K-quant block's
+// integer sums are exact and the same on both paths, and so is the float
+// arithmetic over them (the AVX2 results equal the scalar ones bit for bit).
+float DotQ5_0Q8_0(const BlockQ5_0* w, const BlockQ8_0* x, int64_t n);
+float DotQ5_1Q8_1(const BlockQ5_1* w, const BlockQ8_1* x, int64_t n);
+float DotIQ4_NLQ8_0(const BlockIQ4_NL* w, const BlockQ8_0* x, int64_t n);
+float DotQ2_KQ8_K(const BlockQ2_K* w, const BlockQ8_K* x, int64_t n);
+float DotQ3_KQ8_K(const BlockQ3_K* w, const BlockQ8_K* x, int64_t n);
+float DotQ4_KQ8_K(const BlockQ4_K* w, const BlockQ8_K* x, int64_t n);
+float DotQ5_KQ8_K(const BlockQ5_K* w, const BlockQ8_K* x, int64_t n);
+float DotQ6_KQ8_K(const BlockQ6_K* w, const BlockQ8_K* x, int64_t n);
 float DotF32F32(const float* w, const float* x, int64_t n);
 float DotF16F32(const uint16_t* w, const float* x, int64_t n);
 float DotBF16F32(const uint16_t* w, const float* x, int64_t n);
@@ -74,6 +85,32 @@ void AxpyF16Scalar(float a, const uint16_t* x, float* y, int64_t n);
 void AddF32Scalar(const float* x, float* y, int64_t n);
 float DotF16F32VecScalar(const uint16_t* x, const float* y, int64_t n);
 float DotF16F32GemmScalar(const uint16_t* x, const float* y, int64_t n);
+
+float DotQ5_0Q8_0Scalar(const BlockQ5_0* w, const BlockQ8_0* x, int64_t n);
+float DotQ5_1Q8_1Scalar(const BlockQ5_1* w, const BlockQ8_1* x, int64_t n);
+float DotIQ4_NLQ8_0Scalar(const BlockIQ4_NL* w, const BlockQ8_0* x, int64_t n);
+float DotQ2_KQ8_KScalar(const BlockQ2_K* w, const BlockQ8_K* x, int64_t n);
+float DotQ3_KQ8_KScalar(const BlockQ3_K* w, const BlockQ8_K* x, int64_t n);
+float DotQ4_KQ8_KScalar(const BlockQ4_K* w, const BlockQ8_K* x, int64_t n);
+float DotQ5_KQ8_KScalar(const BlockQ5_K* w, const BlockQ8_K* x, int64_t n);
+float DotQ6_KQ8_KScalar(const BlockQ6_K* w, const BlockQ8_K* x, int64_t n);
+
+float DotQ5_0Q8_0Avx2(const BlockQ5_0* w, const BlockQ8_0* x, int64_t n);
+float DotQ5_1Q8_1Avx2(const BlockQ5_1* w, const BlockQ8_1* x, int64_t n);
+float DotIQ4_NLQ8_0Avx2(const BlockIQ4_NL* w, const BlockQ8_0* x, int64_t n);
+float DotQ2_KQ8_KAvx2(const BlockQ2_K* w, const BlockQ8_K* x, int64_t n);
+float DotQ3_KQ8_KAvx2(const BlockQ3_K* w, const BlockQ8_K* x, int64_t n);
+float DotQ4_KQ8_KAvx2(const BlockQ4_K* w, const BlockQ8_K* x, int64_t n);
+float DotQ5_KQ8_KAvx2(const BlockQ5_K* w, const BlockQ8_K* x, int64_t n);
+float DotQ6_KQ8_KAvx2(const BlockQ6_K* w, const BlockQ8_K* x, int64_t n);
+// The float arithmetic of a K-quant row dot over its blocks' exact integer
+// sums, shared by both paths: sum += d * isum, then sum -= dmin * msum, where
+// d = fp16 d * x.d and dmin = fp16 dmin * x.d.
+inline float KQuantAccumulate(float sum, float d, float dmin, int isum,
+                              int msum) {
+  sum = __builtin_fmaf(d, static_cast<float>(isum), sum);
+  return __builtin_fmaf(-dmin, static_cast<float>(msum), sum);
+}
 
 float DotQ4_0Q8_0Avx2(const BlockQ4_0* w, const BlockQ8_0* x, int64_t n);
 float DotQ4_1Q8_1Avx2(const BlockQ4_1* w, const BlockQ8_1* x, int64_t n);

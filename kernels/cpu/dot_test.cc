@@ -1,6 +1,7 @@
 #include "kernels/cpu/dot.h"
 
 #include <cmath>
+#include <cstring>
 #include <random>
 #include <vector>
 
@@ -41,7 +42,9 @@ class DotTest : public ::testing::TestWithParam<DType> {};
 TEST_P(DotTest, MatchesDequantizedReferenceOnBothPaths) {
   const DType wt = GetParam();
   const DType xt = ActivationDType(wt);
-  for (int n : {32, 64, 576, 1536}) {
+  const int64_t block = DTypeBlockSize(xt == DType::kF32 ? wt : xt);
+  for (int n : {32, 64, 576, 1536, 2048}) {
+    if (n % block != 0) continue;
     const auto w = Quantize(wt, RandomRow(n, n));
     const auto x = Quantize(xt, RandomRow(n, n + 1));
     const double ref = ReferenceDot(wt, w.data(), xt, x.data(), n);
@@ -60,10 +63,73 @@ TEST_P(DotTest, MatchesDequantizedReferenceOnBothPaths) {
 INSTANTIATE_TEST_SUITE_P(AllWeightTypes, DotTest,
                          ::testing::Values(DType::kQ4_0, DType::kQ4_1,
                                            DType::kQ8_0, DType::kF16,
-                                           DType::kBF16, DType::kF32),
+                                           DType::kBF16, DType::kF32,
+                                           DType::kQ5_0, DType::kQ5_1,
+                                           DType::kIQ4_NL, DType::kQ2_K,
+                                           DType::kQ3_K, DType::kQ4_K,
+                                           DType::kQ5_K, DType::kQ6_K),
                          [](const auto& info) {
                            return std::string(DTypeName(info.param));
                          });
+
+// The K-quant dots: the AVX2 path equals the scalar one bit for bit (same
+// integers, same float steps), on random bytes (every bit pattern of the
+// quants and scales, not only what a quantizer writes) with finite scales.
+TEST(DotTest, KQuantAvx2EqualsScalarOnRandomBlocks) {
+  if (!GetCpuFeatures().avx2) GTEST_SKIP() << "no AVX2 on this CPU";
+  std::mt19937 rng(7);
+  const int n = 4 * kQK_K;
+  for (DType wt : {DType::kQ2_K, DType::kQ3_K, DType::kQ4_K, DType::kQ5_K,
+                   DType::kQ6_K}) {
+    for (int trial = 0; trial < 20; ++trial) {
+      std::vector<uint8_t> w(DTypeRowBytes(wt, n));
+      for (uint8_t& b : w) b = static_cast<uint8_t>(rng());
+      // Finite fp16 scales: overwrite d (and dmin) with small values.
+      const size_t bytes = DTypeBlockBytes(wt);
+      for (int b = 0; b < n / kQK_K; ++b) {
+        uint8_t* blk = w.data() + b * bytes;
+        const uint16_t d = Fp32ToFp16(0.01f * (1 + trial));
+        const uint16_t dmin = Fp32ToFp16(0.003f * (1 + b));
+        size_t at = 0;  // d's offset; dmin follows where the type has one
+        switch (wt) {
+          case DType::kQ2_K: at = 80; break;
+          case DType::kQ3_K: at = 108; break;
+          case DType::kQ6_K: at = 208; break;
+          default: at = 0; break;
+        }
+        std::memcpy(blk + at, &d, 2);
+        if (wt != DType::kQ3_K && wt != DType::kQ6_K) {
+          std::memcpy(blk + at + 2, &dmin, 2);
+        }
+      }
+      const auto x = Quantize(DType::kQ8_K, RandomRow(n, trial));
+      const float fast = DotRow(wt, w.data(), x.data(), n);
+      SetForceScalarForTesting(true);
+      const float slow = DotRow(wt, w.data(), x.data(), n);
+      SetForceScalarForTesting(false);
+      EXPECT_EQ(fast, slow) << DTypeName(wt) << " trial " << trial;
+      const double ref =
+          ReferenceDot(wt, w.data(), DType::kQ8_K, x.data(), n);
+      EXPECT_NEAR(fast, ref, 1e-4 * std::fabs(ref) + 1e-3)
+          << DTypeName(wt) << " trial " << trial;
+    }
+  }
+}
+
+// Q8_K: bsums are the sums of each 16 quants, and the values round trip.
+TEST(DotTest, Q8KBlocksCarryTheirSums) {
+  const auto x = RandomRow(kQK_K, 11);
+  BlockQ8_K b;
+  QuantizeRowQ8_K(x.data(), &b, kQK_K);
+  for (int s = 0; s < 16; ++s) {
+    int sum = 0;
+    for (int e = 0; e < 16; ++e) sum += b.qs[s * 16 + e];
+    EXPECT_EQ(b.bsums[s], sum);
+  }
+  for (int e = 0; e < kQK_K; ++e) {
+    EXPECT_NEAR(b.qs[e] * b.d, x[e], std::fabs(b.d) / 2 + 1e-6f);
+  }
+}
 
 // Float rows have one order on every path (dot.h): the AVX2 dots equal the
 // scalar ones bit for bit, tails (n % 16, n % 8) included.

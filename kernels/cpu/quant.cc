@@ -17,10 +17,32 @@ bool IsKnownDType(uint32_t raw) {
     case DType::kQ4_1:
     case DType::kQ8_0:
     case DType::kQ8_1:
+    case DType::kQ5_0:
+    case DType::kQ5_1:
+    case DType::kIQ4_NL:
+    case DType::kQ2_K:
+    case DType::kQ3_K:
+    case DType::kQ4_K:
+    case DType::kQ5_K:
+    case DType::kQ6_K:
+    case DType::kQ8_K:
     case DType::kBF16:
       return true;
   }
   return false;
+}
+
+bool IsKQuant(DType type) {
+  switch (type) {
+    case DType::kQ2_K:
+    case DType::kQ3_K:
+    case DType::kQ4_K:
+    case DType::kQ5_K:
+    case DType::kQ6_K:
+      return true;
+    default:
+      return false;
+  }
 }
 
 const char* DTypeName(DType type) {
@@ -39,6 +61,24 @@ const char* DTypeName(DType type) {
       return "Q8_1";
     case DType::kBF16:
       return "BF16";
+    case DType::kQ5_0:
+      return "Q5_0";
+    case DType::kQ5_1:
+      return "Q5_1";
+    case DType::kIQ4_NL:
+      return "IQ4_NL";
+    case DType::kQ2_K:
+      return "Q2_K";
+    case DType::kQ3_K:
+      return "Q3_K";
+    case DType::kQ4_K:
+      return "Q4_K";
+    case DType::kQ5_K:
+      return "Q5_K";
+    case DType::kQ6_K:
+      return "Q6_K";
+    case DType::kQ8_K:
+      return "Q8_K";
   }
   return "unknown";
 }
@@ -49,6 +89,13 @@ int64_t DTypeBlockSize(DType type) {
     case DType::kF16:
     case DType::kBF16:
       return 1;
+    case DType::kQ2_K:
+    case DType::kQ3_K:
+    case DType::kQ4_K:
+    case DType::kQ5_K:
+    case DType::kQ6_K:
+    case DType::kQ8_K:
+      return kQK_K;
     default:
       return kQK;
   }
@@ -69,6 +116,24 @@ int64_t DTypeBlockBytes(DType type) {
       return sizeof(BlockQ8_0);
     case DType::kQ8_1:
       return sizeof(BlockQ8_1);
+    case DType::kQ5_0:
+      return sizeof(BlockQ5_0);
+    case DType::kQ5_1:
+      return sizeof(BlockQ5_1);
+    case DType::kIQ4_NL:
+      return sizeof(BlockIQ4_NL);
+    case DType::kQ2_K:
+      return sizeof(BlockQ2_K);
+    case DType::kQ3_K:
+      return sizeof(BlockQ3_K);
+    case DType::kQ4_K:
+      return sizeof(BlockQ4_K);
+    case DType::kQ5_K:
+      return sizeof(BlockQ5_K);
+    case DType::kQ6_K:
+      return sizeof(BlockQ6_K);
+    case DType::kQ8_K:
+      return sizeof(BlockQ8_K);
   }
   return 0;
 }
@@ -80,10 +145,19 @@ size_t DTypeRowBytes(DType type, int64_t n) {
 DType ActivationDType(DType weight_type) {
   switch (weight_type) {
     case DType::kQ4_0:
+    case DType::kQ5_0:
+    case DType::kIQ4_NL:
     case DType::kQ8_0:
       return DType::kQ8_0;
     case DType::kQ4_1:
+    case DType::kQ5_1:
       return DType::kQ8_1;
+    case DType::kQ2_K:
+    case DType::kQ3_K:
+    case DType::kQ4_K:
+    case DType::kQ5_K:
+    case DType::kQ6_K:
+      return DType::kQ8_K;
     default:
       return DType::kF32;
   }
@@ -92,6 +166,33 @@ DType ActivationDType(DType weight_type) {
 void DequantizeRow(DType type, const void* src, float* dst, int64_t n) {
   const int64_t nb = n / kQK;
   switch (type) {
+    case DType::kQ5_0:
+      return internal::DequantizeRowQ5_0(static_cast<const BlockQ5_0*>(src),
+                                         dst, n);
+    case DType::kQ5_1:
+      return internal::DequantizeRowQ5_1(static_cast<const BlockQ5_1*>(src),
+                                         dst, n);
+    case DType::kIQ4_NL:
+      return internal::DequantizeRowIQ4_NL(
+          static_cast<const BlockIQ4_NL*>(src), dst, n);
+    case DType::kQ2_K:
+      return internal::DequantizeRowQ2_K(static_cast<const BlockQ2_K*>(src),
+                                         dst, n);
+    case DType::kQ3_K:
+      return internal::DequantizeRowQ3_K(static_cast<const BlockQ3_K*>(src),
+                                         dst, n);
+    case DType::kQ4_K:
+      return internal::DequantizeRowQ4_K(static_cast<const BlockQ4_K*>(src),
+                                         dst, n);
+    case DType::kQ5_K:
+      return internal::DequantizeRowQ5_K(static_cast<const BlockQ5_K*>(src),
+                                         dst, n);
+    case DType::kQ6_K:
+      return internal::DequantizeRowQ6_K(static_cast<const BlockQ6_K*>(src),
+                                         dst, n);
+    case DType::kQ8_K:
+      return internal::DequantizeRowQ8_K(static_cast<const BlockQ8_K*>(src),
+                                         dst, n);
     case DType::kF32:
       std::memcpy(dst, src, n * sizeof(float));
       return;
@@ -262,6 +363,19 @@ void QuantizeRow(DType type, const float* x, void* dst, int64_t n) {
       return QuantizeRowQ8_0(x, static_cast<BlockQ8_0*>(dst), n);
     case DType::kQ8_1:
       return QuantizeRowQ8_1(x, static_cast<BlockQ8_1*>(dst), n);
+    case DType::kQ8_K:
+      return QuantizeRowQ8_K(x, static_cast<BlockQ8_K*>(dst), n);
+    case DType::kQ5_0:
+      return QuantizeRowQ5_0(x, static_cast<BlockQ5_0*>(dst), n);
+    case DType::kQ5_1:
+      return QuantizeRowQ5_1(x, static_cast<BlockQ5_1*>(dst), n);
+    case DType::kIQ4_NL:
+    case DType::kQ2_K:
+    case DType::kQ3_K:
+    case DType::kQ4_K:
+    case DType::kQ5_K:
+    case DType::kQ6_K:
+      return QuantizeRowSimple(type, x, dst, n);
   }
 }
 

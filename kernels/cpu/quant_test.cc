@@ -26,7 +26,14 @@ TEST(QuantTest, Sizes) {
   EXPECT_EQ(DTypeRowBytes(DType::kQ8_0, 64), 68u);
   EXPECT_EQ(DTypeRowBytes(DType::kF16, 64), 128u);
   EXPECT_TRUE(IsKnownDType(30));
-  EXPECT_FALSE(IsKnownDType(12));  // Q4_K is not supported.
+  EXPECT_TRUE(IsKnownDType(12));   // Q4_K
+  EXPECT_FALSE(IsKnownDType(16));  // IQ2_XXS is not supported.
+  EXPECT_EQ(DTypeRowBytes(DType::kQ4_K, 512), 288u);
+  EXPECT_EQ(DTypeRowBytes(DType::kQ6_K, 256), 210u);
+  EXPECT_EQ(DTypeRowBytes(DType::kQ5_0, 64), 44u);
+  EXPECT_EQ(ActivationDType(DType::kQ3_K), DType::kQ8_K);
+  EXPECT_EQ(ActivationDType(DType::kQ5_1), DType::kQ8_1);
+  EXPECT_EQ(ActivationDType(DType::kIQ4_NL), DType::kQ8_0);
   EXPECT_EQ(ActivationDType(DType::kQ4_1), DType::kQ8_1);
   EXPECT_EQ(ActivationDType(DType::kQ4_0), DType::kQ8_0);
 }
@@ -70,6 +77,38 @@ TEST(QuantTest, RoundTripErrorIsBounded) {
         ASSERT_NEAR(x[b * 32 + j], y[b * 32 + j], tol) << DTypeName(t);
       }
     }
+  }
+}
+
+// The other weight types' quantizers (round to nearest) and dequantizers
+// agree: the round trip error is within a fraction of each block's range,
+// which a layout mismatch between the two (an element written to one place
+// and read from another) would far exceed.
+TEST(QuantTest, WeightTypesRoundTrip) {
+  const int n = 2 * kQK_K;
+  const std::vector<float> x = RandomRow(n, 3);
+  float amax = 0;
+  for (float v : x) amax = std::max(amax, std::fabs(v));
+  const struct {
+    DType type;
+    float rel;  // max error / the row's amax
+  } cases[] = {{DType::kQ5_0, 0.07f}, {DType::kQ5_1, 0.05f},
+               {DType::kIQ4_NL, 0.15f}, {DType::kQ2_K, 0.45f},
+               {DType::kQ3_K, 0.25f}, {DType::kQ4_K, 0.12f},
+               {DType::kQ5_K, 0.06f}, {DType::kQ6_K, 0.03f},
+               {DType::kQ8_K, 0.01f}};
+  for (const auto& c : cases) {
+    std::vector<uint8_t> q(DTypeRowBytes(c.type, n));
+    QuantizeRow(c.type, x.data(), q.data(), n);
+    std::vector<float> y(n);
+    DequantizeRow(c.type, q.data(), y.data(), n);
+    double err2 = 0, x2 = 0;
+    for (int i = 0; i < n; ++i) {
+      ASSERT_NEAR(x[i], y[i], c.rel * amax) << DTypeName(c.type) << " " << i;
+      err2 += (x[i] - y[i]) * (x[i] - y[i]);
+      x2 += x[i] * x[i];
+    }
+    EXPECT_LT(err2 / x2, c.rel * c.rel) << DTypeName(c.type);
   }
 }
 
