@@ -1,7 +1,7 @@
 // Reads `<ggml type id> <n>` on the command line and n elements' blocks of
 // that type on stdin; writes braid's dequantization (n f32, native order) to
 // stdout; with --quantize, reads n f32 and writes braid's blocks instead.
-// For quant_reference_test.py, which checks both against gguf-py.
+// For tests/golden/quant_reference_test.py, which checks both against gguf-py.
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>

@@ -2,7 +2,7 @@
 
 For every weight type braid reads, random blocks (every bit pattern of the
 quants and scales, with finite fp16 scales) are dequantized by braid
-(dequantize_tool) and by gguf.quants; the values must agree. A block layout
+(kernels/cpu/testing:dequantize_tool) and by gguf.quants; the values must agree. A block layout
 that braid reads differently from ggml fails here, whatever braid's own
 quantizers and dot products agree on among themselves. For the types gguf-py
 also quantizes (ggml's reference quantizers), braid's blocks must be the same
