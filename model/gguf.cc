@@ -233,6 +233,14 @@ bool KnownTensorType(uint32_t t) {
     case GgmlType::kQ4_0:
     case GgmlType::kQ4_1:
     case GgmlType::kQ8_0:
+    case GgmlType::kQ5_0:
+    case GgmlType::kQ5_1:
+    case GgmlType::kIQ4_NL:
+    case GgmlType::kQ2_K:
+    case GgmlType::kQ3_K:
+    case GgmlType::kQ4_K:
+    case GgmlType::kQ5_K:
+    case GgmlType::kQ6_K:
     case GgmlType::kBF16:
       return true;
   }
@@ -253,6 +261,22 @@ std::pair<int64_t, int64_t> BlockShape(GgmlType t) {
       return {32, 20};
     case GgmlType::kQ8_0:
       return {32, 34};
+    case GgmlType::kQ5_0:
+      return {32, 22};
+    case GgmlType::kQ5_1:
+      return {32, 24};
+    case GgmlType::kIQ4_NL:
+      return {32, 18};
+    case GgmlType::kQ2_K:
+      return {256, 84};
+    case GgmlType::kQ3_K:
+      return {256, 110};
+    case GgmlType::kQ4_K:
+      return {256, 144};
+    case GgmlType::kQ5_K:
+      return {256, 176};
+    case GgmlType::kQ6_K:
+      return {256, 210};
   }
   return {1, 1};
 }
@@ -428,7 +452,7 @@ absl::Status GgufFile::Parse() {
     if (!KnownTensorType(type)) {
       return absl::InvalidArgumentError(
           absl::StrCat(where, ": unsupported tensor type ", GgmlTypeName(type),
-                       " (", type, ")"));
+                       " (", type, "); braid reads ", kSupportedTensorTypes));
     }
     t.type = static_cast<GgmlType>(type);
     const auto [block, block_bytes] = BlockShape(t.type);

@@ -141,12 +141,40 @@ TEST(GgufTest, RejectsNonPowerOfTwoAlignment) {
 
 TEST(GgufTest, RejectsUnsupportedTensorTypeByName) {
   GgufWriter w;
-  w.AddTensor("blk.0.q4k", static_cast<GgmlType>(12), {256},
-              std::string(144, 0));
+  w.AddTensor("blk.0.iq2", static_cast<GgmlType>(16), {256},
+              std::string(66, 0));
   const absl::Status s = ParseStatus(w.Serialize());
   EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_THAT(s.message(), HasSubstr("Q4_K"));
-  EXPECT_THAT(s.message(), HasSubstr("blk.0.q4k"));
+  EXPECT_THAT(s.message(), HasSubstr("IQ2_XXS"));
+  EXPECT_THAT(s.message(), HasSubstr("blk.0.iq2"));
+  EXPECT_THAT(s.message(), HasSubstr("Q4_K"));  // the supported list
+}
+
+// K-quant tensors: read with their 256-element super-blocks; a row that is
+// not a whole number of them, or data that the file does not hold, is an
+// error naming the tensor.
+TEST(GgufTest, KQuantTensorsAreSizedBySuperBlocks) {
+  GgufWriter ok;
+  ok.AddTensor("q4k", GgmlType::kQ4_K, {512, 2}, std::string(4 * 144, 0));
+  ok.AddTensor("q6k", GgmlType::kQ6_K, {256}, std::string(210, 0));
+  ok.AddTensor("q50", GgmlType::kQ5_0, {64}, std::string(44, 0));
+  auto f = GgufFile::FromBytes(ok.Serialize());
+  ASSERT_TRUE(f.ok()) << f.status();
+  EXPECT_EQ((*f)->FindTensor("q4k")->size_bytes, 4u * 144);
+  EXPECT_EQ((*f)->FindTensor("q6k")->size_bytes, 210u);
+  EXPECT_EQ((*f)->FindTensor("q50")->size_bytes, 44u);
+
+  GgufWriter ragged;
+  ragged.AddTensor("blk.0.ffn_up.weight", GgmlType::kQ4_K, {576},
+                   std::string(144 * 3, 0));
+  const absl::Status s = ParseStatus(ragged.Serialize());
+  EXPECT_THAT(s.message(), HasSubstr("blk.0.ffn_up.weight"));
+  EXPECT_THAT(s.message(), HasSubstr("block size 256"));
+
+  GgufWriter short_data;
+  short_data.AddTensor("q5k", GgmlType::kQ5_K, {256, 64},
+                       std::string(176, 0));  // one block of 64
+  EXPECT_FALSE(ParseStatus(short_data.Serialize()).ok());
 }
 
 TEST(GgufTest, RejectsRowNotMultipleOfBlock) {

@@ -20,23 +20,9 @@ namespace {
 
 namespace k = ::braid::kernels::cpu;
 
-k::DType ToDType(GgmlType t) {
-  switch (t) {
-    case GgmlType::kF32:
-      return k::DType::kF32;
-    case GgmlType::kF16:
-      return k::DType::kF16;
-    case GgmlType::kBF16:
-      return k::DType::kBF16;
-    case GgmlType::kQ4_0:
-      return k::DType::kQ4_0;
-    case GgmlType::kQ4_1:
-      return k::DType::kQ4_1;
-    case GgmlType::kQ8_0:
-      return k::DType::kQ8_0;
-  }
-  return k::DType::kF32;
-}
+// GgmlType and k::DType both carry ggml's type ids, and every GgmlType the
+// reader accepts is a k::DType the kernels read.
+k::DType ToDType(GgmlType t) { return static_cast<k::DType>(t); }
 
 // A 2-D weight [rows, cols] (ggml ne = {cols, rows}).
 absl::StatusOr<k::WeightMatrix> Matrix(const GgufFile& f,

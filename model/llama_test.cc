@@ -74,7 +74,47 @@ TEST_P(RandomModelTest, BatchedPrefillMatchesTokenByToken) {
 INSTANTIATE_TEST_SUITE_P(WeightTypes, RandomModelTest,
                          ::testing::Values(GgmlType::kQ4_0, GgmlType::kQ4_1,
                                            GgmlType::kQ8_0, GgmlType::kF16,
-                                           GgmlType::kBF16, GgmlType::kF32));
+                                           GgmlType::kBF16, GgmlType::kF32,
+                                           GgmlType::kQ5_0, GgmlType::kQ5_1,
+                                           GgmlType::kIQ4_NL));
+
+// The K-quants need rows of whole 256-element super-blocks.
+class KQuantModelTest : public ::testing::TestWithParam<GgmlType> {};
+
+TEST_P(KQuantModelTest, BatchedPrefillMatchesTokenByToken) {
+  testing::RandomLlamaSpec spec;
+  spec.n_embd = 256;
+  spec.n_ff = 512;
+  spec.matrix_type = GetParam();
+  spec.embedding_type = GetParam();
+  auto model = LoadRandom(spec);
+  ASSERT_NE(model, nullptr);
+  const int n_vocab = model->config().n_vocab;
+  const std::vector<int32_t> prompt = {1, 5, 9, 33, 2, 95, 60, 7, 7, 40,
+                                       11, 12, 13, 14, 15, 16, 17, 18};
+  SequenceRunner kv_batch(*model, 32);
+  std::vector<float> batch;
+  ASSERT_TRUE(kv_batch.Forward(prompt, true, &batch).ok());
+  for (float v : batch) ASSERT_TRUE(std::isfinite(v));
+  SequenceRunner kv_step(*model, 32);
+  std::vector<float> step;
+  for (size_t t = 0; t < prompt.size(); ++t) {
+    ASSERT_TRUE(kv_step.Forward({&prompt[t], 1}, false, &step).ok());
+    // Batched attention sums in another order (kernels/cpu/attention.h);
+    // a last-bit difference can move one of a Q8_K block's 256 activation
+    // quants by a step (1/127 of the block's largest), so the bound is
+    // looser than RandomModelTest's.
+    EXPECT_LT(RelativeDiff(step.data(), &batch[t * n_vocab], n_vocab), 1e-2)
+        << "position " << t;
+  }
+  EXPECT_GT(RelativeDiff(&batch[7 * n_vocab], &batch[8 * n_vocab], n_vocab),
+            2e-2);
+}
+
+INSTANTIATE_TEST_SUITE_P(WeightTypes, KQuantModelTest,
+                         ::testing::Values(GgmlType::kQ2_K, GgmlType::kQ3_K,
+                                           GgmlType::kQ4_K, GgmlType::kQ5_K,
+                                           GgmlType::kQ6_K));
 
 TEST(LlamaModelTest, TruncateThenRecomputeGivesSameLogits) {
   auto model = LoadRandom({});

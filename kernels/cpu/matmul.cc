@@ -109,7 +109,10 @@ QuantizedActivations QuantizeActivations(
 
 bool StartActivations(const WeightMatrix& w, int64_t n_tok,
                       std::vector<uint8_t>* scratch, QuantizedActivations* q) {
-  if (ActivationDType(w.type) == DType::kF32 || w.packed != nullptr) {
+  // Column ranges come in multiples of 32 (a head, a run of FFN rows): not
+  // whole Q8_K super-blocks.
+  if (ActivationDType(w.type) == DType::kF32 || w.packed != nullptr ||
+      DTypeBlockSize(ActivationDType(w.type)) != kQK) {
     return false;
   }
   SetUpActivations(w, n_tok, scratch, q);
@@ -122,10 +125,10 @@ void QuantizeActivationColumns(const WeightMatrix& w, const float* x,
   if (t1 < 0) t1 = q.n_tok;
   // The rows' bytes, the tables after them (StartActivations' scratch).
   uint8_t* data = const_cast<uint8_t*>(q.data);
-  const size_t block_bytes = DTypeRowBytes(q.type, kQK);
+  const size_t c0_bytes = DTypeRowBytes(q.type, c0);
   for (int64_t t = t0; t < t1; ++t) {
-    QuantizeRow(q.type, x + t * ld_x + c0,
-                data + t * q.row_bytes + c0 / kQK * block_bytes, c1 - c0);
+    QuantizeRow(q.type, x + t * ld_x + c0, data + t * q.row_bytes + c0_bytes,
+                c1 - c0);
   }
   if (q.has_tiles) {
     GemmTileActivations unused;

@@ -92,7 +92,8 @@ QuantizedActivations QuantizeActivations(
 // instead of in a pass of their own after them: StartActivations sets *q up
 // in *scratch (grown if too small) for n_tok rows against w, writing
 // nothing, or returns false where w's kernels need whole rows at once (the
-// packed kernels' tables, float weights); then QuantizeActivationColumns
+// packed kernels' tables, float weights, Q8_K activations); then
+// QuantizeActivationColumns
 // for (row and) column ranges that together cover x exactly once, from any
 // threads, all finished before a MatMulRows reads *q. The result is
 // QuantizeActivations' byte for byte.
