@@ -97,6 +97,76 @@ struct Q41 {
   }
 };
 
+// Byte j = 0x10 where bit j of the 32 bits at qh is set, else 0 (the fifth
+// bits of a Q5_0 / Q5_1 block).
+BRAID_AVX2 inline __m256i FifthBits(const uint8_t* qh) {
+  uint32_t bits;
+  std::memcpy(&bits, qh, 4);
+  const __m256i spread = _mm256_shuffle_epi8(
+      _mm256_set1_epi32(static_cast<int>(bits)),
+      _mm256_setr_epi64x(0x0000000000000000, 0x0101010101010101,
+                         0x0202020202020202, 0x0303030303030303));
+  const __m256i mask = _mm256_set1_epi64x(0x8040201008040201);
+  const __m256i set = _mm256_cmpeq_epi8(_mm256_and_si256(spread, mask), mask);
+  return _mm256_and_si256(set, _mm256_set1_epi8(0x10));
+}
+
+// Q5_0 and IQ4_NL: signed values, like Q4_0's (the scale d leads the block).
+struct Q50 {
+  using W = BlockQ5_0;
+  using X = BlockQ8_0;
+  static constexpr bool kMin = false;
+  struct Prep {
+    __m256i abs_w, w;
+  };
+  BRAID_AVX2 static Prep Prepare(const W& b) {
+    const __m256i q = _mm256_sub_epi8(
+        _mm256_or_si256(UnpackNibbles(b.qs), FifthBits(b.qh)),
+        _mm256_set1_epi8(16));
+    return {_mm256_sign_epi8(q, q), q};
+  }
+  template <bool kVnni>
+  BRAID_VNNI static __m256 Sum(const Prep& p, const X& x) {
+    return MulSumU8I8<kVnni>(p.abs_w, _mm256_sign_epi8(Load32(x.qs), p.w));
+  }
+};
+
+struct IQ4NL {
+  using W = BlockIQ4_NL;
+  using X = BlockQ8_0;
+  static constexpr bool kMin = false;
+  struct Prep {
+    __m256i abs_w, w;
+  };
+  BRAID_AVX2 static Prep Prepare(const W& b) {
+    const __m256i table = _mm256_broadcastsi128_si256(
+        _mm_loadu_si128(reinterpret_cast<const __m128i*>(kIq4NlValues)));
+    const __m256i q = _mm256_shuffle_epi8(table, UnpackNibbles(b.qs));
+    return {_mm256_sign_epi8(q, q), q};
+  }
+  template <bool kVnni>
+  BRAID_VNNI static __m256 Sum(const Prep& p, const X& x) {
+    return MulSumU8I8<kVnni>(p.abs_w, _mm256_sign_epi8(Load32(x.qs), p.w));
+  }
+};
+
+// Q5_1: unsigned values and a min, like Q4_1's (d, m lead the block).
+struct Q51 {
+  using W = BlockQ5_1;
+  using X = BlockQ8_1;
+  static constexpr bool kMin = true;
+  struct Prep {
+    __m256i w;
+  };
+  BRAID_AVX2 static Prep Prepare(const W& b) {
+    return {_mm256_or_si256(UnpackNibbles(b.qs), FifthBits(b.qh))};
+  }
+  template <bool kVnni>
+  BRAID_VNNI static __m256 Sum(const Prep& p, const X& x) {
+    return MulSumU8I8<kVnni>(p.w, Load32(x.qs));
+  }
+};
+
 // The 4 bytes at p (a block's f16 d and m; for Q4_0 / Q8_0 d and two quants,
 // which are ignored).
 inline int32_t Load32Bits(const uint8_t* p) {
@@ -339,6 +409,18 @@ bool GemmTileAvx2(DType type, const uint8_t* w, size_t w_row_bytes,
     case DType::kQ8_0:
       Dispatch<Q80>(w, w_row_bytes, x, x_row_bytes, n, r0, r1, n_tok, y, ld_y,
                     accumulate, prefetch_end);
+      return true;
+    case DType::kQ5_0:
+      Dispatch<Q50>(w, w_row_bytes, x, x_row_bytes, n, r0, r1, n_tok, y, ld_y,
+                    accumulate, prefetch_end);
+      return true;
+    case DType::kQ5_1:
+      Dispatch<Q51>(w, w_row_bytes, x, x_row_bytes, n, r0, r1, n_tok, y, ld_y,
+                    accumulate, prefetch_end);
+      return true;
+    case DType::kIQ4_NL:
+      Dispatch<IQ4NL>(w, w_row_bytes, x, x_row_bytes, n, r0, r1, n_tok, y,
+                      ld_y, accumulate, prefetch_end);
       return true;
     default:
       return false;

@@ -41,7 +41,12 @@ TEST(GemmTileTest, BitIdenticalToDotRowForEveryTileShape) {
                             {DType::kQ4_1, int64_t{32}},
                             {DType::kQ4_1, int64_t{64}},
                             {DType::kQ8_0, int64_t{32}},
-                            {DType::kQ4_0, int64_t{64}}}) {
+                            {DType::kQ4_0, int64_t{64}},
+                            {DType::kQ5_0, int64_t{288}},
+                            {DType::kQ5_1, int64_t{288}},
+                            {DType::kIQ4_NL, int64_t{288}},
+                            {DType::kQ4_K, int64_t{512}},
+                            {DType::kQ6_K, int64_t{256}}}) {
     const int64_t rows = 21, n_tok = 75;
     const auto [w_bytes, x_bytes, w, x] =
         testing::MakeRandomOperands(type, rows, cols, n_tok, 3.0f, rng);
