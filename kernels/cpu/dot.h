@@ -103,6 +103,12 @@ float DotQ3_KQ8_KAvx2(const BlockQ3_K* w, const BlockQ8_K* x, int64_t n);
 float DotQ4_KQ8_KAvx2(const BlockQ4_K* w, const BlockQ8_K* x, int64_t n);
 float DotQ5_KQ8_KAvx2(const BlockQ5_K* w, const BlockQ8_K* x, int64_t n);
 float DotQ6_KQ8_KAvx2(const BlockQ6_K* w, const BlockQ8_K* x, int64_t n);
+// GemmTile's AVX2 path for the K-quants (DotRow's arithmetic for every
+// element); false for other types.
+bool GemmKQuantAvx2(DType type, const uint8_t* w, size_t w_row_bytes,
+                    const uint8_t* x, size_t x_row_bytes, int64_t n, int64_t r0,
+                    int64_t r1, int64_t n_tok, float* y, int64_t ld_y,
+                    bool accumulate);
 // The float arithmetic of a K-quant row dot over its blocks' exact integer
 // sums, shared by both paths: sum += d * isum, then sum -= dmin * msum, where
 // d = fp16 d * x.d and dmin = fp16 dmin * x.d.

@@ -4,6 +4,7 @@
 // saturation), then madd by the sub-block scales into 32-bit lanes.
 #include <immintrin.h>
 
+#include <algorithm>
 #include <cstring>
 
 #include "kernels/cpu/dot.h"
@@ -59,21 +60,6 @@ BRAID_AVX2 inline __m256 MulSumI8I8(__m256i x, __m256i y) {
   return MulSumU8I8(_mm256_sign_epi8(x, x), _mm256_sign_epi8(y, x));
 }
 
-// 32-bit lanes of scale_a * (pairs of the first 16 products) + scale_b * (of
-// the last 16), for unsigned values u and signed q8 (32 each).
-BRAID_AVX2 inline __m256i ScaledPairSums(__m256i u, __m256i q8, int scale_a,
-                                         int scale_b) {
-  const __m256i scales = _mm256_set_m128i(_mm_set1_epi16(scale_b),
-                                          _mm_set1_epi16(scale_a));
-  return _mm256_madd_epi16(_mm256_maddubs_epi16(u, q8), scales);
-}
-
-// The same with one scale for all 32.
-BRAID_AVX2 inline __m256i ScaledSums(__m256i u, __m256i q8, int scale) {
-  return _mm256_madd_epi16(_mm256_maddubs_epi16(u, q8),
-                           _mm256_set1_epi16(scale));
-}
-
 // Bits [shift, shift + width) of each byte of v, at the byte's bottom.
 BRAID_AVX2 inline __m256i ByteBits(__m256i v, int shift, int mask) {
   return _mm256_and_si256(_mm256_srli_epi16(v, shift), _mm256_set1_epi8(mask));
@@ -121,140 +107,249 @@ BRAID_AVX2 float DotIQ4_NLQ8_0Avx2(const BlockIQ4_NL* w, const BlockQ8_0* x,
   return HorizontalSum8(acc);
 }
 
-BRAID_AVX2 float DotQ2_KQ8_KAvx2(const BlockQ2_K* w, const BlockQ8_K* x,
-                                 int64_t n) {
-  float sum = 0.0f;
-  for (int64_t i = 0; i < n / kQK_K; ++i) {
-    const BlockQ2_K& b = w[i];
-    __m256i acc = _mm256_setzero_si256();
-    for (int h = 0; h < 2; ++h) {
-      const __m256i bits = Load256(b.qs + 32 * h);
-      for (int j = 0; j < 4; ++j) {
-        const int s = 8 * h + 2 * j;
-        const __m256i u = ByteBits(bits, 2 * j, 3);
-        acc = _mm256_add_epi32(
-            acc, ScaledPairSums(u, Load256(x[i].qs + 16 * s),
-                                b.scales[s] & 0xF, b.scales[s + 1] & 0xF));
-      }
-    }
-    int msum = 0;
-    for (int s = 0; s < 16; ++s) msum += (b.scales[s] >> 4) * x[i].bsums[s];
-    sum = KQuantAccumulate(sum, H2F(b.d) * x[i].d, H2F(b.dmin) * x[i].d,
-                           HorizontalSumI32(acc), msum);
-  }
-  return sum;
-}
-
-BRAID_AVX2 float DotQ3_KQ8_KAvx2(const BlockQ3_K* w, const BlockQ8_K* x,
-                                 int64_t n) {
-  float sum = 0.0f;
-  for (int64_t i = 0; i < n / kQK_K; ++i) {
-    const BlockQ3_K& b = w[i];
-    int sc[16];
-    for (int s = 0; s < 16; ++s) sc[s] = ScaleQ3K(s, b.scales);
-    const __m256i hmask = Load256(b.hmask);
-    __m256i acc = _mm256_setzero_si256();
-    for (int h = 0; h < 2; ++h) {
-      const __m256i bits = Load256(b.qs + 32 * h);
-      for (int j = 0; j < 4; ++j) {
-        const int s = 8 * h + 2 * j;
-        const __m256i u = _mm256_or_si256(
-            ByteBits(bits, 2 * j, 3),
-            _mm256_slli_epi16(ByteBits(hmask, 4 * h + j, 1), 2));
-        acc = _mm256_add_epi32(
-            acc, ScaledPairSums(u, Load256(x[i].qs + 16 * s), sc[s], sc[s + 1]));
-      }
-    }
-    int correction = 0;
-    for (int s = 0; s < 16; ++s) correction += sc[s] * x[i].bsums[s];
-    sum = KQuantAccumulate(sum, H2F(b.d) * x[i].d, 0.0f,
-                           HorizontalSumI32(acc) - 4 * correction, 0);
-  }
-  return sum;
-}
-
 namespace {
+
+// What one K-quant weight block contributes to its dots with any Q8_K
+// block x, in the integers of dot_k.cc:
+//   isum = sum_c madd(maddubs(u[c], x.qs[32c..]), sv[c]) + coef . x.bsums
+//   msum = mcoef . x.bsums
+// u[c]: the unsigned values of elements 32c..32c+31; sv[c]: their scales as
+// 16 int16 (the first 8 for elements 32c..32c+15); coef / mcoef: 16 int16,
+// one per bsum (Q3_K's and Q6_K's offsets times the scale, the mins).
+struct KPrep {
+  __m256i u[8];
+  __m256i sv[8];
+  __m256i coef, mcoef;
+  float d, dmin;
+};
+
+BRAID_AVX2 inline __m256i PairScales(int a, int b) {
+  return _mm256_set_m128i(_mm_set1_epi16(static_cast<int16_t>(b)),
+                          _mm_set1_epi16(static_cast<int16_t>(a)));
+}
+
+BRAID_AVX2 inline __m256i Int16x16(const int16_t* v) {
+  return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(v));
+}
+
+BRAID_AVX2 void Prepare(const BlockQ2_K& b, KPrep* p) {
+  alignas(32) int16_t m[16];
+  for (int h = 0; h < 2; ++h) {
+    const __m256i bits = Load256(b.qs + 32 * h);
+    for (int j = 0; j < 4; ++j) {
+      const int s = 8 * h + 2 * j;
+      p->u[4 * h + j] = ByteBits(bits, 2 * j, 3);
+      p->sv[4 * h + j] = PairScales(b.scales[s] & 0xF, b.scales[s + 1] & 0xF);
+    }
+  }
+  for (int s = 0; s < 16; ++s) m[s] = b.scales[s] >> 4;
+  p->coef = _mm256_setzero_si256();
+  p->mcoef = Int16x16(m);
+  p->d = H2F(b.d);
+  p->dmin = H2F(b.dmin);
+}
+
+BRAID_AVX2 void Prepare(const BlockQ3_K& b, KPrep* p) {
+  alignas(32) int16_t coef[16];
+  int sc[16];
+  for (int s = 0; s < 16; ++s) {
+    sc[s] = ScaleQ3K(s, b.scales);
+    coef[s] = static_cast<int16_t>(-4 * sc[s]);
+  }
+  const __m256i hmask = Load256(b.hmask);
+  for (int h = 0; h < 2; ++h) {
+    const __m256i bits = Load256(b.qs + 32 * h);
+    for (int j = 0; j < 4; ++j) {
+      const int s = 8 * h + 2 * j;
+      p->u[4 * h + j] = _mm256_or_si256(
+          ByteBits(bits, 2 * j, 3),
+          _mm256_slli_epi16(ByteBits(hmask, 4 * h + j, 1), 2));
+      p->sv[4 * h + j] = PairScales(sc[s], sc[s + 1]);
+    }
+  }
+  p->coef = Int16x16(coef);
+  p->mcoef = _mm256_setzero_si256();
+  p->d = H2F(b.d);
+  p->dmin = 0.0f;
+}
 
 // Q4_K and Q5_K: four groups of 64 elements, 32 bytes of nibbles each (low:
 // sub-block 2g, high: 2g + 1); Q5_K's fifth bits from qh (bit s of byte l).
-template <bool kQ5, typename Block>
-BRAID_AVX2 inline float DotQ45KAvx2(const Block* w, const BlockQ8_K* x,
-                                    int64_t n) {
-  float sum = 0.0f;
+template <typename Block>
+BRAID_AVX2 void PrepareQ45K(const Block& b, const uint8_t* qh_bytes,
+                            KPrep* p) {
   const __m256i low4 = _mm256_set1_epi8(0x0F);
+  alignas(32) int16_t m16[16];
+  uint8_t sc[8], m[8];
+  for (int s = 0; s < 8; ++s) {
+    ScaleMinK4(s, b.scales, &sc[s], &m[s]);
+    m16[2 * s] = m16[2 * s + 1] = m[s];
+  }
+  const __m256i qh = qh_bytes != nullptr ? Load256(qh_bytes)
+                                         : _mm256_setzero_si256();
+  for (int g = 0; g < 4; ++g) {
+    const __m256i bits = Load256(b.qs + 32 * g);
+    __m256i lo = _mm256_and_si256(bits, low4);
+    __m256i hi = _mm256_and_si256(_mm256_srli_epi16(bits, 4), low4);
+    if (qh_bytes != nullptr) {
+      lo = _mm256_or_si256(lo, _mm256_slli_epi16(ByteBits(qh, 2 * g, 1), 4));
+      hi = _mm256_or_si256(hi,
+                           _mm256_slli_epi16(ByteBits(qh, 2 * g + 1, 1), 4));
+    }
+    p->u[2 * g] = lo;
+    p->u[2 * g + 1] = hi;
+    p->sv[2 * g] = _mm256_set1_epi16(sc[2 * g]);
+    p->sv[2 * g + 1] = _mm256_set1_epi16(sc[2 * g + 1]);
+  }
+  p->coef = _mm256_setzero_si256();
+  p->mcoef = Int16x16(m16);
+  p->d = H2F(b.d);
+  p->dmin = H2F(b.dmin);
+}
+
+BRAID_AVX2 void Prepare(const BlockQ4_K& b, KPrep* p) {
+  PrepareQ45K(b, nullptr, p);
+}
+BRAID_AVX2 void Prepare(const BlockQ5_K& b, KPrep* p) {
+  PrepareQ45K(b, b.qh, p);
+}
+
+BRAID_AVX2 void Prepare(const BlockQ6_K& b, KPrep* p) {
+  const __m256i low4 = _mm256_set1_epi8(0x0F);
+  alignas(32) int16_t coef[16];
+  for (int s = 0; s < 16; ++s) {
+    coef[s] = static_cast<int16_t>(-32 * b.scales[s]);
+  }
+  for (int h = 0; h < 2; ++h) {
+    const __m256i ql0 = Load256(b.ql + 64 * h);
+    const __m256i ql1 = Load256(b.ql + 64 * h + 32);
+    const __m256i qh = Load256(b.qh + 32 * h);
+    const __m256i low[4] = {
+        _mm256_and_si256(ql0, low4), _mm256_and_si256(ql1, low4),
+        _mm256_and_si256(_mm256_srli_epi16(ql0, 4), low4),
+        _mm256_and_si256(_mm256_srli_epi16(ql1, 4), low4)};
+    for (int k = 0; k < 4; ++k) {
+      const int s = 8 * h + 2 * k;
+      p->u[4 * h + k] = _mm256_or_si256(
+          low[k], _mm256_slli_epi16(ByteBits(qh, 2 * k, 3), 4));
+      p->sv[4 * h + k] = PairScales(b.scales[s], b.scales[s + 1]);
+    }
+  }
+  p->coef = Int16x16(coef);
+  p->mcoef = _mm256_setzero_si256();
+  p->d = H2F(b.d);
+  p->dmin = 0.0f;
+}
+
+// sum after one more block: KQuantAccumulate over the block's integers.
+BRAID_AVX2 inline float AddBlock(const KPrep& p, const BlockQ8_K& x,
+                                 float sum) {
+  const __m256i bsums = Int16x16(x.bsums);
+  __m256i acc = _mm256_madd_epi16(p.coef, bsums);
+#pragma GCC unroll 8
+  for (int c = 0; c < 8; ++c) {
+    acc = _mm256_add_epi32(
+        acc, _mm256_madd_epi16(_mm256_maddubs_epi16(p.u[c], Load256(x.qs + 32 * c)),
+                               p.sv[c]));
+  }
+  const int msum = HorizontalSumI32(_mm256_madd_epi16(p.mcoef, bsums));
+  return KQuantAccumulate(sum, p.d * x.d, p.dmin * x.d, HorizontalSumI32(acc),
+                          msum);
+}
+
+template <typename Block>
+BRAID_AVX2 float DotK(const Block* w, const BlockQ8_K* x, int64_t n) {
+  float sum = 0.0f;
+  KPrep p;
   for (int64_t i = 0; i < n / kQK_K; ++i) {
-    const Block& b = w[i];
-    uint8_t sc[8], m[8];
-    for (int s = 0; s < 8; ++s) ScaleMinK4(s, b.scales, &sc[s], &m[s]);
-    __m256i qh = _mm256_setzero_si256();
-    if constexpr (kQ5) qh = Load256(b.qh);
-    __m256i acc = _mm256_setzero_si256();
-    for (int g = 0; g < 4; ++g) {
-      const __m256i bits = Load256(b.qs + 32 * g);
-      __m256i lo = _mm256_and_si256(bits, low4);
-      __m256i hi = _mm256_and_si256(_mm256_srli_epi16(bits, 4), low4);
-      if constexpr (kQ5) {
-        lo = _mm256_or_si256(lo, _mm256_slli_epi16(ByteBits(qh, 2 * g, 1), 4));
-        hi = _mm256_or_si256(hi,
-                             _mm256_slli_epi16(ByteBits(qh, 2 * g + 1, 1), 4));
-      }
-      acc = _mm256_add_epi32(
-          acc, ScaledSums(lo, Load256(x[i].qs + 64 * g), sc[2 * g]));
-      acc = _mm256_add_epi32(
-          acc, ScaledSums(hi, Load256(x[i].qs + 64 * g + 32), sc[2 * g + 1]));
-    }
-    int msum = 0;
-    for (int s = 0; s < 8; ++s) {
-      msum += m[s] * (x[i].bsums[2 * s] + x[i].bsums[2 * s + 1]);
-    }
-    sum = KQuantAccumulate(sum, H2F(b.d) * x[i].d, H2F(b.dmin) * x[i].d,
-                           HorizontalSumI32(acc), msum);
+    Prepare(w[i], &p);
+    sum = AddBlock(p, x[i], sum);
   }
   return sum;
+}
+
+// Rows [r0, r1) x tokens [0, n_tok): each row's block prepared once for a
+// chunk of up to kChunk tokens, whose running sums stay in `sums`.
+template <typename Block>
+BRAID_AVX2 void GemmK(const uint8_t* w, size_t w_row_bytes, const uint8_t* x,
+                      size_t x_row_bytes, int64_t n, int64_t r0, int64_t r1,
+                      int64_t n_tok, float* y, int64_t ld_y, bool accumulate) {
+  constexpr int64_t kChunk = 16;
+  const int64_t nb = n / kQK_K;
+  KPrep p;
+  float sums[kChunk];
+  for (int64_t t0 = 0; t0 < n_tok; t0 += kChunk) {
+    const int64_t tn = std::min(kChunk, n_tok - t0);
+    for (int64_t r = r0; r < r1; ++r) {
+      const auto* wr = reinterpret_cast<const Block*>(w + r * w_row_bytes);
+      for (int64_t t = 0; t < tn; ++t) sums[t] = 0.0f;
+      for (int64_t i = 0; i < nb; ++i) {
+        Prepare(wr[i], &p);
+        for (int64_t t = 0; t < tn; ++t) {
+          const auto* xt = reinterpret_cast<const BlockQ8_K*>(
+              x + (t0 + t) * x_row_bytes);
+          sums[t] = AddBlock(p, xt[i], sums[t]);
+        }
+      }
+      for (int64_t t = 0; t < tn; ++t) {
+        float& out = y[(t0 + t) * ld_y + r];
+        out = accumulate ? out + sums[t] : sums[t];
+      }
+    }
+  }
 }
 
 }  // namespace
 
+BRAID_AVX2 float DotQ2_KQ8_KAvx2(const BlockQ2_K* w, const BlockQ8_K* x,
+                                 int64_t n) {
+  return DotK(w, x, n);
+}
+BRAID_AVX2 float DotQ3_KQ8_KAvx2(const BlockQ3_K* w, const BlockQ8_K* x,
+                                 int64_t n) {
+  return DotK(w, x, n);
+}
 BRAID_AVX2 float DotQ4_KQ8_KAvx2(const BlockQ4_K* w, const BlockQ8_K* x,
                                  int64_t n) {
-  return DotQ45KAvx2<false>(w, x, n);
+  return DotK(w, x, n);
 }
-
 BRAID_AVX2 float DotQ5_KQ8_KAvx2(const BlockQ5_K* w, const BlockQ8_K* x,
                                  int64_t n) {
-  return DotQ45KAvx2<true>(w, x, n);
+  return DotK(w, x, n);
 }
-
 BRAID_AVX2 float DotQ6_KQ8_KAvx2(const BlockQ6_K* w, const BlockQ8_K* x,
                                  int64_t n) {
-  float sum = 0.0f;
-  const __m256i low4 = _mm256_set1_epi8(0x0F);
-  for (int64_t i = 0; i < n / kQK_K; ++i) {
-    const BlockQ6_K& b = w[i];
-    __m256i acc = _mm256_setzero_si256();
-    for (int h = 0; h < 2; ++h) {
-      const __m256i ql0 = Load256(b.ql + 64 * h);
-      const __m256i ql1 = Load256(b.ql + 64 * h + 32);
-      const __m256i qh = Load256(b.qh + 32 * h);
-      const __m256i low[4] = {
-          _mm256_and_si256(ql0, low4), _mm256_and_si256(ql1, low4),
-          _mm256_and_si256(_mm256_srli_epi16(ql0, 4), low4),
-          _mm256_and_si256(_mm256_srli_epi16(ql1, 4), low4)};
-      for (int k = 0; k < 4; ++k) {
-        const int s = 8 * h + 2 * k;
-        const __m256i u = _mm256_or_si256(
-            low[k], _mm256_slli_epi16(ByteBits(qh, 2 * k, 3), 4));
-        acc = _mm256_add_epi32(
-            acc, ScaledPairSums(u, Load256(x[i].qs + 16 * s), b.scales[s],
-                                b.scales[s + 1]));
-      }
-    }
-    int correction = 0;
-    for (int s = 0; s < 16; ++s) correction += b.scales[s] * x[i].bsums[s];
-    sum = KQuantAccumulate(sum, H2F(b.d) * x[i].d, 0.0f,
-                           HorizontalSumI32(acc) - 32 * correction, 0);
+  return DotK(w, x, n);
+}
+
+bool GemmKQuantAvx2(DType type, const uint8_t* w, size_t w_row_bytes,
+                    const uint8_t* x, size_t x_row_bytes, int64_t n, int64_t r0,
+                    int64_t r1, int64_t n_tok, float* y, int64_t ld_y,
+                    bool accumulate) {
+  switch (type) {
+    case DType::kQ2_K:
+      GemmK<BlockQ2_K>(w, w_row_bytes, x, x_row_bytes, n, r0, r1, n_tok, y,
+                       ld_y, accumulate);
+      return true;
+    case DType::kQ3_K:
+      GemmK<BlockQ3_K>(w, w_row_bytes, x, x_row_bytes, n, r0, r1, n_tok, y,
+                       ld_y, accumulate);
+      return true;
+    case DType::kQ4_K:
+      GemmK<BlockQ4_K>(w, w_row_bytes, x, x_row_bytes, n, r0, r1, n_tok, y,
+                       ld_y, accumulate);
+      return true;
+    case DType::kQ5_K:
+      GemmK<BlockQ5_K>(w, w_row_bytes, x, x_row_bytes, n, r0, r1, n_tok, y,
+                       ld_y, accumulate);
+      return true;
+    case DType::kQ6_K:
+      GemmK<BlockQ6_K>(w, w_row_bytes, x, x_row_bytes, n, r0, r1, n_tok, y,
+                       ld_y, accumulate);
+      return true;
+    default:
+      return false;
   }
-  return sum;
 }
 
 }  // namespace braid::kernels::cpu::internal

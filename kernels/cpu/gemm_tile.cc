@@ -144,6 +144,11 @@ void GemmTile(DType type, const uint8_t* w, size_t w_row_bytes,
                              n_tok, y, ld_y, accumulate, prefetch_end)) {
     return;
   }
+  if (UseAvx2() &&
+      internal::GemmKQuantAvx2(type, w, w_row_bytes, x, x_row_bytes, n, r0, r1,
+                               n_tok, y, ld_y, accumulate)) {
+    return;
+  }
   for (int64_t t = 0; t < n_tok; ++t) {
     const uint8_t* xt = x + t * x_row_bytes;
     float* yt = y + t * ld_y;

@@ -60,7 +60,8 @@ bool PrepareGemmTileActivations(DType type, const uint8_t* x,
 // the activations x (rows of x_row_bytes, already in ActivationDType(type)),
 // n = columns. Any type; tiled kernels for Q4_1, Q4_0 and Q8_0 on AVX-512 (with
 // VNNI), for F32, F16 and BF16 on AVX-512 or AVX2 (n a multiple of 16), for
-// Q4_0, Q4_1 and Q8_0 on AVX2, DotRow otherwise.
+// Q4_0, Q4_1, Q8_0, Q5_0, Q5_1 and IQ4_NL on AVX2, for the K-quants on AVX2
+// (each row's blocks unpacked once for up to 16 tokens), DotRow otherwise.
 // `prepared`, when given, holds x's tables (PrepareGemmTileActivations).
 // Rows below prefetch_end (when past r1) may be prefetched as the range's
 // own: the rows the caller takes next, so the weights keep streaming from

@@ -46,7 +46,10 @@ TEST(GemmTileTest, BitIdenticalToDotRowForEveryTileShape) {
                             {DType::kQ5_1, int64_t{288}},
                             {DType::kIQ4_NL, int64_t{288}},
                             {DType::kQ4_K, int64_t{512}},
-                            {DType::kQ6_K, int64_t{256}}}) {
+                            {DType::kQ6_K, int64_t{256}},
+                            {DType::kQ2_K, int64_t{256}},
+                            {DType::kQ3_K, int64_t{512}},
+                            {DType::kQ5_K, int64_t{256}}}) {
     const int64_t rows = 21, n_tok = 75;
     const auto [w_bytes, x_bytes, w, x] =
         testing::MakeRandomOperands(type, rows, cols, n_tok, 3.0f, rng);

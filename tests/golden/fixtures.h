@@ -3,6 +3,9 @@
 #define BRAID_TESTS_GOLDEN_FIXTURES_H_
 
 #include <cstdint>
+#include <fstream>
+#include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/strings/numbers.h"
@@ -21,6 +24,66 @@ inline std::vector<int32_t> ParseIds(absl::string_view s) {
     ids.push_back(id);
   }
   return ids;
+}
+
+// A prompt of a top-logit fixture (make_float_golden.py,
+// make_kquant_golden.py): llama.cpp's prompt ids, its greedy continuation,
+// and at each generated position its top (id, logit) pairs.
+struct TopLogitCase {
+  std::vector<int32_t> prompt_ids, greedy_ids;
+  std::vector<std::vector<std::pair<int32_t, float>>> tops;
+};
+
+// A header line's two sums ("#TAG NAME s1 s2").
+struct FixtureSums {
+  uint64_t s1 = 0, s2 = 0;
+  bool operator==(const FixtureSums& o) const {
+    return s1 == o.s1 && s2 == o.s2;
+  }
+};
+
+// The cases of `name` in a top-logit fixture file, whose lines are
+// "#TAG NAME s1 s2" (its sums into *sums when NAME is name) or
+// "NAME hex(prompt) prompt-ids greedy-ids tops", tops as id:value pairs
+// joined by ',', positions by ';'. A malformed line fails the test.
+inline std::vector<TopLogitCase> LoadTopLogitCases(const std::string& path,
+                                                   absl::string_view tag,
+                                                   absl::string_view name,
+                                                   FixtureSums* sums) {
+  std::vector<TopLogitCase> cases;
+  std::ifstream tsv(path);
+  EXPECT_TRUE(tsv) << "missing fixture " << path;
+  std::string line;
+  while (std::getline(tsv, line)) {
+    std::vector<absl::string_view> cols = absl::StrSplit(line, '\t');
+    if (cols[0] == tag) {
+      EXPECT_EQ(cols.size(), 4u) << line;
+      if (cols.size() == 4 && cols[1] == name) {
+        EXPECT_TRUE(absl::SimpleAtoi(cols[2], &sums->s1) &&
+                    absl::SimpleAtoi(cols[3], &sums->s2))
+            << line;
+      }
+      continue;
+    }
+    EXPECT_EQ(cols.size(), 5u) << line;
+    if (cols.size() != 5 || cols[0] != name) continue;
+    TopLogitCase c{ParseIds(cols[2]), ParseIds(cols[3]), {}};
+    for (absl::string_view pos : absl::StrSplit(cols[4], ';')) {
+      auto& top = c.tops.emplace_back();
+      for (absl::string_view pair : absl::StrSplit(pos, ',')) {
+        std::vector<absl::string_view> kv = absl::StrSplit(pair, ':');
+        int32_t id = 0;
+        float v = 0;
+        EXPECT_TRUE(kv.size() == 2 && absl::SimpleAtoi(kv[0], &id) &&
+                    absl::SimpleAtof(kv[1], &v))
+            << pair;
+        top.emplace_back(id, v);
+      }
+    }
+    EXPECT_EQ(c.tops.size(), c.greedy_ids.size());
+    cases.push_back(std::move(c));
+  }
+  return cases;
 }
 
 }  // namespace braid::golden

@@ -38,19 +38,10 @@ constexpr char kFixture[] = "tests/golden/testdata/float_golden.tsv";
 // BF16 0.180; the logits here span ~10-30).
 constexpr double kTolerance[] = {0.1, 0.5};  // F16, BF16
 
-struct Case {
-  std::vector<int32_t> prompt_ids, greedy_ids;
-  // Per generated position: llama.cpp's top (id, logit) pairs.
-  std::vector<std::vector<std::pair<int32_t, float>>> tops;
-};
-
 // make_float_golden.py's "#CHECKSUM" pair for a type: two sums over the
 // 16-bit values of that type's tensors in file order, of the values and of
 // (1-based index) x value, mod 2^64.
-struct Checksum {
-  uint64_t s1 = 0, s2 = 0;
-  bool operator==(const Checksum& o) const { return s1 == o.s1 && s2 == o.s2; }
-};
+using Checksum = golden::FixtureSums;
 
 Checksum WeightsChecksum(const model::GgufFile& file, model::GgmlType type) {
   Checksum c;
@@ -68,50 +59,14 @@ Checksum WeightsChecksum(const model::GgufFile& file, model::GgmlType type) {
   return c;
 }
 
-std::vector<Case> LoadCases(absl::string_view type, Checksum* checksum) {
-  std::vector<Case> cases;
-  std::ifstream tsv(kFixture);
-  EXPECT_TRUE(tsv) << "missing fixture " << kFixture;
-  std::string line;
-  while (std::getline(tsv, line)) {
-    std::vector<absl::string_view> cols = absl::StrSplit(line, '\t');
-    if (cols[0] == "#CHECKSUM") {
-      EXPECT_EQ(cols.size(), 4u) << line;
-      if (cols.size() == 4 && cols[1] == type) {
-        EXPECT_TRUE(absl::SimpleAtoi(cols[2], &checksum->s1) &&
-                    absl::SimpleAtoi(cols[3], &checksum->s2))
-            << line;
-      }
-      continue;
-    }
-    EXPECT_EQ(cols.size(), 5u) << line;
-    if (cols.size() != 5 || cols[0] != type) continue;
-    Case c{ParseIds(cols[2]), ParseIds(cols[3]), {}};
-    for (absl::string_view pos : absl::StrSplit(cols[4], ';')) {
-      auto& top = c.tops.emplace_back();
-      for (absl::string_view pair : absl::StrSplit(pos, ',')) {
-        std::vector<absl::string_view> kv = absl::StrSplit(pair, ':');
-        int32_t id = 0;
-        float v = 0;
-        EXPECT_TRUE(kv.size() == 2 && absl::SimpleAtoi(kv[0], &id) &&
-                    absl::SimpleAtof(kv[1], &v))
-            << pair;
-        top.emplace_back(id, v);
-      }
-    }
-    EXPECT_EQ(c.tops.size(), c.greedy_ids.size());
-    cases.push_back(std::move(c));
-  }
-  return cases;
-}
-
 class FloatGoldenTest : public ::testing::TestWithParam<model::GgmlType> {};
 
 TEST_P(FloatGoldenTest, TeacherForcedLogitsMatchLlamaCpp) {
   const model::GgmlType type = GetParam();
   const bool f16 = type == model::GgmlType::kF16;
   Checksum want;
-  const std::vector<Case> cases = LoadCases(f16 ? "F16" : "BF16", &want);
+  const std::vector<golden::TopLogitCase> cases = golden::LoadTopLogitCases(
+      kFixture, "#CHECKSUM", f16 ? "F16" : "BF16", &want);
   ASSERT_GE(cases.size(), 4u);
 
   const std::string path = model::testing::SmolLm2Path();
@@ -136,7 +91,7 @@ TEST_P(FloatGoldenTest, TeacherForcedLogitsMatchLlamaCpp) {
 
   int same = 0, total = 0;
   double worst = 0;
-  for (const Case& c : cases) {
+  for (const golden::TopLogitCase& c : cases) {
     model::testing::SequenceRunner run(**model, 256);
     std::vector<float> logits;
     for (size_t i = 0; i < c.greedy_ids.size(); ++i) {
