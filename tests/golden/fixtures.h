@@ -8,6 +8,7 @@
 #include <utility>
 #include <vector>
 
+#include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/string_view.h"
@@ -45,7 +46,8 @@ struct FixtureSums {
 // The cases of `name` in a top-logit fixture file, whose lines are
 // "#TAG NAME s1 s2" (its sums into *sums when NAME is name) or
 // "NAME hex(prompt) prompt-ids greedy-ids tops", tops as id:value pairs
-// joined by ',', positions by ';'. A malformed line fails the test.
+// joined by ',', positions by ';'; other "#..." lines are skipped. A
+// malformed line fails the test.
 inline std::vector<TopLogitCase> LoadTopLogitCases(const std::string& path,
                                                    absl::string_view tag,
                                                    absl::string_view name,
@@ -65,6 +67,7 @@ inline std::vector<TopLogitCase> LoadTopLogitCases(const std::string& path,
       }
       continue;
     }
+    if (absl::StartsWith(cols[0], "#")) continue;  // another header
     EXPECT_EQ(cols.size(), 5u) << line;
     if (cols.size() != 5 || cols[0] != name) continue;
     TopLogitCase c{ParseIds(cols[2]), ParseIds(cols[3]), {}};
