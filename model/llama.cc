@@ -112,6 +112,9 @@ absl::Status LlamaModel::BindWeights() {
   BRAID_ASSIGN(token_embd_,
                Matrix(f, "token_embd.weight", c.n_vocab, c.n_embd));
   BRAID_ASSIGN(output_norm_, Vector(f, "output_norm.weight", c.n_embd));
+  if (f.FindTensor("rope_freqs.weight") != nullptr) {
+    BRAID_ASSIGN(rope_freqs_, Vector(f, "rope_freqs.weight", c.n_rot / 2));
+  }
   if (f.FindTensor("output.weight") != nullptr) {
     BRAID_ASSIGN(output_, Matrix(f, "output.weight", c.n_vocab, c.n_embd));
   } else {
@@ -140,6 +143,15 @@ absl::Status LlamaModel::BindWeights() {
     BRAID_ASSIGN(l.w_gate, Matrix(f, p + "ffn_gate.weight", c.n_ff, c.n_embd));
     BRAID_ASSIGN(l.w_up, Matrix(f, p + "ffn_up.weight", c.n_ff, c.n_embd));
     BRAID_ASSIGN(l.w_down, Matrix(f, p + "ffn_down.weight", c.n_embd, c.n_ff));
+    if (c.traits.qkv_bias) {
+      BRAID_ASSIGN(l.bq, Vector(f, p + "attn_q.bias", q_dim));
+      BRAID_ASSIGN(l.bk, Vector(f, p + "attn_k.bias", c.kv_dim()));
+      BRAID_ASSIGN(l.bv, Vector(f, p + "attn_v.bias", c.kv_dim()));
+    }
+    if (c.traits.qk_norm) {
+      BRAID_ASSIGN(l.q_norm, Vector(f, p + "attn_q_norm.weight", c.head_dim));
+      BRAID_ASSIGN(l.k_norm, Vector(f, p + "attn_k_norm.weight", c.head_dim));
+    }
     for (k::WeightMatrix* w :
          {&l.wq, &l.wk, &l.wv, &l.wo, &l.w_gate, &l.w_up, &l.w_down}) {
       Repack(f, w, packed_matmul_);
@@ -321,7 +333,30 @@ void LlamaModel::RunLayer(int il, const EntryMeta* meta, int n,
   // units left the shares unequal): per run, one product per matrix it
   // touches, RoPE on its Q and K rows, and its K and V rows rounded to fp16
   // into their pool slots.
-  const int64_t unit = q_dim % 16 == 0 && kv_dim % 16 == 0 ? 16 : hd;
+  // Neox RoPE pairs elements half a head apart and the per-head Q/K norms
+  // need whole heads: whole heads then.
+  const bool whole_heads =
+      c.traits.rope == ArchTraits::Rope::kNeox || c.traits.qk_norm;
+  const int64_t unit =
+      !whole_heads && q_dim % 16 == 0 && kv_dim % 16 == 0 ? 16 : hd;
+  // The epilogue of Q's or K's rows [a, b) (whole heads when whole_heads):
+  // bias, per-head norm, RoPE.
+  auto qk_epilogue = [&](float* out, int64_t ld, int64_t a, int64_t b,
+                         const std::vector<float>& bias,
+                         const std::vector<float>& norm) {
+    for (int t = 0; t < n; ++t) {
+      float* row = out + t * ld;
+      if (!bias.empty()) k::AddInPlace(row + a, bias.data() + a, b - a);
+      if (!norm.empty()) {
+        k::RmsNorm(row + a, norm.data(), (b - a) / hd, hd, c.rms_eps, row + a);
+      }
+    }
+    if (c.traits.rope == ArchTraits::Rope::kNeox) {
+      k::RopeApplyNeox(out, n, ld, a, b, hd, c.n_rot, s.rope_cs.data());
+    } else {
+      k::RopeApply(out, n, ld, a, b, hd, c.n_rot, s.rope_cs.data());
+    }
+  };
   const int64_t units = (q_dim + 2 * kv_dim) / unit;
   auto qkv_rows = [&](int64_t u0, int64_t u1, int64_t share_end) {
     const int64_t r0 = u0 * unit, r1 = u1 * unit, r_end = share_end * unit;
@@ -339,7 +374,7 @@ void LlamaModel::RunLayer(int il, const EntryMeta* meta, int n,
     };
     if (const auto [a, b, e] = part(0, q_dim); a < b) {
       k::MatMulRows(l.wq, in[0], a, b, s.q.data(), q_dim, false, e);
-      k::RopeApply(s.q.data(), n, q_dim, a, b, hd, c.n_rot, s.rope_cs.data());
+      qk_epilogue(s.q.data(), q_dim, a, b, l.bq, l.q_norm);
     }
     for (const bool is_k : {true, false}) {
       const auto [a, b, e] = part(is_k ? q_dim : q_dim + kv_dim, kv_dim);
@@ -348,7 +383,11 @@ void LlamaModel::RunLayer(int il, const EntryMeta* meta, int n,
       k::MatMulRows(is_k ? l.wk : l.wv, in[is_k ? 1 : 2], a, b, out, kv_dim,
                     false, e);
       if (is_k) {
-        k::RopeApply(out, n, kv_dim, a, b, hd, c.n_rot, s.rope_cs.data());
+        qk_epilogue(out, kv_dim, a, b, l.bk, l.k_norm);
+      } else if (!l.bv.empty()) {
+        for (int t = 0; t < n; ++t) {
+          k::AddInPlace(out + t * kv_dim + a, l.bv.data() + a, b - a);
+        }
       }
       uint16_t* cache = is_k ? k_layer : v_layer;
       for (int t = 0; t < n; ++t) {

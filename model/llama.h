@@ -118,6 +118,9 @@ class LlamaModel {
   struct Layer {
     std::vector<float> attn_norm;               // [n_embd]
     std::vector<float> ffn_norm;                // [n_embd]
+    // The architecture's optional parts (ArchTraits), empty when absent.
+    std::vector<float> bq, bk, bv;              // [q_dim], [kv_dim] x 2
+    std::vector<float> q_norm, k_norm;          // [head_dim]
     kernels::cpu::WeightMatrix wq, wk, wv, wo;  // [n_out, n_in] each
     kernels::cpu::WeightMatrix w_gate, w_up;    // [n_ff, n_embd]
     kernels::cpu::WeightMatrix w_down;          // [n_embd, n_ff]
@@ -255,6 +258,8 @@ class LlamaModel {
   kernels::cpu::WeightMatrix token_embd_;  // [n_vocab, n_embd]
   kernels::cpu::WeightMatrix output_;      // [n_vocab, n_embd]
   std::vector<float> output_norm_;         // [n_embd]
+  // rope_freqs.weight (Llama 3.x): [n_rot / 2] or empty.
+  std::vector<float> rope_freqs_;
   // Optional stream_embd.weight, dequantized: [n_streams, n_embd] or empty.
   std::vector<float> stream_embd_;
   std::vector<Layer> layers_;

@@ -349,7 +349,9 @@ void LlamaModel::RunPart(const Batch& b, const Part& part, const KvView& kv,
   // once a pass.
   static std::atomic<uint64_t> passes{0};
   s.view_pass = ++passes;
-  k::RopeTable(s.pos.data(), n, c.n_rot, c.rope_base, s.rope_cs.data());
+  k::RopeTable(s.pos.data(), n, c.n_rot, c.rope_base, s.rope_cs.data(),
+               rope_freqs_.empty() ? nullptr : rope_freqs_.data(),
+               c.rope_freq_scale);
   for (int il = 0; il < c.n_layer; ++il) RunLayer(il, meta, n, kv, exec);
 
   s.n_out = n_out;

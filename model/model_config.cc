@@ -10,8 +10,18 @@
 namespace braid::model {
 namespace {
 
-// Architectures whose GGUF layout and forward pass match ours exactly.
-bool SupportedArch(const std::string& arch) { return arch == "llama"; }
+// Every architecture braid reads, with its traits: a new one that fits the
+// shared block is one line here (and its tensors in LlamaModel::BindWeights
+// when it has optional ones).
+struct ArchEntry {
+  const char* name;
+  ArchTraits traits;
+};
+constexpr ArchEntry kArchs[] = {
+    {"llama", {ArchTraits::Rope::kNormal, false, false}},
+    {"qwen2", {ArchTraits::Rope::kNeox, true, false}},
+    {"qwen3", {ArchTraits::Rope::kNeox, false, true}},
+};
 
 absl::Status ReadPositive(const GgufFile& f, const std::string& key, int* out) {
   absl::StatusOr<int64_t> v = f.GetInt(key);
@@ -89,6 +99,15 @@ absl::Status ReadStreams(const GgufFile& f, LlamaConfig* c) {
 
 }  // namespace
 
+const ArchTraits* FindArch(const std::string& arch) {
+  for (const ArchEntry& e : kArchs) {
+    if (arch == e.name) return &e.traits;
+  }
+  return nullptr;
+}
+
+const char* SupportedArchs() { return "llama, qwen2, qwen3"; }
+
 absl::StatusOr<LlamaConfig> LlamaConfig::FromGguf(const GgufFile& f) {
   LlamaConfig c;
   absl::StatusOr<std::string> arch = f.GetString("general.architecture");
@@ -96,11 +115,14 @@ absl::StatusOr<LlamaConfig> LlamaConfig::FromGguf(const GgufFile& f) {
     return absl::InvalidArgumentError(
         "model config: missing general.architecture");
   }
-  if (!SupportedArch(*arch)) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "model config: unsupported architecture '", *arch, "' (need llama)"));
+  const ArchTraits* traits = FindArch(*arch);
+  if (traits == nullptr) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("model config: unsupported architecture '", *arch,
+                     "' (braid reads ", SupportedArchs(), ")"));
   }
   c.arch = *arch;
+  c.traits = *traits;
   const std::string p = c.arch + ".";
   for (auto [key, field] : {std::pair{"context_length", &c.n_ctx_train},
                             {"embedding_length", &c.n_embd},
@@ -117,17 +139,39 @@ absl::StatusOr<LlamaConfig> LlamaConfig::FromGguf(const GgufFile& f) {
       return s;
     }
   }
-  if (c.n_embd % c.n_head != 0) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("model config: n_embd ", c.n_embd,
-                     " not divisible by n_head ", c.n_head));
-  }
   if (c.n_head % c.n_head_kv != 0) {
     return absl::InvalidArgumentError(
         absl::StrCat("model config: n_head ", c.n_head,
                      " not divisible by n_head_kv ", c.n_head_kv));
   }
-  c.head_dim = c.n_embd / c.n_head;
+  if (f.Has(p + "attention.key_length")) {
+    // A head size of its own (qwen3: 128 with n_embd / n_head = 64).
+    if (absl::Status s =
+            ReadPositive(f, p + "attention.key_length", &c.head_dim);
+        !s.ok()) {
+      return s;
+    }
+    int value_length = c.head_dim;
+    if (f.Has(p + "attention.value_length")) {
+      if (absl::Status s =
+              ReadPositive(f, p + "attention.value_length", &value_length);
+          !s.ok()) {
+        return s;
+      }
+    }
+    if (value_length != c.head_dim) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "model config: attention.value_length ", value_length,
+          " != attention.key_length ", c.head_dim, " is not supported"));
+    }
+  } else {
+    if (c.n_embd % c.n_head != 0) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("model config: n_embd ", c.n_embd,
+                       " not divisible by n_head ", c.n_head));
+    }
+    c.head_dim = c.n_embd / c.n_head;
+  }
   c.n_rot = c.head_dim;
   if (f.Has(p + "rope.dimension_count")) {
     if (absl::Status s = ReadPositive(f, p + "rope.dimension_count", &c.n_rot);
@@ -149,9 +193,19 @@ absl::StatusOr<LlamaConfig> LlamaConfig::FromGguf(const GgufFile& f) {
   }
   if (f.Has(p + "rope.scaling.type")) {
     absl::StatusOr<std::string> t = f.GetString(p + "rope.scaling.type");
-    if (!t.ok() || *t != "none") {
-      return absl::UnimplementedError(
-          "model config: rope scaling is not supported");
+    if (t.ok() && *t == "linear") {
+      absl::StatusOr<double> factor = f.GetFloat(p + "rope.scaling.factor");
+      if (!factor.ok() || !(*factor >= 1)) {
+        return absl::InvalidArgumentError(
+            "model config: rope.scaling.type linear needs rope.scaling.factor "
+            ">= 1");
+      }
+      c.rope_freq_scale = static_cast<float>(1.0 / *factor);
+    } else if (!t.ok() || *t != "none") {
+      return absl::UnimplementedError(absl::StrCat(
+          "model config: rope.scaling.type '", t.ok() ? *t : "?",
+          "' is not supported (braid reads none and linear, and Llama 3's "
+          "rope_freqs.weight)"));
     }
   }
   absl::StatusOr<double> eps =

@@ -2,7 +2,9 @@
 //
 // LlamaConfig is a plain value; FromGguf validates it (supported architecture,
 // positive sizes, head counts that divide evenly, rope dims within a head) and
-// names the missing or bad key in its error.
+// names the missing or bad key in its error. The architectures braid reads
+// share one forward pass (model/llama.cc); each one is a small description
+// here: which optional parts of the block it has (ArchTraits).
 #ifndef BRAID_MODEL_MODEL_CONFIG_H_
 #define BRAID_MODEL_MODEL_CONFIG_H_
 
@@ -14,8 +16,25 @@
 
 namespace braid::model {
 
+// The parts of the shared Llama-family block an architecture uses.
+struct ArchTraits {
+  // RoPE on adjacent pairs (ggml's "normal": llama) or on halves of the
+  // rotated dims (ggml's "neox": qwen2, qwen3).
+  enum class Rope { kNormal, kNeox };
+  Rope rope = Rope::kNormal;
+  bool qkv_bias = false;  // blk.N.attn_{q,k,v}.bias (qwen2)
+  bool qk_norm = false;   // blk.N.attn_{q,k}_norm.weight, per head (qwen3)
+};
+
+// The traits of a general.architecture value, or nullptr when braid does not
+// read it.
+const ArchTraits* FindArch(const std::string& arch);
+// The architectures FindArch knows, for error messages ("llama, qwen2, ...").
+const char* SupportedArchs();
+
 struct LlamaConfig {
   std::string arch;  // general.architecture, e.g. "llama".
+  ArchTraits traits;
   int n_vocab = 0;
   int n_ctx_train = 0;
   int n_layer = 0;
@@ -23,9 +42,13 @@ struct LlamaConfig {
   int n_ff = 0;
   int n_head = 0;
   int n_head_kv = 0;
-  int head_dim = 0;  // n_embd / n_head.
+  int head_dim = 0;  // attention.key_length, else n_embd / n_head.
   int n_rot = 0;     // Rotary dimensions per head (<= head_dim).
   float rope_base = 10000.0f;
+  // rope.scaling.type "linear": positions scaled by 1 / rope.scaling.factor
+  // (ggml's freq_scale). Per-dimension frequency factors (Llama 3.x's
+  // rope_freqs.weight) are a tensor: LlamaModel reads them.
+  float rope_freq_scale = 1.0f;
   float rms_eps = 1e-5f;
 
   // Multi-stream metadata (docs/MULTISTREAM.md "Model metadata"), from the

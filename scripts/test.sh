@@ -17,6 +17,14 @@ else
   echo "test: could not write the K-quant models (see above)" >&2
 fi
 
+# Random-weight models of the other architectures (//tests/golden:arch_golden_test).
+ARCH_DIR="$CACHE/models/arch"
+if BRAID_CACHE="$CACHE" "$CACHE/venv/bin/python" tools/golden/arch_models.py "$ARCH_DIR" "$MODEL" >/dev/null; then
+  export BRAID_ARCH_DIR="$ARCH_DIR"
+else
+  echo "test: could not write the architecture test models (see above)" >&2
+fi
+
 bazel test //... \
   --test_env=BRAID_MODEL="$MODEL" \
   --test_env=BRAID_PYTHON="$CACHE/venv/bin/python" \

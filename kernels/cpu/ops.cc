@@ -215,15 +215,39 @@ void RmsNorm(const float* x, const float* weight, int64_t n_rows, int64_t n,
 }
 
 void RopeTable(const int32_t* positions, int64_t n_tok, int64_t n_rot,
-               float base, float* cs) {
+               float base, float* cs, const float* freq_factors,
+               float freq_scale) {
   const float theta_scale = std::pow(base, -2.0f / static_cast<float>(n_rot));
   for (int64_t t = 0; t < n_tok; ++t) {
     float theta = static_cast<float>(positions[t]);
     // Incremental powers of theta_scale, as ggml computes them.
     for (int64_t i = 0; i < n_rot; i += 2) {
-      cs[t * n_rot + i] = std::cos(theta);
-      cs[t * n_rot + i + 1] = std::sin(theta);
+      float th = theta;
+      if (freq_factors != nullptr) th = th / freq_factors[i / 2];
+      if (freq_scale != 1.0f) th = freq_scale * th;
+      cs[t * n_rot + i] = std::cos(th);
+      cs[t * n_rot + i + 1] = std::sin(th);
       theta *= theta_scale;
+    }
+  }
+}
+
+void RopeApplyNeox(float* x, int64_t n_tok, int64_t row_stride, int64_t e0,
+                   int64_t e1, int64_t head_dim, int64_t n_rot,
+                   const float* cs) {
+  const int64_t half = n_rot / 2;
+  for (int64_t t = 0; t < n_tok; ++t) {
+    const float* cst = cs + t * n_rot;
+    for (int64_t head = e0; head < e1; head += head_dim) {
+      float* xh = x + t * row_stride + head;
+      for (int64_t i = 0; i < half; ++i) {
+        const float c = cst[2 * i];
+        const float s = cst[2 * i + 1];
+        const float x0 = xh[i];
+        const float x1 = xh[i + half];
+        xh[i] = std::fma(x0, c, -(x1 * s));
+        xh[i + half] = std::fma(x0, s, x1 * c);
+      }
     }
   }
 }

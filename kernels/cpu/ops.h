@@ -30,15 +30,25 @@ void RopeNormal(float* x, const int32_t* positions, int64_t n_tok,
 // The rotation RopeNormal applies, tabulated once per token for all heads and
 // layers: cs[t * n_rot + i] = cos(theta_i), cs[t * n_rot + i + 1] =
 // sin(theta_i) for even i < n_rot, theta computed exactly as RopeNormal does.
-// positions: [n_tok]; cs: [n_tok, n_rot].
+// With freq_factors ([n_rot / 2], Llama 3's rope_freqs) or a freq_scale
+// (linear scaling) theta_i is freq_scale * (theta_i / freq_factors[i / 2]),
+// as ggml's rope cache forms it. positions: [n_tok]; cs: [n_tok, n_rot].
 void RopeTable(const int32_t* positions, int64_t n_tok, int64_t n_rot,
-               float base, float* cs);
+               float base, float* cs, const float* freq_factors = nullptr,
+               float freq_scale = 1.0f);
 
 // RopeNormal with a table, on elements [e0, e1) of x's rows (e0 and e1
 // even; any part of any head): row t starts at x + t * row_stride and holds
 // heads of head_dim. Bit-identical to RopeNormal.
 void RopeApply(float* x, int64_t n_tok, int64_t row_stride, int64_t e0,
                int64_t e1, int64_t head_dim, int64_t n_rot, const float* cs);
+
+// RopeApply in ggml's "neox" mode: within each head the pairs (x[i],
+// x[i + n_rot / 2]) for i < n_rot / 2 rotate by table entry 2i (qwen2,
+// qwen3, gemma). [e0, e1) must be whole heads.
+void RopeApplyNeox(float* x, int64_t n_tok, int64_t row_stride, int64_t e0,
+                   int64_t e1, int64_t head_dim, int64_t n_rot,
+                   const float* cs);
 
 // gate[i] = silu(gate[i]) * up[i]; silu(v) = v / (1 + exp(-v)), with ggml's
 // exp (vec_math.h SwiGlu; its 16-element groups run over the flat array, so

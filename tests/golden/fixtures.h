@@ -2,7 +2,10 @@
 #ifndef BRAID_TESTS_GOLDEN_FIXTURES_H_
 #define BRAID_TESTS_GOLDEN_FIXTURES_H_
 
+#include <cmath>
 #include <cstdint>
+#include <cstdio>
+#include <cstring>
 #include <fstream>
 #include <string>
 #include <utility>
@@ -87,6 +90,47 @@ inline std::vector<TopLogitCase> LoadTopLogitCases(const std::string& path,
     cases.push_back(std::move(c));
   }
   return cases;
+}
+
+// kquant_models.fingerprint: two sums over the file as little-endian 64-bit
+// words (zero-padded), of the words and of (1-based index) x word.
+inline FixtureSums Fingerprint(const std::string& path) {
+  FixtureSums sums;
+  FILE* f = std::fopen(path.c_str(), "rb");
+  if (f == nullptr) return sums;
+  std::vector<uint8_t> buf(1 << 20);
+  uint64_t index = 0;
+  size_t got;
+  while ((got = std::fread(buf.data(), 1, buf.size(), f)) > 0) {
+    if (got % 8 != 0) std::memset(buf.data() + got, 0, 8 - got % 8);
+    for (size_t off = 0; off < got; off += 8) {
+      uint64_t word;
+      std::memcpy(&word, buf.data() + off, 8);
+      sums.s1 += word;
+      sums.s2 += ++index * word;
+    }
+  }
+  std::fclose(f);
+  return sums;
+}
+
+// Cosine of a and b after subtracting each one's mean.
+inline double CentredCosine(const std::vector<double>& a,
+                     const std::vector<double>& b) {
+  double ma = 0, mb = 0;
+  for (size_t i = 0; i < a.size(); ++i) {
+    ma += a[i];
+    mb += b[i];
+  }
+  ma /= a.size();
+  mb /= b.size();
+  double ab = 0, aa = 0, bb = 0;
+  for (size_t i = 0; i < a.size(); ++i) {
+    ab += (a[i] - ma) * (b[i] - mb);
+    aa += (a[i] - ma) * (a[i] - ma);
+    bb += (b[i] - mb) * (b[i] - mb);
+  }
+  return ab / std::sqrt(aa * bb);
 }
 
 }  // namespace braid::golden

@@ -44,47 +44,6 @@ constexpr double kWorstCosineMargin = 0.05;
 constexpr double kMedianCosineMargin = 0.001;
 constexpr int kFirst8Margin = 8;
 
-// kquant_models.fingerprint: two sums over the file as little-endian 64-bit
-// words (zero-padded), of the words and of (1-based index) x word.
-golden::FixtureSums Fingerprint(const std::string& path) {
-  golden::FixtureSums sums;
-  FILE* f = std::fopen(path.c_str(), "rb");
-  if (f == nullptr) return sums;
-  std::vector<uint8_t> buf(1 << 20);
-  uint64_t index = 0;
-  size_t got;
-  while ((got = std::fread(buf.data(), 1, buf.size(), f)) > 0) {
-    if (got % 8 != 0) std::memset(buf.data() + got, 0, 8 - got % 8);
-    for (size_t off = 0; off < got; off += 8) {
-      uint64_t word;
-      std::memcpy(&word, buf.data() + off, 8);
-      sums.s1 += word;
-      sums.s2 += ++index * word;
-    }
-  }
-  std::fclose(f);
-  return sums;
-}
-
-// Cosine of a and b after subtracting each one's mean.
-double CentredCosine(const std::vector<double>& a,
-                     const std::vector<double>& b) {
-  double ma = 0, mb = 0;
-  for (size_t i = 0; i < a.size(); ++i) {
-    ma += a[i];
-    mb += b[i];
-  }
-  ma /= a.size();
-  mb /= b.size();
-  double ab = 0, aa = 0, bb = 0;
-  for (size_t i = 0; i < a.size(); ++i) {
-    ab += (a[i] - ma) * (b[i] - mb);
-    aa += (a[i] - ma) * (a[i] - ma);
-    bb += (b[i] - mb) * (b[i] - mb);
-  }
-  return ab / std::sqrt(aa * bb);
-}
-
 // The fixture's #SELF line for a file.
 struct SelfConsistency {
   int same = 0, total = 0, first8 = 0;
@@ -126,7 +85,7 @@ SelfConsistency CompareWithFixture(const std::string& name) {
     return got;
   }
   const std::string path = std::string(dir) + "/smollm2-" + name + ".gguf";
-  const golden::FixtureSums sums = Fingerprint(path);
+  const golden::FixtureSums sums = golden::Fingerprint(path);
   if (!(sums == want)) {
     ADD_FAILURE() << path << " is not the file the fixture was made from "
                   << "(missing, or another llama.cpp wrote it): " << sums.s1
@@ -162,7 +121,7 @@ SelfConsistency CompareWithFixture(const std::string& name) {
         ours.push_back(logits[id]);
         theirs.push_back(value);
       }
-      cosines.push_back(CentredCosine(ours, theirs));
+      cosines.push_back(golden::CentredCosine(ours, theirs));
     }
   }
   std::sort(cosines.begin(), cosines.end());
