@@ -289,15 +289,28 @@ BRAID_VNNI void Tile(const uint8_t* w, size_t w_row_bytes, const uint8_t* x,
   }
 }
 
-// The activations' scales of tokens [0, n_tok) as f32, [block][token]
-// (thread_local; laid out once per call).
+// The activations' scales of tokens [0, n_tok) as f32, [block][token], laid
+// out once per call: in `stack` (kStackScales floats each for d and s) when
+// they fit, which covers every decode-sized call (a thread's first call of
+// a new size allocates nothing, so steps allocate nothing whichever thread
+// takes which rows), else in thread_local vectors.
+constexpr int64_t kStackScales = 2048;
 template <typename F>
 BRAID_AVX2 void ScaleTables(const uint8_t* x, size_t x_row_bytes, int64_t nb,
-                            int64_t n_tok, const float** xd, const float** xs) {
-  thread_local std::vector<float> d, s;
-  const size_t need = static_cast<size_t>(nb * n_tok) + 4;
-  if (d.size() < need) d.resize(need);
-  if (F::kMin && s.size() < need) s.resize(need);
+                            int64_t n_tok, float* stack, const float** xd,
+                            const float** xs) {
+  thread_local std::vector<float> heap_d, heap_s;
+  const int64_t need = nb * n_tok + 4;
+  float* d = stack;
+  float* s = stack + kStackScales;
+  if (need > kStackScales) {
+    if (heap_d.size() < static_cast<size_t>(need)) heap_d.resize(need);
+    if (F::kMin && heap_s.size() < static_cast<size_t>(need)) {
+      heap_s.resize(need);
+    }
+    d = heap_d.data();
+    s = heap_s.data();
+  }
   for (int64_t t = 0; t < n_tok; ++t) {
     const auto* xb =
         reinterpret_cast<const typename F::X*>(x + t * x_row_bytes);
@@ -306,8 +319,8 @@ BRAID_AVX2 void ScaleTables(const uint8_t* x, size_t x_row_bytes, int64_t nb,
       if constexpr (F::kMin) s[i * n_tok + t] = H2F(xb[i].s);
     }
   }
-  *xd = d.data();
-  *xs = F::kMin ? s.data() : nullptr;
+  *xd = d;
+  *xs = F::kMin ? s : nullptr;
 }
 
 // Rows [r0, r1) in tiles of kR rows (then single rows), tokens in groups of
@@ -319,7 +332,8 @@ void RunTiles(const uint8_t* w, size_t w_row_bytes, const uint8_t* x,
               int64_t prefetch_end) {
   const int64_t nb = n / kQK;
   const float *xd, *xs;
-  ScaleTables<F>(x, x_row_bytes, nb, n_tok, &xd, &xs);
+  alignas(32) float stack[2 * kStackScales];
+  ScaleTables<F>(x, x_row_bytes, nb, n_tok, stack, &xd, &xs);
   auto tokens = [&](auto tile1, auto tile2, auto tileT, const uint8_t* wr,
                     int64_t r) {
     int64_t t = 0;
