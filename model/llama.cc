@@ -3,11 +3,13 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <map>
 #include <cstdint>
 #include <string>
 #include <tuple>
 #include <utility>
 
+#include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "kernels/cpu/attention.h"
@@ -160,6 +162,50 @@ absl::Status LlamaModel::BindWeights() {
   Repack(f, &output_, packed_matmul_);
 #undef BRAID_ASSIGN
   return absl::OkStatus();
+}
+
+std::string LlamaModel::DescribeTensorTypes() const {
+  std::map<std::string, int> counts;
+  for (const GgufTensor& t : file_->tensors()) {
+    ++counts[GgmlTypeName(static_cast<uint32_t>(t.type))];
+  }
+  std::vector<std::pair<int, std::string>> order;
+  for (const auto& [name, n] : counts) order.emplace_back(-n, name);
+  std::sort(order.begin(), order.end());
+  std::string out;
+  for (const auto& [n, name] : order) {
+    absl::StrAppend(&out, out.empty() ? "" : ", ", name, " x", -n);
+  }
+  return out;
+}
+
+std::vector<std::string> LlamaModel::UnusedTensors() const {
+  const LlamaConfig& c = config_;
+  absl::flat_hash_set<std::string> read = {
+      "token_embd.weight", "output_norm.weight", "output.weight",
+      "rope_freqs.weight", "stream_embd.weight"};
+  std::vector<const char*> per_layer = {
+      "attn_norm.weight", "ffn_norm.weight",   "attn_q.weight",
+      "attn_k.weight",    "attn_v.weight",     "attn_output.weight",
+      "ffn_gate.weight",  "ffn_up.weight",     "ffn_down.weight"};
+  if (c.traits.qkv_bias) {
+    per_layer.insert(per_layer.end(),
+                     {"attn_q.bias", "attn_k.bias", "attn_v.bias"});
+  }
+  if (c.traits.qk_norm) {
+    per_layer.insert(per_layer.end(),
+                     {"attn_q_norm.weight", "attn_k_norm.weight"});
+  }
+  for (int il = 0; il < c.n_layer; ++il) {
+    for (const char* suffix : per_layer) {
+      read.insert(absl::StrCat("blk.", il, ".", suffix));
+    }
+  }
+  std::vector<std::string> unused;
+  for (const GgufTensor& t : file_->tensors()) {
+    if (!read.contains(t.name)) unused.push_back(t.name);
+  }
+  return unused;
 }
 
 int64_t LlamaModel::WeightBytes() const {

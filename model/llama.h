@@ -17,6 +17,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -56,6 +57,13 @@ class LlamaModel {
   // Bytes of the weight matrices one decode step reads (every linear layer
   // and the output projection).
   int64_t WeightBytes() const;
+
+  // What loading made of the file, for the load log: the tensors' types with
+  // their counts ("Q5_0 x166, Q8_0 x15, F32 x61"), and the file's tensors
+  // the forward pass does not read (none for the architectures braid knows;
+  // a file with more, e.g. a vision tower, is served without them).
+  std::string DescribeTensorTypes() const;
+  std::vector<std::string> UnusedTensors() const;
   // A pool shaped for this model.
   PagedKvPool NewPagedKvPool(int block_size, int num_blocks) const;
 

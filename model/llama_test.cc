@@ -160,5 +160,34 @@ TEST(LlamaModelTest, LoadRejectsMissingTensor) {
       << model.status();
 }
 
+// An architecture's own tensors are required: a qwen2 file without its
+// Q/K/V biases (the random llama model renamed) is refused naming the first.
+TEST(LlamaModelTest, LoadRejectsMissingArchitectureTensor) {
+  std::string bytes = testing::MakeRandomLlamaGguf({});
+  for (size_t pos = 0; (pos = bytes.find("llama", pos)) != std::string::npos;
+       pos += 5) {
+    bytes.replace(pos, 5, "qwen2");
+  }
+  auto file = GgufFile::FromBytes(bytes);
+  ASSERT_TRUE(file.ok()) << file.status();
+  auto model = LlamaModel::Load(*std::move(file), {});
+  ASSERT_FALSE(model.ok());
+  EXPECT_NE(model.status().message().find("blk.0.attn_q.bias"),
+            std::string::npos)
+      << model.status();
+}
+
+// The load log's parts: the types with counts, and tensors the pass does not
+// read (none for a complete file).
+TEST(LlamaModelTest, DescribesTypesAndUnusedTensors) {
+  testing::RandomLlamaSpec spec;
+  auto model = LoadRandom(spec);
+  ASSERT_NE(model, nullptr);
+  // 2 layers: 7 Q4_1 matrices each; 2 norms each and the output norm in F32;
+  // the tied embeddings in Q8_0.
+  EXPECT_EQ(model->DescribeTensorTypes(), "Q4_1 x14, F32 x5, Q8_0 x1");
+  EXPECT_TRUE(model->UnusedTensors().empty());
+}
+
 }  // namespace
 }  // namespace braid::model

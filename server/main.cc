@@ -21,6 +21,7 @@
 #include "absl/flags/usage_config.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "absl/time/clock.h"
 #include "batching/engine.h"
 #include "batching/model_executor.h"
@@ -460,10 +461,22 @@ int Run() {
   SetHealth(server->get(), true);
   server_metrics.SetState(metrics::ServerState::kServing);
   std::fprintf(stderr,
-               "braidd: loaded %s (%d layers, vocab %d) in %.2f s; "
+               "braidd: loaded %s (%s, %d layers, vocab %d) in %.2f s; "
                "serving\n",
-               path.c_str(), config.n_layer, loaded->tokenizer->vocab_size(),
+               path.c_str(), config.arch.c_str(), config.n_layer,
+               loaded->tokenizer->vocab_size(),
                absl::ToDoubleSeconds(absl::Now() - load_start));
+  // Weights stay in the file's types; only norms, biases and rope factors
+  // are read as f32.
+  std::fprintf(stderr,
+               "braidd: tensors %s (matrices multiplied in their own types; "
+               "norms, biases and rope factors read as F32)\n",
+               loaded->llama->DescribeTensorTypes().c_str());
+  if (const std::vector<std::string> unused = loaded->llama->UnusedTensors();
+      !unused.empty()) {
+    std::fprintf(stderr, "braidd: %zu tensors not used: %s\n", unused.size(),
+                 absl::StrJoin(unused, ", ").c_str());
+  }
 
   const std::string stats_file = absl::GetFlag(FLAGS_stats_file);
   while (g_signals.load() == 0) {

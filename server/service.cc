@@ -25,24 +25,6 @@ absl::string_view Authorization(const grpc::CallbackServerContext& context) {
   return absl::string_view(it->second.data(), it->second.size());
 }
 
-const char* TypeName(model::GgmlType type) {
-  switch (type) {
-    case model::GgmlType::kF32:
-      return "F32";
-    case model::GgmlType::kF16:
-      return "F16";
-    case model::GgmlType::kBF16:
-      return "BF16";
-    case model::GgmlType::kQ4_0:
-      return "Q4_0";
-    case model::GgmlType::kQ4_1:
-      return "Q4_1";
-    case model::GgmlType::kQ8_0:
-      return "Q8_0";
-  }
-  return "?";
-}
-
 }  // namespace
 
 // What SetReady publishes: the loaded model and what serves it.
@@ -221,7 +203,7 @@ grpc::ServerUnaryReactor* BraidService::GetModelInfo(
   response->set_num_kv_heads(config.n_head_kv);
   std::set<std::string> types;
   for (const model::GgufTensor& t : file.tensors())
-    types.insert(TypeName(t.type));
+    types.insert(model::GgmlTypeName(static_cast<uint32_t>(t.type)));
   for (const std::string& t : types) response->add_tensor_types(t);
   response->set_bos_token_id(b.tokenizer->bos_id());
   response->set_eos_token_id(b.tokenizer->eos_id());
