@@ -257,14 +257,101 @@ BRAID_AVX2 inline float AddBlock(const KPrep& p, const BlockQ8_K& x,
                           msum);
 }
 
+// One block's sum against one Q8_K block, for one token: by default
+// Prepare then AddBlock; Q4_K and Q6_K (the bulk of Q4_K_M / Q5_K_M files)
+// have fused forms that keep every vector in registers (the same integers,
+// so the same sums).
+template <typename Block>
+BRAID_AVX2 inline float BlockSum(const Block& b, const BlockQ8_K& x,
+                                 float sum) {
+  KPrep p;
+  Prepare(b, &p);
+  return AddBlock(p, x, sum);
+}
+
+template <>
+BRAID_AVX2 inline float BlockSum(const BlockQ4_K& b, const BlockQ8_K& x,
+                                 float sum) {
+  const __m256i low4 = _mm256_set1_epi8(0x0F);
+  uint8_t sc[8], m[8];
+  for (int s = 0; s < 8; ++s) ScaleMinK4(s, b.scales, &sc[s], &m[s]);
+  __m256i acc = _mm256_setzero_si256();
+#pragma GCC unroll 4
+  for (int g = 0; g < 4; ++g) {
+    const __m256i bits = Load256(b.qs + 32 * g);
+    const __m256i lo = _mm256_and_si256(bits, low4);
+    const __m256i hi = _mm256_and_si256(_mm256_srli_epi16(bits, 4), low4);
+    const __m256i plo = _mm256_madd_epi16(
+        _mm256_maddubs_epi16(lo, Load256(x.qs + 64 * g)),
+        _mm256_set1_epi16(sc[2 * g]));
+    const __m256i phi = _mm256_madd_epi16(
+        _mm256_maddubs_epi16(hi, Load256(x.qs + 64 * g + 32)),
+        _mm256_set1_epi16(sc[2 * g + 1]));
+    acc = _mm256_add_epi32(acc, _mm256_add_epi32(plo, phi));
+  }
+  // The mins against the 32-element sums of x: bsums added in pairs.
+  const __m256i bsums = Int16x16(x.bsums);
+  const __m128i pair_sums = _mm_hadd_epi16(_mm256_castsi256_si128(bsums),
+                                           _mm256_extracti128_si256(bsums, 1));
+  const __m128i mins = _mm_cvtepu8_epi16(
+      _mm_loadl_epi64(reinterpret_cast<const __m128i*>(m)));
+  __m128i ms = _mm_madd_epi16(mins, pair_sums);
+  ms = _mm_add_epi32(ms, _mm_unpackhi_epi64(ms, ms));
+  ms = _mm_add_epi32(ms, _mm_shuffle_epi32(ms, 1));
+  return KQuantAccumulate(sum, H2F(b.d) * x.d, H2F(b.dmin) * x.d,
+                          HorizontalSumI32(acc), _mm_cvtsi128_si32(ms));
+}
+
+template <>
+BRAID_AVX2 inline float BlockSum(const BlockQ6_K& b, const BlockQ8_K& x,
+                                 float sum) {
+  const __m256i low4 = _mm256_set1_epi8(0x0F);
+  const __m256i three = _mm256_set1_epi8(3);
+  // The 16 int8 scales as int16, and the pair of sub-block s for element
+  // groups of 16 lanes: [s, s+1] per 32 elements.
+  const __m256i sc16 = _mm256_cvtepi8_epi16(
+      _mm_loadu_si128(reinterpret_cast<const __m128i*>(b.scales)));
+  __m256i acc = _mm256_setzero_si256();
+#pragma GCC unroll 2
+  for (int h = 0; h < 2; ++h) {
+    const __m256i ql0 = Load256(b.ql + 64 * h);
+    const __m256i ql1 = Load256(b.ql + 64 * h + 32);
+    const __m256i qh = Load256(b.qh + 32 * h);
+    const __m256i u[4] = {
+        _mm256_or_si256(_mm256_and_si256(ql0, low4),
+                        _mm256_slli_epi16(_mm256_and_si256(qh, three), 4)),
+        _mm256_or_si256(
+            _mm256_and_si256(ql1, low4),
+            _mm256_slli_epi16(
+                _mm256_and_si256(_mm256_srli_epi16(qh, 2), three), 4)),
+        _mm256_or_si256(
+            _mm256_and_si256(_mm256_srli_epi16(ql0, 4), low4),
+            _mm256_slli_epi16(
+                _mm256_and_si256(_mm256_srli_epi16(qh, 4), three), 4)),
+        _mm256_or_si256(
+            _mm256_and_si256(_mm256_srli_epi16(ql1, 4), low4),
+            _mm256_slli_epi16(
+                _mm256_and_si256(_mm256_srli_epi16(qh, 6), three), 4))};
+#pragma GCC unroll 4
+    for (int k = 0; k < 4; ++k) {
+      const int s = 8 * h + 2 * k;
+      acc = _mm256_add_epi32(
+          acc, _mm256_madd_epi16(
+                   _mm256_maddubs_epi16(u[k], Load256(x.qs + 16 * s)),
+                   PairScales(b.scales[s], b.scales[s + 1])));
+    }
+  }
+  // The offset -32 of every value, through x's 16-element sums.
+  const __m256i corr = _mm256_madd_epi16(sc16, Int16x16(x.bsums));
+  return KQuantAccumulate(sum, H2F(b.d) * x.d, 0.0f,
+                          HorizontalSumI32(acc) - 32 * HorizontalSumI32(corr),
+                          0);
+}
+
 template <typename Block>
 BRAID_AVX2 float DotK(const Block* w, const BlockQ8_K* x, int64_t n) {
   float sum = 0.0f;
-  KPrep p;
-  for (int64_t i = 0; i < n / kQK_K; ++i) {
-    Prepare(w[i], &p);
-    sum = AddBlock(p, x[i], sum);
-  }
+  for (int64_t i = 0; i < n / kQK_K; ++i) sum = BlockSum(w[i], x[i], sum);
   return sum;
 }
 
@@ -278,6 +365,14 @@ BRAID_AVX2 void GemmK(const uint8_t* w, size_t w_row_bytes, const uint8_t* x,
   const int64_t nb = n / kQK_K;
   KPrep p;
   float sums[kChunk];
+  if (n_tok == 1) {  // one token: the fused block sums, rows streaming
+    for (int64_t r = r0; r < r1; ++r) {
+      const float v = DotK(reinterpret_cast<const Block*>(w + r * w_row_bytes),
+                           reinterpret_cast<const BlockQ8_K*>(x), n);
+      y[r] = accumulate ? y[r] + v : v;
+    }
+    return;
+  }
   for (int64_t t0 = 0; t0 < n_tok; t0 += kChunk) {
     const int64_t tn = std::min(kChunk, n_tok - t0);
     for (int64_t r = r0; r < r1; ++r) {

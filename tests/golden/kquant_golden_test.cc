@@ -1,5 +1,8 @@
 // braid on the files users download (K-quants and the 5-bit types) against
-// llama.cpp: the default model quantized by llama.cpp's own quantizer
+// llama.cpp: the default model (whose rows of 576 leave most matrices in
+// llama.cpp's fallback types) and a random Llama 3 model (rows of 256 and
+// 512: every matrix a true K-quant, Q2_K included) quantized by llama.cpp's
+// own quantizer
 // (tools/golden/kquant_models.py, in $BRAID_KQUANT_DIR; the fixture's
 // fingerprint of each file must match), fixtures by
 // tools/golden/make_kquant_golden.py (llama-cpp-python on those files).
@@ -24,6 +27,7 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_split.h"
 #include "gtest/gtest.h"
@@ -38,7 +42,7 @@ namespace {
 constexpr char kFixture[] = "tests/golden/testdata/kquant_golden.tsv";
 // How much further from llama.cpp braid may be than llama.cpp's one-token
 // run: greedy tokens per file (of 320), cosines per file, and first-8
-// differences over all files (of 640 positions).
+// differences over all files (of 1,040 positions).
 constexpr int kGreedyMargin = 8;
 constexpr double kWorstCosineMargin = 0.05;
 constexpr double kMedianCosineMargin = 0.001;
@@ -84,7 +88,10 @@ SelfConsistency CompareWithFixture(const std::string& name) {
            "scripts/llama_venv.sh installs in ~/.cache/braid/llama-venv)";
     return got;
   }
-  const std::string path = std::string(dir) + "/smollm2-" + name + ".gguf";
+  // kquant_models.model_path: the random model's files by their own names.
+  const std::string path =
+      std::string(dir) + (absl::StartsWith(name, "rand-") ? "/" : "/smollm2-") +
+      name + ".gguf";
   const golden::FixtureSums sums = golden::Fingerprint(path);
   if (!(sums == want)) {
     ADD_FAILURE() << path << " is not the file the fixture was made from "
@@ -132,8 +139,10 @@ SelfConsistency CompareWithFixture(const std::string& name) {
 
 TEST(KQuantGoldenTest, AsCloseToLlamaCppAsLlamaCppIsToItself) {
   int first8 = 0, self_first8 = 0;
-  for (const char* name : {"q4_k_m", "q5_k_m", "q6_k", "q3_k_m", "q2_k",
-                           "q5_0", "q5_1", "q8_0"}) {
+  for (const char* name :
+       {"q4_k_m", "q5_k_m", "q6_k", "q3_k_m", "q2_k", "q5_0", "q5_1", "q8_0",
+        "rand-q2_k", "rand-q3_k_m", "rand-q4_k_m", "rand-q5_k_m",
+        "rand-q6_k"}) {
     const SelfConsistency self = LoadSelf(name);
     const SelfConsistency got = CompareWithFixture(name);
     std::printf(

@@ -15,7 +15,12 @@ The quantizer is ggml's portable reference code, so every machine writes the
 same bytes; make_kquant_golden.py records a fingerprint of each file (two sums
 over its 64-bit words), which //tests/golden:kquant_golden_test checks.
 
-Usage (llama-cpp-python's interpreter; scripts/setup.sh makes
+The default model's files hold few true K-quant matrices (and no Q2_K one),
+so the same quantizer also writes RAND_TYPES of arch_models.py's random
+Llama 3 model, whose rows (256, 512) are whole super-blocks: every matrix of
+rand-q2_k is Q2_K or Q3_K, of rand-q4_k_m Q4_K or Q6_K, and so on.
+
+Usage (llama-cpp-python's interpreter; scripts/llama_venv.sh makes
 ~/.cache/braid/llama-venv):
   tools/golden/kquant_models.py [OUT_DIR [MODEL.gguf]]
 Prints OUT_DIR.
@@ -40,6 +45,16 @@ TYPES = {
 }
 
 
+# name -> llama_ftype, of arch_models.py's "llama3" model.
+RAND_TYPES = {
+    "rand-q2_k": 10,
+    "rand-q3_k_m": 12,
+    "rand-q4_k_m": 15,
+    "rand-q5_k_m": 17,
+    "rand-q6_k": 18,
+}
+
+
 def default_model():
     return os.path.join(os.environ.get("BRAID_CACHE", os.path.expanduser(
         "~/.cache/braid")), "models", "SmolLM2-135M-Instruct.Q4_1.gguf")
@@ -59,11 +74,24 @@ def fingerprint(path):
 
 
 def model_path(out_dir, name):
+    if name.startswith("rand-"):
+        return os.path.join(out_dir, "%s.gguf" % name)
     return os.path.join(out_dir, "smollm2-%s.gguf" % name)
 
 
-def make(out_dir, model):
+def quantize(src, dst, ftype):
     import llama_cpp  # llama-cpp-python
+    params = llama_cpp.llama_model_quantize_default_params()
+    params.ftype = ftype
+    params.nthread = 2
+    rc = llama_cpp.llama_model_quantize(src.encode(), (dst + ".tmp").encode(),
+                                        ctypes.byref(params))
+    if rc != 0:
+        sys.exit("llama_model_quantize %s failed: %d" % (dst, rc))
+    os.replace(dst + ".tmp", dst)
+
+
+def make(out_dir, model):
     os.makedirs(out_dir, exist_ok=True)
     f32 = os.path.join(out_dir, "smollm2-f32.gguf")
     if not os.path.exists(f32):
@@ -71,17 +99,16 @@ def make(out_dir, model):
                         model, f32 + ".tmp", "f32"], check=True)
         os.replace(f32 + ".tmp", f32)
     for name, ftype in TYPES.items():
-        path = model_path(out_dir, name)
-        if os.path.exists(path):
-            continue
-        params = llama_cpp.llama_model_quantize_default_params()
-        params.ftype = ftype
-        params.nthread = 2
-        rc = llama_cpp.llama_model_quantize(f32.encode(), (path + ".tmp").encode(),
-                                            ctypes.byref(params))
-        if rc != 0:
-            sys.exit("llama_model_quantize %s failed: %d" % (name, rc))
-        os.replace(path + ".tmp", path)
+        if not os.path.exists(model_path(out_dir, name)):
+            quantize(f32, model_path(out_dir, name), ftype)
+    sys.path.insert(0, HERE)
+    import arch_models
+    rand_dir = os.path.join(out_dir, "arch")
+    arch_models.make(rand_dir, model)
+    for name, ftype in RAND_TYPES.items():
+        if not os.path.exists(model_path(out_dir, name)):
+            quantize(arch_models.model_path(rand_dir, "llama3"),
+                     model_path(out_dir, name), ftype)
     return out_dir
 
 

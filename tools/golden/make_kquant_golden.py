@@ -2,7 +2,9 @@
 """Writes tests/golden/testdata/kquant_golden.tsv with llama.cpp.
 
 For each file kquant_models.py writes (the default model in Q4_K_M, Q5_K_M,
-Q6_K, Q3_K_M, Q2_K, Q5_0, Q5_1 and Q8_0, by llama.cpp's own quantizer): the
+Q6_K, Q3_K_M, Q2_K, Q5_0, Q5_1 and Q8_0, and a random Llama 3 model whose
+matrices are all true K-quants in Q2_K, Q3_K_M, Q4_K_M, Q5_K_M and Q6_K, by
+llama.cpp's own quantizer): the
 first NUM_PROMPTS golden prompts (make_generate_golden.py's), each greedy
 for NUM_TOKENS tokens with llama-cpp-python, and at every generated position
 llama.cpp's TOP highest logits. Lines:
@@ -78,7 +80,7 @@ def main():
         HERE, "..", "..", "tests", "golden", "testdata", "kquant_golden.tsv")
     kquant_models.make(models, kquant_models.default_model())
     lines = []
-    for name in kquant_models.TYPES:
+    for name in list(kquant_models.TYPES) + list(kquant_models.RAND_TYPES):
         path = kquant_models.model_path(models, name)
         s1, s2 = kquant_models.fingerprint(path)
         lines.append("#FILE\t%s\t%d\t%d" % (name, s1, s2))
