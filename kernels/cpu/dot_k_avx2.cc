@@ -269,33 +269,50 @@ BRAID_AVX2 inline float BlockSum(const Block& b, const BlockQ8_K& x,
   return AddBlock(p, x, sum);
 }
 
+// Q4_K's 8 scales (bytes 0-7) and 8 mins (bytes 8-15) from its 12 bytes of
+// 6-bit fields, four at a time (ScaleMinK4's values).
+inline __m128i ScalesMinsQ4K(const uint8_t* q) {
+  constexpr uint32_t kLow6 = 0x3f3f3f3f, kLow4 = 0x0f0f0f0f, kTop2 = 0x03030303;
+  uint32_t u[3];
+  std::memcpy(u, q, 12);
+  const uint32_t scales_hi = (u[2] & kLow4) | (((u[0] >> 6) & kTop2) << 4);
+  const uint32_t mins_hi = ((u[2] >> 4) & kLow4) | (((u[1] >> 6) & kTop2) << 4);
+  return _mm_set_epi32(static_cast<int>(mins_hi), static_cast<int>(u[1] & kLow6),
+                       static_cast<int>(scales_hi), static_cast<int>(u[0] & kLow6));
+}
+
 template <>
 BRAID_AVX2 inline float BlockSum(const BlockQ4_K& b, const BlockQ8_K& x,
                                  float sum) {
   const __m256i low4 = _mm256_set1_epi8(0x0F);
-  uint8_t sc[8], m[8];
-  for (int s = 0; s < 8; ++s) ScaleMinK4(s, b.scales, &sc[s], &m[s]);
+  // [scales | mins] as 16 int16; the scales in both lanes for the shuffles
+  // that broadcast sub-block s's (bytes 2s, 2s + 1).
+  const __m256i scales_mins = _mm256_cvtepu8_epi16(ScalesMinsQ4K(b.scales));
+  const __m256i scales = _mm256_permute2x128_si256(scales_mins, scales_mins, 0);
   __m256i acc = _mm256_setzero_si256();
 #pragma GCC unroll 4
   for (int g = 0; g < 4; ++g) {
+    const __m256i pick_lo = _mm256_set1_epi16(
+        static_cast<int16_t>((4 * g) | ((4 * g + 1) << 8)));
+    const __m256i pick_hi = _mm256_set1_epi16(
+        static_cast<int16_t>((4 * g + 2) | ((4 * g + 3) << 8)));
     const __m256i bits = Load256(b.qs + 32 * g);
     const __m256i lo = _mm256_and_si256(bits, low4);
     const __m256i hi = _mm256_and_si256(_mm256_srli_epi16(bits, 4), low4);
     const __m256i plo = _mm256_madd_epi16(
         _mm256_maddubs_epi16(lo, Load256(x.qs + 64 * g)),
-        _mm256_set1_epi16(sc[2 * g]));
+        _mm256_shuffle_epi8(scales, pick_lo));
     const __m256i phi = _mm256_madd_epi16(
         _mm256_maddubs_epi16(hi, Load256(x.qs + 64 * g + 32)),
-        _mm256_set1_epi16(sc[2 * g + 1]));
+        _mm256_shuffle_epi8(scales, pick_hi));
     acc = _mm256_add_epi32(acc, _mm256_add_epi32(plo, phi));
   }
   // The mins against the 32-element sums of x: bsums added in pairs.
   const __m256i bsums = Int16x16(x.bsums);
   const __m128i pair_sums = _mm_hadd_epi16(_mm256_castsi256_si128(bsums),
                                            _mm256_extracti128_si256(bsums, 1));
-  const __m128i mins = _mm_cvtepu8_epi16(
-      _mm_loadl_epi64(reinterpret_cast<const __m128i*>(m)));
-  __m128i ms = _mm_madd_epi16(mins, pair_sums);
+  __m128i ms =
+      _mm_madd_epi16(_mm256_extracti128_si256(scales_mins, 1), pair_sums);
   ms = _mm_add_epi32(ms, _mm_unpackhi_epi64(ms, ms));
   ms = _mm_add_epi32(ms, _mm_shuffle_epi32(ms, 1));
   return KQuantAccumulate(sum, H2F(b.d) * x.d, H2F(b.dmin) * x.d,
@@ -307,13 +324,16 @@ BRAID_AVX2 inline float BlockSum(const BlockQ6_K& b, const BlockQ8_K& x,
                                  float sum) {
   const __m256i low4 = _mm256_set1_epi8(0x0F);
   const __m256i three = _mm256_set1_epi8(3);
-  // The 16 int8 scales as int16, and the pair of sub-block s for element
-  // groups of 16 lanes: [s, s+1] per 32 elements.
+  // The 16 int8 scales as int16: [0..7 | 8..15].
   const __m256i sc16 = _mm256_cvtepi8_epi16(
       _mm_loadu_si128(reinterpret_cast<const __m128i*>(b.scales)));
   __m256i acc = _mm256_setzero_si256();
 #pragma GCC unroll 2
   for (int h = 0; h < 2; ++h) {
+    // Half h's 8 scales in both lanes; a shuffle then puts sub-block
+    // 8h + 2k's scale in the low lane and 8h + 2k + 1's in the high one.
+    const __m256i half = h == 0 ? _mm256_permute2x128_si256(sc16, sc16, 0x00)
+                                : _mm256_permute2x128_si256(sc16, sc16, 0x11);
     const __m256i ql0 = Load256(b.ql + 64 * h);
     const __m256i ql1 = Load256(b.ql + 64 * h + 32);
     const __m256i qh = Load256(b.qh + 32 * h);
@@ -334,11 +354,15 @@ BRAID_AVX2 inline float BlockSum(const BlockQ6_K& b, const BlockQ8_K& x,
                 _mm256_and_si256(_mm256_srli_epi16(qh, 6), three), 4))};
 #pragma GCC unroll 4
     for (int k = 0; k < 4; ++k) {
-      const int s = 8 * h + 2 * k;
+      const int a = 2 * k, c = 2 * k + 1;  // within the half
+      const __m256i pick = _mm256_set_m128i(
+          _mm_set1_epi16(static_cast<int16_t>((2 * c) | ((2 * c + 1) << 8))),
+          _mm_set1_epi16(static_cast<int16_t>((2 * a) | ((2 * a + 1) << 8))));
       acc = _mm256_add_epi32(
-          acc, _mm256_madd_epi16(
-                   _mm256_maddubs_epi16(u[k], Load256(x.qs + 16 * s)),
-                   PairScales(b.scales[s], b.scales[s + 1])));
+          acc,
+          _mm256_madd_epi16(
+              _mm256_maddubs_epi16(u[k], Load256(x.qs + 128 * h + 32 * k)),
+              _mm256_shuffle_epi8(half, pick)));
     }
   }
   // The offset -32 of every value, through x's 16-element sums.
