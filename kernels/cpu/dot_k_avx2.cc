@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <type_traits>
 
 #include "kernels/cpu/dot.h"
 #include "kernels/cpu/ggml_reduce.h"
@@ -372,6 +373,76 @@ BRAID_AVX2 inline float BlockSum(const BlockQ6_K& b, const BlockQ8_K& x,
                           0);
 }
 
+// Q4_K against T tokens' blocks xs[t] at once: the weight block unpacked
+// and its scales decoded once, each token's sums as BlockSum's (the same
+// integers and float steps).
+template <int T>
+BRAID_AVX2 inline void BlockSumsQ4K(const BlockQ4_K& b,
+                                    const BlockQ8_K* const* xs, float* sums) {
+  const __m256i low4 = _mm256_set1_epi8(0x0F);
+  const __m256i scales_mins = _mm256_cvtepu8_epi16(ScalesMinsQ4K(b.scales));
+  const __m256i scales = _mm256_permute2x128_si256(scales_mins, scales_mins, 0);
+  __m256i acc[T];
+#pragma GCC unroll 4
+  for (int t = 0; t < T; ++t) acc[t] = _mm256_setzero_si256();
+#pragma GCC unroll 4
+  for (int g = 0; g < 4; ++g) {
+    const __m256i sc_lo = _mm256_shuffle_epi8(
+        scales, _mm256_set1_epi16(
+                    static_cast<int16_t>((4 * g) | ((4 * g + 1) << 8))));
+    const __m256i sc_hi = _mm256_shuffle_epi8(
+        scales, _mm256_set1_epi16(
+                    static_cast<int16_t>((4 * g + 2) | ((4 * g + 3) << 8))));
+    const __m256i bits = Load256(b.qs + 32 * g);
+    const __m256i lo = _mm256_and_si256(bits, low4);
+    const __m256i hi = _mm256_and_si256(_mm256_srli_epi16(bits, 4), low4);
+#pragma GCC unroll 4
+    for (int t = 0; t < T; ++t) {
+      const __m256i plo = _mm256_madd_epi16(
+          _mm256_maddubs_epi16(lo, Load256(xs[t]->qs + 64 * g)), sc_lo);
+      const __m256i phi = _mm256_madd_epi16(
+          _mm256_maddubs_epi16(hi, Load256(xs[t]->qs + 64 * g + 32)), sc_hi);
+      acc[t] = _mm256_add_epi32(acc[t], _mm256_add_epi32(plo, phi));
+    }
+  }
+  const __m128i mins = _mm256_extracti128_si256(scales_mins, 1);
+  const float d = H2F(b.d), dmin = H2F(b.dmin);
+#pragma GCC unroll 4
+  for (int t = 0; t < T; ++t) {
+    const __m256i bsums = Int16x16(xs[t]->bsums);
+    const __m128i pair_sums = _mm_hadd_epi16(
+        _mm256_castsi256_si128(bsums), _mm256_extracti128_si256(bsums, 1));
+    __m128i ms = _mm_madd_epi16(mins, pair_sums);
+    ms = _mm_add_epi32(ms, _mm_unpackhi_epi64(ms, ms));
+    ms = _mm_add_epi32(ms, _mm_shuffle_epi32(ms, 1));
+    sums[t] = KQuantAccumulate(sums[t], d * xs[t]->d, dmin * xs[t]->d,
+                               HorizontalSumI32(acc[t]), _mm_cvtsi128_si32(ms));
+  }
+}
+
+// Rows [r0, r1) of a Q4_K matrix x tokens [t0, t0 + T): y as GemmK writes it.
+template <int T>
+BRAID_AVX2 void RowsQ4K(const uint8_t* w, size_t w_row_bytes, const uint8_t* x,
+                        size_t x_row_bytes, int64_t nb, int64_t r0, int64_t r1,
+                        int64_t t0, float* y, int64_t ld_y, bool accumulate) {
+  for (int64_t r = r0; r < r1; ++r) {
+    const auto* wr = reinterpret_cast<const BlockQ4_K*>(w + r * w_row_bytes);
+    float sums[T] = {};
+    const BlockQ8_K* xs[T];
+    for (int64_t i = 0; i < nb; ++i) {
+#pragma GCC unroll 4
+      for (int t = 0; t < T; ++t) {
+        xs[t] = reinterpret_cast<const BlockQ8_K*>(x + (t0 + t) * x_row_bytes) + i;
+      }
+      BlockSumsQ4K<T>(wr[i], xs, sums);
+    }
+    for (int t = 0; t < T; ++t) {
+      float& out = y[(t0 + t) * ld_y + r];
+      out = accumulate ? out + sums[t] : sums[t];
+    }
+  }
+}
+
 template <typename Block>
 BRAID_AVX2 float DotK(const Block* w, const BlockQ8_K* x, int64_t n) {
   float sum = 0.0f;
@@ -394,6 +465,24 @@ BRAID_AVX2 void GemmK(const uint8_t* w, size_t w_row_bytes, const uint8_t* x,
       const float v = DotK(reinterpret_cast<const Block*>(w + r * w_row_bytes),
                            reinterpret_cast<const BlockQ8_K*>(x), n);
       y[r] = accumulate ? y[r] + v : v;
+    }
+    return;
+  }
+  if constexpr (std::is_same_v<Block, BlockQ4_K>) {
+    // Tokens four at a time (then the rest), rows streaming for each group:
+    // the run of rows stays in L2 across the groups.
+    int64_t t0 = 0;
+    for (; t0 + 4 <= n_tok; t0 += 4) {
+      RowsQ4K<4>(w, w_row_bytes, x, x_row_bytes, nb, r0, r1, t0, y, ld_y,
+                 accumulate);
+    }
+    for (; t0 + 2 <= n_tok; t0 += 2) {
+      RowsQ4K<2>(w, w_row_bytes, x, x_row_bytes, nb, r0, r1, t0, y, ld_y,
+                 accumulate);
+    }
+    for (; t0 < n_tok; ++t0) {
+      RowsQ4K<1>(w, w_row_bytes, x, x_row_bytes, nb, r0, r1, t0, y, ld_y,
+                 accumulate);
     }
     return;
   }
