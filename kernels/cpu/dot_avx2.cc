@@ -5,6 +5,7 @@
 
 #include <cmath>
 
+#include "kernels/cpu/avx2_blocks.h"
 #include "kernels/cpu/dot.h"
 #include "kernels/cpu/ggml_reduce.h"
 
@@ -14,15 +15,6 @@ namespace braid::kernels::cpu::internal {
 namespace {
 
 BRAID_AVX2 inline float HorizontalSum(__m256 v) { return HorizontalSum8(v); }
-
-// 16 bytes of packed nibbles -> 32 bytes: low nibbles in the low lane, high in
-// high.
-BRAID_AVX2 inline __m256i UnpackNibbles(const uint8_t* qs) {
-  const __m128i tmp = _mm_loadu_si128(reinterpret_cast<const __m128i*>(qs));
-  const __m256i bytes = _mm256_insertf128_si256(_mm256_castsi128_si256(tmp),
-                                                _mm_srli_epi16(tmp, 4), 1);
-  return _mm256_and_si256(bytes, _mm256_set1_epi8(0x0F));
-}
 
 // Sum of products of unsigned bytes ax and signed bytes sy, as 8 floats.
 BRAID_AVX2 inline __m256 MulSumU8I8(__m256i ax, __m256i sy) {
@@ -35,8 +27,6 @@ BRAID_AVX2 inline __m256 MulSumU8I8(__m256i ax, __m256i sy) {
 BRAID_AVX2 inline __m256 MulSumI8I8(__m256i x, __m256i y) {
   return MulSumU8I8(_mm256_sign_epi8(x, x), _mm256_sign_epi8(y, x));
 }
-
-BRAID_AVX2 inline float H2F(uint16_t h) { return _cvtsh_ss(h); }
 
 }  // namespace
 
@@ -82,6 +72,47 @@ BRAID_AVX2 float DotQ8_0Q8_0Avx2(const BlockQ8_0* w, const BlockQ8_0* x,
     acc = _mm256_fmadd_ps(d, MulSumI8I8(qw, qx), acc);
   }
   return HorizontalSum(acc);
+}
+
+// The 5-bit and IQ4_NL types: Q4_0's and Q4_1's arithmetic with their
+// values (dot_k.cc has their scalar path).
+BRAID_AVX2 float DotQ5_0Q8_0Avx2(const BlockQ5_0* w, const BlockQ8_0* x,
+                                 int64_t n) {
+  __m256 acc = _mm256_setzero_ps();
+  const __m256i off = _mm256_set1_epi8(16);
+  for (int64_t i = 0; i < n / kQK; ++i) {
+    const __m256 d = _mm256_set1_ps(H2F(w[i].d) * H2F(x[i].d));
+    const __m256i qw = _mm256_sub_epi8(
+        _mm256_or_si256(UnpackNibbles(w[i].qs), FifthBits(w[i].qh)), off);
+    acc = _mm256_fmadd_ps(d, MulSumI8I8(qw, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x[i].qs))), acc);
+  }
+  return HorizontalSum8(acc);
+}
+
+BRAID_AVX2 float DotQ5_1Q8_1Avx2(const BlockQ5_1* w, const BlockQ8_1* x,
+                                 int64_t n) {
+  __m256 acc = _mm256_setzero_ps();
+  float summs = 0.0f;
+  for (int64_t i = 0; i < n / kQK; ++i) {
+    summs += H2F(w[i].m) * H2F(x[i].s);
+    const __m256 d = _mm256_set1_ps(H2F(w[i].d) * H2F(x[i].d));
+    const __m256i qw =
+        _mm256_or_si256(UnpackNibbles(w[i].qs), FifthBits(w[i].qh));
+    acc = _mm256_fmadd_ps(d, MulSumU8I8(qw, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x[i].qs))), acc);
+  }
+  return HorizontalSum8(acc) + summs;
+}
+
+BRAID_AVX2 float DotIQ4_NLQ8_0Avx2(const BlockIQ4_NL* w, const BlockQ8_0* x,
+                                   int64_t n) {
+  const __m256i table = Iq4NlTable(kIq4NlValues);
+  __m256 acc = _mm256_setzero_ps();
+  for (int64_t i = 0; i < n / kQK; ++i) {
+    const __m256 d = _mm256_set1_ps(H2F(w[i].d) * H2F(x[i].d));
+    const __m256i qw = _mm256_shuffle_epi8(table, UnpackNibbles(w[i].qs));
+    acc = _mm256_fmadd_ps(d, MulSumI8I8(qw, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x[i].qs))), acc);
+  }
+  return HorizontalSum8(acc);
 }
 
 namespace {

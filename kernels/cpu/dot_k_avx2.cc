@@ -1,5 +1,5 @@
-// AVX2 dots of the 5-bit, IQ4_NL and K-quant weight types (dot_k.cc has the
-// scalar path and the arithmetic both follow). Unsigned weight values times
+// AVX2 dots and GEMM of the K-quant weight types (dot_k.cc has the scalar
+// path and the arithmetic both follow). Unsigned weight values times
 // signed Q8 activations go through maddubs (pairs of at most 2 * 63 * 127, no
 // saturation), then madd by the sub-block scales into 32-bit lanes.
 #include <immintrin.h>
@@ -8,6 +8,7 @@
 #include <cstring>
 #include <type_traits>
 
+#include "kernels/cpu/avx2_blocks.h"
 #include "kernels/cpu/dot.h"
 #include "kernels/cpu/ggml_reduce.h"
 
@@ -16,97 +17,12 @@
 namespace braid::kernels::cpu::internal {
 namespace {
 
-BRAID_AVX2 inline float H2F(uint16_t h) { return _cvtsh_ss(h); }
-
-BRAID_AVX2 inline __m256i Load256(const void* p) {
-  return _mm256_loadu_si256(static_cast<const __m256i*>(p));
-}
-
-BRAID_AVX2 inline int HorizontalSumI32(__m256i v) {
-  __m128i s = _mm_add_epi32(_mm256_castsi256_si128(v),
-                            _mm256_extracti128_si256(v, 1));
-  s = _mm_add_epi32(s, _mm_unpackhi_epi64(s, s));
-  s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 1));
-  return _mm_cvtsi128_si32(s);
-}
-
-// 16 bytes of packed nibbles -> 32 bytes: low nibbles, then high nibbles.
-BRAID_AVX2 inline __m256i UnpackNibbles(const uint8_t* qs) {
-  const __m128i tmp = _mm_loadu_si128(reinterpret_cast<const __m128i*>(qs));
-  const __m256i bytes = _mm256_insertf128_si256(_mm256_castsi128_si256(tmp),
-                                                _mm_srli_epi16(tmp, 4), 1);
-  return _mm256_and_si256(bytes, _mm256_set1_epi8(0x0F));
-}
-
-// Byte j = 0x10 where bit j of the 32 bits at qh is set, else 0.
-BRAID_AVX2 inline __m256i FifthBits(const uint8_t* qh) {
-  uint32_t bits;
-  std::memcpy(&bits, qh, 4);
-  const __m256i spread = _mm256_shuffle_epi8(
-      _mm256_set1_epi32(static_cast<int>(bits)),
-      _mm256_setr_epi64x(0x0000000000000000, 0x0101010101010101,
-                         0x0202020202020202, 0x0303030303030303));
-  const __m256i mask = _mm256_set1_epi64x(0x8040201008040201);
-  const __m256i set = _mm256_cmpeq_epi8(_mm256_and_si256(spread, mask), mask);
-  return _mm256_and_si256(set, _mm256_set1_epi8(0x10));
-}
-
-// Sum of products of unsigned bytes ax and signed bytes sy, as 8 floats.
-BRAID_AVX2 inline __m256 MulSumU8I8(__m256i ax, __m256i sy) {
-  const __m256i dot16 = _mm256_maddubs_epi16(ax, sy);
-  return _mm256_cvtepi32_ps(_mm256_madd_epi16(dot16, _mm256_set1_epi16(1)));
-}
-
-BRAID_AVX2 inline __m256 MulSumI8I8(__m256i x, __m256i y) {
-  return MulSumU8I8(_mm256_sign_epi8(x, x), _mm256_sign_epi8(y, x));
-}
-
 // Bits [shift, shift + width) of each byte of v, at the byte's bottom.
 BRAID_AVX2 inline __m256i ByteBits(__m256i v, int shift, int mask) {
   return _mm256_and_si256(_mm256_srli_epi16(v, shift), _mm256_set1_epi8(mask));
 }
 
 }  // namespace
-
-BRAID_AVX2 float DotQ5_0Q8_0Avx2(const BlockQ5_0* w, const BlockQ8_0* x,
-                                 int64_t n) {
-  __m256 acc = _mm256_setzero_ps();
-  const __m256i off = _mm256_set1_epi8(16);
-  for (int64_t i = 0; i < n / kQK; ++i) {
-    const __m256 d = _mm256_set1_ps(H2F(w[i].d) * H2F(x[i].d));
-    const __m256i qw = _mm256_sub_epi8(
-        _mm256_or_si256(UnpackNibbles(w[i].qs), FifthBits(w[i].qh)), off);
-    acc = _mm256_fmadd_ps(d, MulSumI8I8(qw, Load256(x[i].qs)), acc);
-  }
-  return HorizontalSum8(acc);
-}
-
-BRAID_AVX2 float DotQ5_1Q8_1Avx2(const BlockQ5_1* w, const BlockQ8_1* x,
-                                 int64_t n) {
-  __m256 acc = _mm256_setzero_ps();
-  float summs = 0.0f;
-  for (int64_t i = 0; i < n / kQK; ++i) {
-    summs += H2F(w[i].m) * H2F(x[i].s);
-    const __m256 d = _mm256_set1_ps(H2F(w[i].d) * H2F(x[i].d));
-    const __m256i qw =
-        _mm256_or_si256(UnpackNibbles(w[i].qs), FifthBits(w[i].qh));
-    acc = _mm256_fmadd_ps(d, MulSumU8I8(qw, Load256(x[i].qs)), acc);
-  }
-  return HorizontalSum8(acc) + summs;
-}
-
-BRAID_AVX2 float DotIQ4_NLQ8_0Avx2(const BlockIQ4_NL* w, const BlockQ8_0* x,
-                                   int64_t n) {
-  const __m256i table = _mm256_broadcastsi128_si256(
-      _mm_loadu_si128(reinterpret_cast<const __m128i*>(kIq4NlValues)));
-  __m256 acc = _mm256_setzero_ps();
-  for (int64_t i = 0; i < n / kQK; ++i) {
-    const __m256 d = _mm256_set1_ps(H2F(w[i].d) * H2F(x[i].d));
-    const __m256i qw = _mm256_shuffle_epi8(table, UnpackNibbles(w[i].qs));
-    acc = _mm256_fmadd_ps(d, MulSumI8I8(qw, Load256(x[i].qs)), acc);
-  }
-  return HorizontalSum8(acc);
-}
 
 namespace {
 

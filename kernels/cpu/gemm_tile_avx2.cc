@@ -9,6 +9,7 @@
 #include <cstring>
 #include <vector>
 
+#include "kernels/cpu/avx2_blocks.h"
 #include "kernels/cpu/cpu_features.h"
 #include "kernels/cpu/gemm_tile.h"
 #include "kernels/cpu/ggml_reduce.h"
@@ -20,15 +21,6 @@
 
 namespace braid::kernels::cpu::internal {
 namespace {
-
-BRAID_AVX2 inline float H2F(uint16_t h) { return _cvtsh_ss(h); }
-
-BRAID_AVX2 inline __m256i UnpackNibbles(const uint8_t* qs) {
-  const __m128i tmp = _mm_loadu_si128(reinterpret_cast<const __m128i*>(qs));
-  const __m256i bytes = _mm256_insertf128_si256(_mm256_castsi128_si256(tmp),
-                                                _mm_srli_epi16(tmp, 4), 1);
-  return _mm256_and_si256(bytes, _mm256_set1_epi8(0x0F));
-}
 
 BRAID_AVX2 inline __m256i Load32(const int8_t* p) {
   return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p));
@@ -48,33 +40,19 @@ BRAID_VNNI inline __m256 MulSumU8I8(__m256i ax, __m256i sy) {
 
 // Weight block formats. Prepare() loads what a weight block contributes;
 // Sum() gives the float block sum for one activation block.
-struct Q40 {
-  using W = BlockQ4_0;
-  using X = BlockQ8_0;
-  static constexpr bool kMin = false;
-  struct Prep {
-    __m256i abs_w;  // |q - 8|
-    __m256i w;      // q - 8 (for the sign)
-  };
-  BRAID_AVX2 static Prep Prepare(const W& b) {
-    const __m256i q = _mm256_sub_epi8(UnpackNibbles(b.qs), _mm256_set1_epi8(8));
-    return {_mm256_sign_epi8(q, q), q};
-  }
-  template <bool kVnni>
-  BRAID_VNNI static __m256 Sum(const Prep& p, const X& x) {
-    return MulSumU8I8<kVnni>(p.abs_w, _mm256_sign_epi8(Load32(x.qs), p.w));
-  }
-};
-
-struct Q80 {
-  using W = BlockQ8_0;
+//
+// Formats with signed values against Q8_0 (Q4_0, Q8_0, Q5_0, IQ4_NL): |q|
+// and q, so maddubs takes |q| and the activations with q's signs.
+template <typename WBlock, __m256i (*kValues)(const WBlock&)>
+struct SignedFormat {
+  using W = WBlock;
   using X = BlockQ8_0;
   static constexpr bool kMin = false;
   struct Prep {
     __m256i abs_w, w;
   };
   BRAID_AVX2 static Prep Prepare(const W& b) {
-    const __m256i q = Load32(b.qs);
+    const __m256i q = kValues(b);
     return {_mm256_sign_epi8(q, q), q};
   }
   template <bool kVnni>
@@ -83,89 +61,47 @@ struct Q80 {
   }
 };
 
-struct Q41 {
-  using W = BlockQ4_1;
-  using X = BlockQ8_1;
-  static constexpr bool kMin = true;
-  struct Prep {
-    __m256i w;
-  };
-  BRAID_AVX2 static Prep Prepare(const W& b) { return {UnpackNibbles(b.qs)}; }
-  template <bool kVnni>
-  BRAID_VNNI static __m256 Sum(const Prep& p, const X& x) {
-    return MulSumU8I8<kVnni>(p.w, Load32(x.qs));
-  }
-};
-
-// Byte j = 0x10 where bit j of the 32 bits at qh is set, else 0 (the fifth
-// bits of a Q5_0 / Q5_1 block).
-BRAID_AVX2 inline __m256i FifthBits(const uint8_t* qh) {
-  uint32_t bits;
-  std::memcpy(&bits, qh, 4);
-  const __m256i spread = _mm256_shuffle_epi8(
-      _mm256_set1_epi32(static_cast<int>(bits)),
-      _mm256_setr_epi64x(0x0000000000000000, 0x0101010101010101,
-                         0x0202020202020202, 0x0303030303030303));
-  const __m256i mask = _mm256_set1_epi64x(0x8040201008040201);
-  const __m256i set = _mm256_cmpeq_epi8(_mm256_and_si256(spread, mask), mask);
-  return _mm256_and_si256(set, _mm256_set1_epi8(0x10));
+BRAID_AVX2 inline __m256i Q40Values(const BlockQ4_0& b) {
+  return _mm256_sub_epi8(UnpackNibbles(b.qs), _mm256_set1_epi8(8));
 }
+BRAID_AVX2 inline __m256i Q80Values(const BlockQ8_0& b) { return Load32(b.qs); }
+BRAID_AVX2 inline __m256i Q50Values(const BlockQ5_0& b) {
+  return _mm256_sub_epi8(_mm256_or_si256(UnpackNibbles(b.qs), FifthBits(b.qh)),
+                         _mm256_set1_epi8(16));
+}
+BRAID_AVX2 inline __m256i IQ4NLValues(const BlockIQ4_NL& b) {
+  return _mm256_shuffle_epi8(Iq4NlTable(kIq4NlValues), UnpackNibbles(b.qs));
+}
+using Q40 = SignedFormat<BlockQ4_0, Q40Values>;
+using Q80 = SignedFormat<BlockQ8_0, Q80Values>;
+using Q50 = SignedFormat<BlockQ5_0, Q50Values>;
+using IQ4NL = SignedFormat<BlockIQ4_NL, IQ4NLValues>;
 
-// Q5_0 and IQ4_NL: signed values, like Q4_0's (the scale d leads the block).
-struct Q50 {
-  using W = BlockQ5_0;
-  using X = BlockQ8_0;
-  static constexpr bool kMin = false;
-  struct Prep {
-    __m256i abs_w, w;
-  };
-  BRAID_AVX2 static Prep Prepare(const W& b) {
-    const __m256i q = _mm256_sub_epi8(
-        _mm256_or_si256(UnpackNibbles(b.qs), FifthBits(b.qh)),
-        _mm256_set1_epi8(16));
-    return {_mm256_sign_epi8(q, q), q};
-  }
-  template <bool kVnni>
-  BRAID_VNNI static __m256 Sum(const Prep& p, const X& x) {
-    return MulSumU8I8<kVnni>(p.abs_w, _mm256_sign_epi8(Load32(x.qs), p.w));
-  }
-};
-
-struct IQ4NL {
-  using W = BlockIQ4_NL;
-  using X = BlockQ8_0;
-  static constexpr bool kMin = false;
-  struct Prep {
-    __m256i abs_w, w;
-  };
-  BRAID_AVX2 static Prep Prepare(const W& b) {
-    const __m256i table = _mm256_broadcastsi128_si256(
-        _mm_loadu_si128(reinterpret_cast<const __m128i*>(kIq4NlValues)));
-    const __m256i q = _mm256_shuffle_epi8(table, UnpackNibbles(b.qs));
-    return {_mm256_sign_epi8(q, q), q};
-  }
-  template <bool kVnni>
-  BRAID_VNNI static __m256 Sum(const Prep& p, const X& x) {
-    return MulSumU8I8<kVnni>(p.abs_w, _mm256_sign_epi8(Load32(x.qs), p.w));
-  }
-};
-
-// Q5_1: unsigned values and a min, like Q4_1's (d, m lead the block).
-struct Q51 {
-  using W = BlockQ5_1;
+// Formats with unsigned values and a min against Q8_1 (Q4_1, Q5_1; d and m
+// lead the block).
+template <typename WBlock, __m256i (*kValues)(const WBlock&)>
+struct MinFormat {
+  using W = WBlock;
   using X = BlockQ8_1;
   static constexpr bool kMin = true;
   struct Prep {
     __m256i w;
   };
-  BRAID_AVX2 static Prep Prepare(const W& b) {
-    return {_mm256_or_si256(UnpackNibbles(b.qs), FifthBits(b.qh))};
-  }
+  BRAID_AVX2 static Prep Prepare(const W& b) { return {kValues(b)}; }
   template <bool kVnni>
   BRAID_VNNI static __m256 Sum(const Prep& p, const X& x) {
     return MulSumU8I8<kVnni>(p.w, Load32(x.qs));
   }
 };
+
+BRAID_AVX2 inline __m256i Q41Values(const BlockQ4_1& b) {
+  return UnpackNibbles(b.qs);
+}
+BRAID_AVX2 inline __m256i Q51Values(const BlockQ5_1& b) {
+  return _mm256_or_si256(UnpackNibbles(b.qs), FifthBits(b.qh));
+}
+using Q41 = MinFormat<BlockQ4_1, Q41Values>;
+using Q51 = MinFormat<BlockQ5_1, Q51Values>;
 
 // The 4 bytes at p (a block's f16 d and m; for Q4_0 / Q8_0 d and two quants,
 // which are ignored).

@@ -26,6 +26,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 import arch_models  # noqa: E402
 import kquant_models  # noqa: E402
+from make_kquant_golden import greedy_with_tops  # noqa: E402
 
 PROMPT_TOKENS = 256
 NUM_TOKENS = 32
@@ -47,15 +48,7 @@ def main():
                     n_threads=2, verbose=False)
         rng = np.random.default_rng(7)
         ids = [int(t) for t in rng.integers(0, llm.n_vocab(), PROMPT_TOKENS)]
-        llm.reset()
-        llm.eval(ids)
-        greedy, tops = [], []
-        for _ in range(NUM_TOKENS):
-            row = np.array(llm.scores[llm.n_tokens - 1], dtype=np.float32)
-            best = np.argsort(-row, kind="stable")[:TOP]
-            tops.append(",".join("%d:%.9g" % (i, row[i]) for i in best))
-            greedy.append(int(best[0]))
-            llm.eval([greedy[-1]])
+        greedy, tops, _ = greedy_with_tops(llm, ids, NUM_TOKENS, TOP)
         lines.append("\t".join([name, "", " ".join(map(str, ids)),
                                 " ".join(map(str, greedy)), ";".join(tops)]))
         print(name, "greedy", greedy[:8])

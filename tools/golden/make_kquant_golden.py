@@ -45,6 +45,22 @@ NUM_TOKENS = 32
 TOP = 32
 
 
+def greedy_with_tops(llm, ids, num_tokens=NUM_TOKENS, top=TOP):
+    """llama.cpp's greedy continuation of ids: (tokens, per position the
+    fixture's 'id:value,...' text, per position [(id, value)])."""
+    llm.reset()
+    llm.eval(ids)
+    greedy, tops, pairs = [], [], []
+    for _ in range(num_tokens):
+        row = np.array(llm.scores[llm.n_tokens - 1], dtype=np.float32)
+        best = np.argsort(-row, kind="stable")[:top]
+        tops.append(",".join("%d:%.9g" % (i, row[i]) for i in best))
+        pairs.append([(int(i), float("%.9g" % row[i])) for i in best])
+        greedy.append(int(best[0]))
+        llm.eval([greedy[-1]])
+    return greedy, tops, pairs
+
+
 def centred_cosine(a, b):
     a = np.asarray(a, np.float64) - np.mean(a)
     b = np.asarray(b, np.float64) - np.mean(b)
@@ -89,16 +105,7 @@ def main():
         cases = []
         for text in PROMPTS[:NUM_PROMPTS]:
             ids = llm.tokenize(text.encode(), add_bos=False, special=True)
-            llm.reset()
-            llm.eval(ids)
-            greedy, tops, top_pairs = [], [], []
-            for _ in range(NUM_TOKENS):
-                row = np.array(llm.scores[llm.n_tokens - 1], dtype=np.float32)
-                best = np.argsort(-row, kind="stable")[:TOP]
-                tops.append(",".join("%d:%.9g" % (i, row[i]) for i in best))
-                top_pairs.append([(int(i), float("%.9g" % row[i])) for i in best])
-                greedy.append(int(best[0]))
-                llm.eval([greedy[-1]])
+            greedy, tops, top_pairs = greedy_with_tops(llm, ids)
             cases.append((ids, greedy, top_pairs))
             lines.append("\t".join([
                 name, text.encode().hex(), " ".join(map(str, ids)),
