@@ -73,8 +73,21 @@ absl::StatusOr<TokenizerData> TokenizerDataFromGguf(const GgufFile& gguf) {
     if (!merges.ok()) return Annotate(merges.status(), Key("merges"));
     data.merges = *std::move(merges);
   }
-  data.add_bos = data.pre == "llama3" || data.pre == "llama-v3" ||
-                 data.pre == "llama-bpe" || data.pre == "falcon3";
+  if (gguf.Has(Key("scores"))) {
+    absl::StatusOr<std::vector<float>> scores = gguf.GetFloatArray(Key("scores"));
+    if (!scores.ok()) return Annotate(scores.status(), Key("scores"));
+    data.scores = *std::move(scores);
+  }
+  if (absl::Status s = ReadOptionalBool(gguf, "add_space_prefix",
+                                        &data.add_space_prefix);
+      !s.ok()) {
+    return s;
+  }
+  // llama.cpp's defaults: SentencePiece adds BOS, as do Llama 3's BPE
+  // pre-tokenizers; add_bos_token (below) overrides.
+  data.add_bos = data.model == "llama" || data.pre == "llama3" ||
+                 data.pre == "llama-v3" || data.pre == "llama-bpe" ||
+                 data.pre == "falcon3";
   for (const auto& [name, id] : {std::pair{"bos_token_id", &data.bos_id},
                                  std::pair{"eos_token_id", &data.eos_id},
                                  std::pair{"unknown_token_id", &data.unk_id},

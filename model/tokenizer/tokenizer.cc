@@ -6,6 +6,7 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_replace.h"
 #include "model/tokenizer/unicode.h"
 
 namespace braid::model {
@@ -45,6 +46,24 @@ absl::Status CheckId(int32_t id, size_t n, std::string_view what) {
       absl::StrCat(AsAbsl(what), " id ", id, " outside vocabulary of ", n));
 }
 
+// SentencePiece's space marker, U+2581.
+constexpr char kSpmSpace[] = "\xe2\x96\x81";
+
+// The byte of a SentencePiece byte token "<0xXX>", or -1.
+int SpmByte(const std::string& text) {
+  if (text.size() != 6 || text.compare(0, 3, "<0x") != 0 || text[5] != '>') {
+    return -1;
+  }
+  auto hex = [](char c) {
+    return c >= '0' && c <= '9'   ? c - '0'
+           : c >= 'A' && c <= 'F' ? c - 'A' + 10
+           : c >= 'a' && c <= 'f' ? c - 'a' + 10
+                                  : -1;
+  };
+  const int hi = hex(text[3]), lo = hex(text[4]);
+  return hi < 0 || lo < 0 ? -1 : hi * 16 + lo;
+}
+
 // One symbol of the word being merged: [start, start + n) of the word.
 // n == 0 marks a symbol merged into its left neighbour.
 struct Symbol {
@@ -75,9 +94,11 @@ Tokenizer::Tokenizer(std::unique_ptr<PreTokenizer> pre_tokenizer)
 
 absl::StatusOr<std::unique_ptr<Tokenizer>> Tokenizer::Create(
     TokenizerData data) {
-  if (data.model != "gpt2") {
+  const bool spm = data.model == "llama";
+  if (data.model != "gpt2" && !spm) {
     return absl::InvalidArgumentError(absl::StrCat(
-        "unsupported tokenizer model '", data.model, "' (only gpt2/BPE)"));
+        "unsupported tokenizer model '", data.model,
+        "' (braid reads gpt2 byte-level BPE and llama SentencePiece)"));
   }
   const size_t n = data.tokens.size();
   if (n == 0) return absl::InvalidArgumentError("empty vocabulary");
@@ -92,11 +113,23 @@ absl::StatusOr<std::unique_ptr<Tokenizer>> Tokenizer::Create(
         std::pair{data.eot_id, "eot"}}) {
     if (absl::Status s = CheckId(id, n, what); !s.ok()) return s;
   }
-  absl::StatusOr<std::unique_ptr<PreTokenizer>> pre =
-      PreTokenizer::Create(data.pre);
-  if (!pre.ok()) return pre.status();
+  if (spm && !data.scores.empty() && data.scores.size() != n) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "scores has ", data.scores.size(), " entries for ", n, " tokens"));
+  }
+  std::unique_ptr<PreTokenizer> pre_tokenizer;
+  if (!spm) {
+    absl::StatusOr<std::unique_ptr<PreTokenizer>> pre =
+        PreTokenizer::Create(data.pre);
+    if (!pre.ok()) return pre.status();
+    pre_tokenizer = *std::move(pre);
+  }
 
-  auto tok = std::unique_ptr<Tokenizer>(new Tokenizer(*std::move(pre)));
+  auto tok = std::unique_ptr<Tokenizer>(new Tokenizer(std::move(pre_tokenizer)));
+  tok->spm_ = spm;
+  tok->add_space_prefix_ = spm && data.add_space_prefix;
+  tok->scores_ = data.scores.empty() ? std::vector<float>(spm ? n : 0, 0.0f)
+                                     : std::move(data.scores);
   tok->ignore_merges_ = IsPreTokenizerWithoutMerges(data.pre);
   tok->bos_id_ = data.bos_id;
   tok->eos_id_ = data.eos_id;
@@ -146,12 +179,20 @@ absl::StatusOr<std::unique_ptr<Tokenizer>> Tokenizer::Create(
   }
 
   tok->token_bytes_.resize(n);
+  std::fill(std::begin(tok->byte_ids_), std::end(tok->byte_ids_), kNoToken);
   for (size_t id = 0; id < n; ++id) {
+    const std::string& text = tok->tokens_[id];
     if (IsSpecialType(tok->token_types_[id])) {
       tok->special_tokens_.push_back(static_cast<int32_t>(id));
-      tok->token_bytes_[id] = tok->tokens_[id];
+      tok->token_bytes_[id] = text;
+    } else if (!spm) {
+      tok->token_bytes_[id] = ByteLevelToBytes(text);
+    } else if (int byte; tok->token_types_[id] == TokenType::kByte &&
+                         (byte = SpmByte(text)) >= 0) {
+      tok->token_bytes_[id] = std::string(1, static_cast<char>(byte));
+      tok->byte_ids_[byte] = static_cast<int32_t>(id);
     } else {
-      tok->token_bytes_[id] = ByteLevelToBytes(tok->tokens_[id]);
+      tok->token_bytes_[id] = absl::StrReplaceAll(text, {{kSpmSpace, " "}});
     }
   }
   std::stable_sort(tok->special_tokens_.begin(), tok->special_tokens_.end(),
@@ -201,9 +242,18 @@ std::vector<int32_t> Tokenizer::Encode(std::string_view text, bool add_special,
   std::vector<int32_t> ids;
   ids.reserve(text.size() / 3 + 2);
   if (add_special && add_bos_ && bos_id_ != kNoToken) ids.push_back(bos_id_);
+  // SentencePiece prefixes a space to raw text at the start or after a
+  // special token (llama.cpp's is_prev_special, true at the start).
+  bool prev_special = true;
   for (const Fragment& fragment : fragments) {
     if (fragment.token != kNoToken) {
       ids.push_back(fragment.token);
+      prev_special = true;
+    } else if (spm_) {
+      std::string raw = add_space_prefix_ && prev_special ? " " : "";
+      raw.append(fragment.text.data(), fragment.text.size());
+      EncodeSpm(absl::StrReplaceAll(raw, {{" ", kSpmSpace}}), &ids);
+      prev_special = false;
     } else {
       EncodeFragment(fragment.text, &ids);
     }
@@ -304,6 +354,84 @@ void Tokenizer::EncodeWord(const std::string& word,
   }
 }
 
+// Design note: llama.cpp's llm_tokenizer_spm_session. The text starts as one
+// symbol per UTF-8 character; every adjacent pair whose concatenation is a
+// token is queued by that token's score (highest first, then leftmost), and
+// popping one merges it and queues the new neighbours, as the BPE loop does
+// with ranks. Each pair queued records its text's halves (the last pair
+// queued with a text wins, as in llama.cpp's rev_merge), so a final symbol
+// that is not a token is split back along them, down to <0xXX> byte tokens.
+void Tokenizer::EncodeSpm(const std::string& text,
+                          std::vector<int32_t>* out) const {
+  if (text.empty()) return;
+  std::vector<Symbol> symbols;
+  symbols.reserve(text.size());
+  for (size_t pos = 0; pos < text.size();) {
+    const size_t len = std::min(
+        text.size() - pos, Utf8LengthFromLead(static_cast<uint8_t>(text[pos])));
+    const int index = static_cast<int>(symbols.size());
+    symbols.push_back(
+        {pos, len, index - 1, pos + len == text.size() ? -1 : index + 1});
+    pos += len;
+  }
+  struct Pair {
+    float score;
+    int left, right;
+    size_t size;
+  };
+  auto after = [](const Pair& a, const Pair& b) {
+    return a.score < b.score || (a.score == b.score && a.left > b.left);
+  };
+  std::priority_queue<Pair, std::vector<Pair>, decltype(after)> queue(after);
+  absl::flat_hash_map<std::string, std::pair<int, int>> halves;
+  auto add_pair = [&](int left, int right) {
+    if (left < 0 || right < 0) return;
+    std::string joined = text.substr(symbols[left].start,
+                                     symbols[left].n + symbols[right].n);
+    auto it = token_ids_.find(joined);
+    if (it == token_ids_.end()) return;
+    queue.push({scores_[it->second], left, right, joined.size()});
+    halves[joined] = {left, right};
+  };
+  for (int i = 1; i < static_cast<int>(symbols.size()); ++i) add_pair(i - 1, i);
+  while (!queue.empty()) {
+    const Pair pair = queue.top();
+    queue.pop();
+    Symbol& left = symbols[pair.left];
+    Symbol& right = symbols[pair.right];
+    if (left.n == 0 || right.n == 0 || left.n + right.n != pair.size) continue;
+    left.n += right.n;
+    right.n = 0;
+    left.next = right.next;
+    if (right.next >= 0) symbols[right.next].prev = pair.left;
+    add_pair(left.prev, pair.left);
+    add_pair(pair.left, left.next);
+  }
+  // A symbol's tokens: itself, or its recorded halves', or its bytes.
+  auto resegment = [&](const Symbol& symbol, auto& self) -> void {
+    const std::string piece = text.substr(symbol.start, symbol.n);
+    if (auto it = token_ids_.find(piece); it != token_ids_.end()) {
+      out->push_back(it->second);
+      return;
+    }
+    if (auto h = halves.find(piece); h != halves.end()) {
+      self(symbols[h->second.first], self);
+      self(symbols[h->second.second], self);
+      return;
+    }
+    for (const char c : piece) {
+      const int32_t id = byte_ids_[static_cast<uint8_t>(c)];
+      if (id != kNoToken) {
+        out->push_back(id);
+      } else if (auto it = token_ids_.find(std::string(1, c));
+                 it != token_ids_.end()) {
+        out->push_back(it->second);  // llama.cpp's fallback: the byte's text
+      }
+    }
+  };
+  for (int i = 0; i >= 0; i = symbols[i].next) resegment(symbols[i], resegment);
+}
+
 const std::string& Tokenizer::TokenBytes(int32_t id) const {
   static const std::string* const kEmpty = new std::string;
   if (id < 0 || id >= vocab_size()) return *kEmpty;
@@ -313,6 +441,12 @@ const std::string& Tokenizer::TokenBytes(int32_t id) const {
 std::string Tokenizer::Decode(absl::Span<const int32_t> ids) const {
   std::string out;
   for (int32_t id : ids) out += TokenBytes(id);
+  // SentencePiece: the space Encode prefixed (llama.cpp's detokenize strips
+  // one from the first piece).
+  if (add_space_prefix_ && !ids.empty() && !IsSpecialType(token_type(ids[0])) &&
+      !out.empty() && out[0] == ' ') {
+    out.erase(0, 1);
+  }
   return out;
 }
 
@@ -321,7 +455,10 @@ std::optional<int32_t> Tokenizer::FindToken(std::string_view text) const {
       it != token_ids_.end() && IsSpecialType(token_types_[it->second])) {
     return it->second;
   }
-  if (auto it = token_ids_.find(BytesToByteLevel(text));
+  const std::string normal =
+      spm_ ? absl::StrReplaceAll(AsAbsl(text), {{" ", kSpmSpace}})
+           : BytesToByteLevel(text);
+  if (auto it = token_ids_.find(normal);
       it != token_ids_.end() && !IsSpecialType(token_types_[it->second])) {
     return it->second;
   }

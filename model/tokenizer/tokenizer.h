@@ -1,5 +1,9 @@
-// Tokenizer: byte-level BPE text <-> token ids, matching llama.cpp's
-// LLAMA_VOCAB_TYPE_BPE tokenizer id for id.
+// Tokenizer: text <-> token ids, matching llama.cpp's tokenizers id for id:
+// byte-level BPE (LLAMA_VOCAB_TYPE_BPE, model "gpt2") and SentencePiece
+// (LLAMA_VOCAB_TYPE_SPM, model "llama": raw text with spaces as U+2581,
+// prefixed with one where it starts the input or follows a special token;
+// adjacent symbols merged highest score first while their concatenation is
+// a token; what stays outside the vocabulary as <0xXX> byte tokens).
 //
 // Encoding pipeline (llama_vocab::tokenize):
 //   1. Special-token partition: special tokens (types CONTROL, USER_DEFINED,
@@ -34,8 +38,9 @@ namespace braid::model {
 
 class Tokenizer {
  public:
-  // Validates `data` (model "gpt2", known pre-tokenizer, well-formed merges,
-  // special ids in range) and builds the lookup tables.
+  // Validates `data` (model "gpt2" with a known pre-tokenizer and well-formed
+  // merges, or "llama" with scores for every token; special ids in range)
+  // and builds the lookup tables.
   static absl::StatusOr<std::unique_ptr<Tokenizer>> Create(TokenizerData data);
 
   Tokenizer(const Tokenizer&) = delete;
@@ -52,7 +57,9 @@ class Tokenizer {
   // ids out of range.
   const std::string& TokenBytes(int32_t id) const;
 
-  // Concatenation of TokenBytes. May end in (or contain) partial UTF-8.
+  // Concatenation of TokenBytes (SentencePiece: without the space its
+  // encoding prefixed to the first token). May end in (or contain) partial
+  // UTF-8.
   std::string Decode(absl::Span<const int32_t> ids) const;
 
   std::optional<int32_t> FindToken(std::string_view text) const;
@@ -86,6 +93,9 @@ class Tokenizer {
   void EncodeWord(const std::string& word, std::vector<int32_t>* out) const;
   int MergeRank(std::string_view left, std::string_view right,
                 std::string* scratch) const;
+  // SentencePiece: one raw-text fragment, spaces already U+2581 (llama.cpp's
+  // llm_tokenizer_spm_session::tokenize).
+  void EncodeSpm(const std::string& text, std::vector<int32_t>* out) const;
 
   std::unique_ptr<PreTokenizer> pre_tokenizer_;
   std::vector<std::string> tokens_;       // Byte-level text, by id.
@@ -96,6 +106,10 @@ class Tokenizer {
   std::vector<int32_t> special_tokens_;  // Partition order: longest first.
   std::vector<int32_t> end_of_generation_;
   bool ignore_merges_ = false;
+  bool spm_ = false;                      // model "llama"
+  bool add_space_prefix_ = false;         // SentencePiece only
+  std::vector<float> scores_;             // SentencePiece, by id
+  int32_t byte_ids_[256];                 // SentencePiece <0xXX>, or -1
   int32_t bos_id_ = kNoToken;
   int32_t eos_id_ = kNoToken;
   int32_t eot_id_ = kNoToken;

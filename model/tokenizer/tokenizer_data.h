@@ -30,18 +30,26 @@ enum class TokenType : int32_t {
 inline constexpr int32_t kNoToken = -1;
 
 struct TokenizerData {
-  // `tokenizer.ggml.model`; only "gpt2" (byte-level BPE) is supported.
+  // `tokenizer.ggml.model`: "gpt2" (byte-level BPE) or "llama"
+  // (SentencePiece: score-ordered merges, byte fallback, U+2581 for space).
   std::string model = "gpt2";
   // `tokenizer.ggml.pre`: selects the pre-tokenizer regexes ("smollm",
   // "gpt2", "llama3", "qwen2", "default", ...).
   std::string pre = "default";
-  // Token texts in the byte-level (GPT-2 bytes_to_unicode) alphabet, except
-  // special tokens, which are their literal text. Index = token id.
+  // Token texts in the byte-level (GPT-2 bytes_to_unicode) alphabet for BPE,
+  // with U+2581 for space and "<0xXX>" byte tokens for SentencePiece; special
+  // tokens are their literal text. Index = token id.
   std::vector<std::string> tokens;
   // Same length as `tokens`, or empty meaning all kNormal.
   std::vector<TokenType> token_types;
-  // "left right" pairs; index = merge rank (lower merges first).
+  // "left right" pairs; index = merge rank (lower merges first). BPE only.
   std::vector<std::string> merges;
+  // `tokenizer.ggml.scores`: SentencePiece merge priorities (higher first),
+  // same length as `tokens` or empty (all 0). SentencePiece only.
+  std::vector<float> scores;
+  // `tokenizer.ggml.add_space_prefix`: SentencePiece prefixes raw text that
+  // starts the input or follows a special token with a space.
+  bool add_space_prefix = true;
   int32_t bos_id = kNoToken;
   int32_t eos_id = kNoToken;
   int32_t unk_id = kNoToken;

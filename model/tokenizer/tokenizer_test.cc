@@ -79,7 +79,12 @@ TEST(TokenizerTest, Llama3IgnoresMergesForWholeWordTokens) {
 
 TEST(TokenizerTest, CreateRejectsBadData) {
   TokenizerData data = TinyData();
-  data.model = "llama";
+  data.model = "rwkv";  // not a tokenizer braid reads
+  EXPECT_EQ(Tokenizer::Create(data).status().code(),
+            absl::StatusCode::kInvalidArgument);
+  data = TinyData();
+  data.model = "llama";  // SentencePiece, with a score missing
+  data.scores.assign(data.tokens.size() - 1, 0.0f);
   EXPECT_EQ(Tokenizer::Create(data).status().code(),
             absl::StatusCode::kInvalidArgument);
   data = TinyData();
