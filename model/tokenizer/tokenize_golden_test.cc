@@ -3,7 +3,8 @@
 // by tools/golden/make_tokenize_golden.py with add_bos=False, special=True)
 // and testdata/tokenize_spm_golden.tsv (the same strings through a
 // SentencePiece vocabulary trained for the test, testdata/spm_vocab.gguf;
-// tools/golden/make_spm_golden.py).
+// tools/golden/make_spm_golden.py), and the Llama 3 and Qwen2
+// pre-tokenizers' files.
 
 #include <fstream>
 #include <string>
@@ -62,6 +63,20 @@ void ExpectGolden(const Tokenizer& tok, const std::string& fixture,
 
 TEST(TokenizeGoldenTest, MatchesLlamaCppOnEveryCase) {
   ExpectGolden(testing::SmolLm2Tokenizer(), "tokenize_golden.tsv", false);
+}
+
+// The same vocabulary under the Llama 3 and Qwen2 pre-tokenizers
+// (tools/golden/make_pre_golden.py: llama.cpp with SmolLM2's vocabulary and
+// tokenizer.ggml.pre replaced).
+TEST(TokenizeGoldenTest, OtherPreTokenizersMatchLlamaCppOnEveryCase) {
+  for (const std::string pre : {"llama-bpe", "qwen2"}) {
+    auto data = testing::ReadVocabFile(testing::TestDataPath("smollm2_vocab.txt"));
+    ASSERT_TRUE(data.ok()) << data.status();
+    data->pre = pre;
+    auto tok = Tokenizer::Create(*std::move(data));
+    ASSERT_TRUE(tok.ok()) << tok.status();
+    ExpectGolden(**tok, "tokenize_" + pre + "_golden.tsv", false);
+  }
 }
 
 TEST(TokenizeGoldenTest, SentencePieceMatchesLlamaCppOnEveryCase) {

@@ -42,11 +42,12 @@ def model_path(out_dir, name):
     return os.path.join(out_dir, "%s.gguf" % name)
 
 
-def copy_tokenizer(src, w):
-    """The tokenizer.* keys of the GGUF reader src into the writer w."""
+def copy_tokenizer(src, w, skip=()):
+    """The tokenizer.* keys of the GGUF reader src (but `skip`) into the
+    writer w; returns the number of tokens."""
     n_vocab = 0
     for key, field in src.fields.items():
-        if not key.startswith("tokenizer."):
+        if not key.startswith("tokenizer.") or key in skip:
             continue
         vtype = field.types[0]
         if vtype == gguf.GGUFValueType.ARRAY:
