@@ -289,11 +289,11 @@ BRAID_AVX2 inline float BlockSum(const BlockQ6_K& b, const BlockQ8_K& x,
                           0);
 }
 
-// Q4_K against T tokens' blocks xs[t] at once: the weight block unpacked
-// and its scales decoded once, each token's sums as BlockSum's (the same
-// integers and float steps).
+// Q4_K (and below Q6_K) against T tokens' blocks xs[t] at once: the weight
+// block unpacked and its scales decoded once, each token's sums as
+// BlockSum's (the same integers and float steps).
 template <int T>
-BRAID_AVX2 inline void BlockSumsQ4K(const BlockQ4_K& b,
+BRAID_AVX2 inline void BlockSums(const BlockQ4_K& b,
                                     const BlockQ8_K* const* xs, float* sums) {
   const __m256i low4 = _mm256_set1_epi8(0x0F);
   const __m256i scales_mins = _mm256_cvtepu8_epi16(ScalesMinsQ4K(b.scales));
@@ -336,13 +336,66 @@ BRAID_AVX2 inline void BlockSumsQ4K(const BlockQ4_K& b,
   }
 }
 
-// Rows [r0, r1) of a Q4_K matrix x tokens [t0, t0 + T): y as GemmK writes it.
+// Q6_K against T tokens' blocks xs[t] at once (BlockSum's integers and
+// float steps for each).
 template <int T>
-BRAID_AVX2 void RowsQ4K(const uint8_t* w, size_t w_row_bytes, const uint8_t* x,
-                        size_t x_row_bytes, int64_t nb, int64_t r0, int64_t r1,
-                        int64_t t0, float* y, int64_t ld_y, bool accumulate) {
+BRAID_AVX2 inline void BlockSums(const BlockQ6_K& b,
+                                    const BlockQ8_K* const* xs, float* sums) {
+  const __m256i low4 = _mm256_set1_epi8(0x0F);
+  const __m256i three = _mm256_set1_epi8(3);
+  const __m256i sc16 = _mm256_cvtepi8_epi16(
+      _mm_loadu_si128(reinterpret_cast<const __m128i*>(b.scales)));
+  __m256i acc[T];
+#pragma GCC unroll 4
+  for (int t = 0; t < T; ++t) acc[t] = _mm256_setzero_si256();
+#pragma GCC unroll 2
+  for (int h = 0; h < 2; ++h) {
+    const __m256i half = h == 0 ? _mm256_permute2x128_si256(sc16, sc16, 0x00)
+                                : _mm256_permute2x128_si256(sc16, sc16, 0x11);
+    const __m256i ql0 = Load256(b.ql + 64 * h);
+    const __m256i ql1 = Load256(b.ql + 64 * h + 32);
+    const __m256i qh = Load256(b.qh + 32 * h);
+#pragma GCC unroll 4
+    for (int k = 0; k < 4; ++k) {
+      const __m256i ql = k % 2 == 0 ? ql0 : ql1;
+      const __m256i low = k < 2 ? _mm256_and_si256(ql, low4)
+                                : _mm256_and_si256(_mm256_srli_epi16(ql, 4), low4);
+      const __m256i u = _mm256_or_si256(
+          low, _mm256_slli_epi16(
+                   _mm256_and_si256(_mm256_srli_epi16(qh, 2 * k), three), 4));
+      const int a = 2 * k, c = 2 * k + 1;
+      const __m256i sv = _mm256_shuffle_epi8(
+          half, _mm256_set_m128i(
+                    _mm_set1_epi16(static_cast<int16_t>((2 * c) | ((2 * c + 1) << 8))),
+                    _mm_set1_epi16(static_cast<int16_t>((2 * a) | ((2 * a + 1) << 8)))));
+#pragma GCC unroll 4
+      for (int t = 0; t < T; ++t) {
+        acc[t] = _mm256_add_epi32(
+            acc[t], _mm256_madd_epi16(
+                        _mm256_maddubs_epi16(
+                            u, Load256(xs[t]->qs + 128 * h + 32 * k)),
+                        sv));
+      }
+    }
+  }
+  const float d = H2F(b.d);
+#pragma GCC unroll 4
+  for (int t = 0; t < T; ++t) {
+    const __m256i corr = _mm256_madd_epi16(sc16, Int16x16(xs[t]->bsums));
+    sums[t] = KQuantAccumulate(
+        sums[t], d * xs[t]->d, 0.0f,
+        HorizontalSumI32(acc[t]) - 32 * HorizontalSumI32(corr), 0);
+  }
+}
+
+// Rows [r0, r1) of a Q4_K or Q6_K matrix x tokens [t0, t0 + T): y as GemmK
+// writes it.
+template <typename Block, int T>
+BRAID_AVX2 void RowsK(const uint8_t* w, size_t w_row_bytes, const uint8_t* x,
+                      size_t x_row_bytes, int64_t nb, int64_t r0, int64_t r1,
+                      int64_t t0, float* y, int64_t ld_y, bool accumulate) {
   for (int64_t r = r0; r < r1; ++r) {
-    const auto* wr = reinterpret_cast<const BlockQ4_K*>(w + r * w_row_bytes);
+    const auto* wr = reinterpret_cast<const Block*>(w + r * w_row_bytes);
     float sums[T] = {};
     const BlockQ8_K* xs[T];
     for (int64_t i = 0; i < nb; ++i) {
@@ -350,7 +403,7 @@ BRAID_AVX2 void RowsQ4K(const uint8_t* w, size_t w_row_bytes, const uint8_t* x,
       for (int t = 0; t < T; ++t) {
         xs[t] = reinterpret_cast<const BlockQ8_K*>(x + (t0 + t) * x_row_bytes) + i;
       }
-      BlockSumsQ4K<T>(wr[i], xs, sums);
+      BlockSums<T>(wr[i], xs, sums);
     }
     for (int t = 0; t < T; ++t) {
       float& out = y[(t0 + t) * ld_y + r];
@@ -384,21 +437,22 @@ BRAID_AVX2 void GemmK(const uint8_t* w, size_t w_row_bytes, const uint8_t* x,
     }
     return;
   }
-  if constexpr (std::is_same_v<Block, BlockQ4_K>) {
+  if constexpr (std::is_same_v<Block, BlockQ4_K> ||
+                std::is_same_v<Block, BlockQ6_K>) {
     // Tokens four at a time (then the rest), rows streaming for each group:
     // the run of rows stays in L2 across the groups.
     int64_t t0 = 0;
     for (; t0 + 4 <= n_tok; t0 += 4) {
-      RowsQ4K<4>(w, w_row_bytes, x, x_row_bytes, nb, r0, r1, t0, y, ld_y,
-                 accumulate);
+      RowsK<Block, 4>(w, w_row_bytes, x, x_row_bytes, nb, r0, r1, t0, y, ld_y,
+                      accumulate);
     }
     for (; t0 + 2 <= n_tok; t0 += 2) {
-      RowsQ4K<2>(w, w_row_bytes, x, x_row_bytes, nb, r0, r1, t0, y, ld_y,
-                 accumulate);
+      RowsK<Block, 2>(w, w_row_bytes, x, x_row_bytes, nb, r0, r1, t0, y, ld_y,
+                      accumulate);
     }
     for (; t0 < n_tok; ++t0) {
-      RowsQ4K<1>(w, w_row_bytes, x, x_row_bytes, nb, r0, r1, t0, y, ld_y,
-                 accumulate);
+      RowsK<Block, 1>(w, w_row_bytes, x, x_row_bytes, nb, r0, r1, t0, y, ld_y,
+                      accumulate);
     }
     return;
   }
