@@ -426,7 +426,8 @@ int main(int argc, char** argv) {
   const double handoff_ns = HandoffNs();
   const double decode1_tps = n_decode / decode1_s;
   std::printf(
-      "{\"threads\": %d, \"load_s\": %.4f, \"prefill_tokens\": %d, "
+      "{\"isa\": \"%s\", \"threads\": %d, \"load_s\": %.4f, "
+      "\"prefill_tokens\": %d, "
       "\"prefill_tps\": %.2f, \"decode_tokens\": %d, \"decode1_tps\": %.2f, "
       "\"seqs\": %d, \"decodeN_tps\": %.2f, \"rss_mib\": %.1f, "
       "\"kv_pool_mib\": %.1f, \"weight_bytes\": %.0f, "
@@ -436,7 +437,9 @@ int main(int argc, char** argv) {
       "\"mixed_ratio\": %.2f, \"interleaved_decode1_tps\": %.2f, "
       "\"interleaved_decodeN_tps\": %.2f, \"handoff_ns\": %.0f, "
       "\"data_parallel_steps\": %lld}\n",
-      bw_pool.num_threads(), load_s, n_prefill, n_prefill / prefill_s, n_decode,
+      braid::kernels::cpu::CpuIsaName(), bw_pool.num_threads(), load_s,
+      n_prefill,
+      n_prefill / prefill_s, n_decode,
       decode1_tps, n_seqs, n_seqs * n_decode / decoden_s, rss,
       pool.bytes() / 1048576.0, weight_bytes, kv_bytes, read_gbps,
       (weight_bytes + kv_bytes) * decode1_tps / 1e9, mixed_chunk, mixed_ctx,

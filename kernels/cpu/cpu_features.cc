@@ -1,6 +1,9 @@
 #include "kernels/cpu/cpu_features.h"
 
 #include <atomic>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
 
 namespace braid::kernels::cpu {
 namespace {
@@ -25,10 +28,49 @@ CpuFeatures Detect() {
   f.avx512dq = __builtin_cpu_supports("avx512dq");
   f.avx512_vnni = __builtin_cpu_supports("avx512vnni");
 #endif
-  return f;
+  IsaLevel level = IsaLevel::kNative;
+  const char* env = std::getenv("BRAID_CPU_ISA");
+  if (env != nullptr && !ParseIsaLevel(env, &level)) {
+    std::fprintf(stderr,
+                 "braid: BRAID_CPU_ISA=%s is not a level braid knows (scalar, "
+                 "avx2, native)\n",
+                 env);
+    std::exit(2);
+  }
+  const bool has_avx512 = f.avx512f && f.avx512bw && f.avx512vl &&
+                          f.avx512dq && f.avx512_vnni;
+  if (env != nullptr && std::strcmp(env, "avx512") == 0 && !has_avx512) {
+    std::fprintf(stderr,
+                 "braid: BRAID_CPU_ISA=avx512, but this CPU lacks AVX-512 "
+                 "F/BW/VL/DQ/VNNI\n");
+    std::exit(2);
+  }
+  return LimitToIsaLevel(f, level);
 }
 
 }  // namespace
+
+bool ParseIsaLevel(const char* value, IsaLevel* level) {
+  if (std::strcmp(value, "scalar") == 0) {
+    *level = IsaLevel::kScalar;
+  } else if (std::strcmp(value, "avx2") == 0) {
+    *level = IsaLevel::kAvx2;
+  } else if (std::strcmp(value, "native") == 0 ||
+             std::strcmp(value, "avx512") == 0 || value[0] == '\0') {
+    *level = IsaLevel::kNative;
+  } else {
+    return false;
+  }
+  return true;
+}
+
+CpuFeatures LimitToIsaLevel(CpuFeatures f, IsaLevel level) {
+  if (level == IsaLevel::kNative) return f;
+  f.avx_vnni = f.avx512f = f.avx512bw = f.avx512vl = f.avx512dq =
+      f.avx512_vnni = false;
+  if (level == IsaLevel::kScalar) f.avx2 = f.fma = f.f16c = false;
+  return f;
+}
 
 const CpuFeatures& GetCpuFeatures() {
   static const CpuFeatures features = Detect();
@@ -53,6 +95,13 @@ bool UseAvx512() {
   }();
   return has_avx512 && UseAvx2() &&
          !disable_avx512.load(std::memory_order_relaxed);
+}
+
+const char* CpuIsaName() {
+  if (UseAvx512()) return "avx512";
+  if (UseAvxVnni()) return "avx2+vnni";
+  if (UseAvx2()) return "avx2";
+  return "scalar";
 }
 
 void SetDisableAvx512ForTesting(bool value) {

@@ -1,7 +1,14 @@
 // Run-time CPU feature detection and the ISA switch used by the CPU kernels.
 //
 // Kernels with an AVX2 path call UseAvx2() to choose between it and the
-// portable scalar path. Detection runs once (thread-safe static init). Tests
+// portable scalar path. Detection runs once (thread-safe static init). The
+// environment variable BRAID_CPU_ISA pins a lower level than the CPU has:
+// "scalar" (no SIMD kernels), "avx2" (AVX2 + FMA + F16C, without AVX-VNNI
+// and AVX-512, like llama.cpp built with GGML_AVX2 alone), "avx512" (the
+// CPU's AVX-512 kernels; the process stops if it has none) or "native" /
+// unset (everything the CPU has); so the AVX2 paths can be measured and
+// tested on an AVX-512 machine. Any other value stops the process at
+// detection with a message naming the accepted ones. Tests
 // may force the scalar path with SetForceScalarForTesting(); that override is
 // not synchronized with concurrently running kernels, so set it only between
 // kernel calls.
@@ -22,8 +29,19 @@ struct CpuFeatures {
   bool avx512_vnni = false;
 };
 
-// Features of the running CPU, detected once.
+// Features of the running CPU, detected once, less what BRAID_CPU_ISA pins.
 const CpuFeatures& GetCpuFeatures();
+
+// The levels BRAID_CPU_ISA names.
+enum class IsaLevel { kScalar, kAvx2, kNative };
+// "scalar", "avx2", "avx512", "native" or "" (avx512 and "" as native);
+// false for anything else.
+bool ParseIsaLevel(const char* value, IsaLevel* level);
+// The features a CPU with `f` offers at `level`.
+CpuFeatures LimitToIsaLevel(CpuFeatures f, IsaLevel level);
+// The kernels' level in use, for logs and benchmarks: "scalar", "avx2",
+// "avx2+vnni" or "avx512".
+const char* CpuIsaName();
 
 // True when the AVX2+FMA+F16C kernels may run (and are not disabled for
 // testing).

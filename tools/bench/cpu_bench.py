@@ -225,13 +225,16 @@ def main():
               flush=True)
     med = lambda xs: statistics.median(xs)
     ratio = lambda k: med([b[k] / l[k] for b, l in rounds])
-    B = {k: med([b[k] for b, _ in rounds]) for k in rounds[0][0]}
+    B = {k: med([b[k] for b, _ in rounds]) for k in rounds[0][0]
+         if not isinstance(rounds[0][0][k], str)}
     L = {k: med([l[k] for _, l in rounds]) for k in rounds[0][1]}
     step_bytes = B["weight_bytes"] + B["kv_bytes_per_step"]
     bw_frac = med([(b["weight_bytes"] + b["kv_bytes_per_step"]) *
                    b["decode1_tps"] / 1e9 / b["read_gbps"] for b, _ in rounds])
     print()
-    print(f"CPU: {cpu_model()} ({os.cpu_count()} CPUs), threads {a.threads}, "
+    print(f"CPU: {cpu_model()} ({os.cpu_count()} CPUs), braid kernels "
+          f"{rounds[0][0].get('isa', '?')} (BRAID_CPU_ISA pins a lower level), "
+          f"threads {a.threads}, "
           f"model {os.path.basename(a.model)}, prompt {a.prompt}, "
           f"median of {a.rounds} rounds, "
           f"braid flags {' '.join(a.braid_flag) or '(none)'}")
