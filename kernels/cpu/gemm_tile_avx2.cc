@@ -43,7 +43,7 @@ BRAID_VNNI inline __m256 MulSumU8I8(__m256i ax, __m256i sy) {
 //
 // Formats with signed values against Q8_0 (Q4_0, Q8_0, Q5_0, IQ4_NL): |q|
 // and q, so maddubs takes |q| and the activations with q's signs.
-template <typename WBlock, __m256i (*kValues)(const WBlock&)>
+template <typename WBlock, typename Values>
 struct SignedFormat {
   using W = WBlock;
   using X = BlockQ8_0;
@@ -52,7 +52,7 @@ struct SignedFormat {
     __m256i abs_w, w;
   };
   BRAID_AVX2 static Prep Prepare(const W& b) {
-    const __m256i q = kValues(b);
+    const __m256i q = Values::Of(b);
     return {_mm256_sign_epi8(q, q), q};
   }
   template <bool kVnni>
@@ -61,17 +61,27 @@ struct SignedFormat {
   }
 };
 
-BRAID_AVX2 inline __m256i Q40Values(const BlockQ4_0& b) {
-  return _mm256_sub_epi8(UnpackNibbles(b.qs), _mm256_set1_epi8(8));
-}
-BRAID_AVX2 inline __m256i Q80Values(const BlockQ8_0& b) { return Load32(b.qs); }
-BRAID_AVX2 inline __m256i Q50Values(const BlockQ5_0& b) {
-  return _mm256_sub_epi8(_mm256_or_si256(UnpackNibbles(b.qs), FifthBits(b.qh)),
-                         _mm256_set1_epi8(16));
-}
-BRAID_AVX2 inline __m256i IQ4NLValues(const BlockIQ4_NL& b) {
-  return _mm256_shuffle_epi8(Iq4NlTable(kIq4NlValues), UnpackNibbles(b.qs));
-}
+// Each format's values of a block (Of), as a type for the templates.
+struct Q40Values {
+  BRAID_AVX2 static __m256i Of(const BlockQ4_0& b) {
+    return _mm256_sub_epi8(UnpackNibbles(b.qs), _mm256_set1_epi8(8));
+  }
+};
+struct Q80Values {
+  BRAID_AVX2 static __m256i Of(const BlockQ8_0& b) { return Load32(b.qs); }
+};
+struct Q50Values {
+  BRAID_AVX2 static __m256i Of(const BlockQ5_0& b) {
+    return _mm256_sub_epi8(
+        _mm256_or_si256(UnpackNibbles(b.qs), FifthBits(b.qh)),
+        _mm256_set1_epi8(16));
+  }
+};
+struct IQ4NLValues {
+  BRAID_AVX2 static __m256i Of(const BlockIQ4_NL& b) {
+    return _mm256_shuffle_epi8(Iq4NlTable(kIq4NlValues), UnpackNibbles(b.qs));
+  }
+};
 using Q40 = SignedFormat<BlockQ4_0, Q40Values>;
 using Q80 = SignedFormat<BlockQ8_0, Q80Values>;
 using Q50 = SignedFormat<BlockQ5_0, Q50Values>;
@@ -79,7 +89,7 @@ using IQ4NL = SignedFormat<BlockIQ4_NL, IQ4NLValues>;
 
 // Formats with unsigned values and a min against Q8_1 (Q4_1, Q5_1; d and m
 // lead the block).
-template <typename WBlock, __m256i (*kValues)(const WBlock&)>
+template <typename WBlock, typename Values>
 struct MinFormat {
   using W = WBlock;
   using X = BlockQ8_1;
@@ -87,19 +97,23 @@ struct MinFormat {
   struct Prep {
     __m256i w;
   };
-  BRAID_AVX2 static Prep Prepare(const W& b) { return {kValues(b)}; }
+  BRAID_AVX2 static Prep Prepare(const W& b) { return {Values::Of(b)}; }
   template <bool kVnni>
   BRAID_VNNI static __m256 Sum(const Prep& p, const X& x) {
     return MulSumU8I8<kVnni>(p.w, Load32(x.qs));
   }
 };
 
-BRAID_AVX2 inline __m256i Q41Values(const BlockQ4_1& b) {
-  return UnpackNibbles(b.qs);
-}
-BRAID_AVX2 inline __m256i Q51Values(const BlockQ5_1& b) {
-  return _mm256_or_si256(UnpackNibbles(b.qs), FifthBits(b.qh));
-}
+struct Q41Values {
+  BRAID_AVX2 static __m256i Of(const BlockQ4_1& b) {
+    return UnpackNibbles(b.qs);
+  }
+};
+struct Q51Values {
+  BRAID_AVX2 static __m256i Of(const BlockQ5_1& b) {
+    return _mm256_or_si256(UnpackNibbles(b.qs), FifthBits(b.qh));
+  }
+};
 using Q41 = MinFormat<BlockQ4_1, Q41Values>;
 using Q51 = MinFormat<BlockQ5_1, Q51Values>;
 
