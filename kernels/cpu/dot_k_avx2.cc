@@ -199,44 +199,6 @@ inline __m128i ScalesMinsQ4K(const uint8_t* q) {
 }
 
 template <>
-BRAID_AVX2 inline float BlockSum(const BlockQ4_K& b, const BlockQ8_K& x,
-                                 float sum) {
-  const __m256i low4 = _mm256_set1_epi8(0x0F);
-  // [scales | mins] as 16 int16; the scales in both lanes for the shuffles
-  // that broadcast sub-block s's (bytes 2s, 2s + 1).
-  const __m256i scales_mins = _mm256_cvtepu8_epi16(ScalesMinsQ4K(b.scales));
-  const __m256i scales = _mm256_permute2x128_si256(scales_mins, scales_mins, 0);
-  __m256i acc = _mm256_setzero_si256();
-#pragma GCC unroll 4
-  for (int g = 0; g < 4; ++g) {
-    const __m256i pick_lo = _mm256_set1_epi16(
-        static_cast<int16_t>((4 * g) | ((4 * g + 1) << 8)));
-    const __m256i pick_hi = _mm256_set1_epi16(
-        static_cast<int16_t>((4 * g + 2) | ((4 * g + 3) << 8)));
-    const __m256i bits = Load256(b.qs + 32 * g);
-    const __m256i lo = _mm256_and_si256(bits, low4);
-    const __m256i hi = _mm256_and_si256(_mm256_srli_epi16(bits, 4), low4);
-    const __m256i plo = _mm256_madd_epi16(
-        _mm256_maddubs_epi16(lo, Load256(x.qs + 64 * g)),
-        _mm256_shuffle_epi8(scales, pick_lo));
-    const __m256i phi = _mm256_madd_epi16(
-        _mm256_maddubs_epi16(hi, Load256(x.qs + 64 * g + 32)),
-        _mm256_shuffle_epi8(scales, pick_hi));
-    acc = _mm256_add_epi32(acc, _mm256_add_epi32(plo, phi));
-  }
-  // The mins against the 32-element sums of x: bsums added in pairs.
-  const __m256i bsums = Int16x16(x.bsums);
-  const __m128i pair_sums = _mm_hadd_epi16(_mm256_castsi256_si128(bsums),
-                                           _mm256_extracti128_si256(bsums, 1));
-  __m128i ms =
-      _mm_madd_epi16(_mm256_extracti128_si256(scales_mins, 1), pair_sums);
-  ms = _mm_add_epi32(ms, _mm_unpackhi_epi64(ms, ms));
-  ms = _mm_add_epi32(ms, _mm_shuffle_epi32(ms, 1));
-  return KQuantAccumulate(sum, H2F(b.d) * x.d, H2F(b.dmin) * x.d,
-                          HorizontalSumI32(acc), _mm_cvtsi128_si32(ms));
-}
-
-template <>
 BRAID_AVX2 inline float BlockSum(const BlockQ6_K& b, const BlockQ8_K& x,
                                  float sum) {
   const __m256i low4 = _mm256_set1_epi8(0x0F);
@@ -292,12 +254,15 @@ BRAID_AVX2 inline float BlockSum(const BlockQ6_K& b, const BlockQ8_K& x,
 // Q4_K (and below Q6_K) against T tokens' blocks xs[t] at once: the weight
 // block unpacked and its scales decoded once, each token's sums as
 // BlockSum's (the same integers and float steps).
-template <int T>
-BRAID_AVX2 inline void BlockSums(const BlockQ4_K& b,
-                                    const BlockQ8_K* const* xs, float* sums) {
+template <int T, typename Block>
+BRAID_AVX2 inline void BlockSumsQ45K(const Block& b, const BlockQ8_K* const* xs,
+                                     float* sums) {
+  constexpr bool kQ5 = std::is_same_v<Block, BlockQ5_K>;
   const __m256i low4 = _mm256_set1_epi8(0x0F);
   const __m256i scales_mins = _mm256_cvtepu8_epi16(ScalesMinsQ4K(b.scales));
   const __m256i scales = _mm256_permute2x128_si256(scales_mins, scales_mins, 0);
+  __m256i qh = _mm256_setzero_si256();
+  if constexpr (kQ5) qh = Load256(b.qh);
   __m256i acc[T];
 #pragma GCC unroll 4
   for (int t = 0; t < T; ++t) acc[t] = _mm256_setzero_si256();
@@ -310,8 +275,18 @@ BRAID_AVX2 inline void BlockSums(const BlockQ4_K& b,
         scales, _mm256_set1_epi16(
                     static_cast<int16_t>((4 * g + 2) | ((4 * g + 3) << 8))));
     const __m256i bits = Load256(b.qs + 32 * g);
-    const __m256i lo = _mm256_and_si256(bits, low4);
-    const __m256i hi = _mm256_and_si256(_mm256_srli_epi16(bits, 4), low4);
+    __m256i lo = _mm256_and_si256(bits, low4);
+    __m256i hi = _mm256_and_si256(_mm256_srli_epi16(bits, 4), low4);
+    if constexpr (kQ5) {
+      // Fifth bits: bit 2g (low nibbles) and 2g + 1 (high) of qh's bytes.
+      const __m256i one = _mm256_set1_epi8(1);
+      lo = _mm256_or_si256(
+          lo, _mm256_slli_epi16(
+                  _mm256_and_si256(_mm256_srli_epi16(qh, 2 * g), one), 4));
+      hi = _mm256_or_si256(
+          hi, _mm256_slli_epi16(
+                  _mm256_and_si256(_mm256_srli_epi16(qh, 2 * g + 1), one), 4));
+    }
 #pragma GCC unroll 4
     for (int t = 0; t < T; ++t) {
       const __m256i plo = _mm256_madd_epi16(
@@ -334,6 +309,32 @@ BRAID_AVX2 inline void BlockSums(const BlockQ4_K& b,
     sums[t] = KQuantAccumulate(sums[t], d * xs[t]->d, dmin * xs[t]->d,
                                HorizontalSumI32(acc[t]), _mm_cvtsi128_si32(ms));
   }
+}
+
+template <int T>
+BRAID_AVX2 inline void BlockSums(const BlockQ4_K& b,
+                                 const BlockQ8_K* const* xs, float* sums) {
+  BlockSumsQ45K<T>(b, xs, sums);
+}
+template <int T>
+BRAID_AVX2 inline void BlockSums(const BlockQ5_K& b,
+                                 const BlockQ8_K* const* xs, float* sums) {
+  BlockSumsQ45K<T>(b, xs, sums);
+}
+
+template <>
+BRAID_AVX2 inline float BlockSum(const BlockQ4_K& b, const BlockQ8_K& x,
+                                 float sum) {
+  const BlockQ8_K* xs[1] = {&x};
+  BlockSumsQ45K<1>(b, xs, &sum);
+  return sum;
+}
+template <>
+BRAID_AVX2 inline float BlockSum(const BlockQ5_K& b, const BlockQ8_K& x,
+                                 float sum) {
+  const BlockQ8_K* xs[1] = {&x};
+  BlockSumsQ45K<1>(b, xs, &sum);
+  return sum;
 }
 
 // Q6_K against T tokens' blocks xs[t] at once (BlockSum's integers and
@@ -438,6 +439,7 @@ BRAID_AVX2 void GemmK(const uint8_t* w, size_t w_row_bytes, const uint8_t* x,
     return;
   }
   if constexpr (std::is_same_v<Block, BlockQ4_K> ||
+                std::is_same_v<Block, BlockQ5_K> ||
                 std::is_same_v<Block, BlockQ6_K>) {
     // Tokens four at a time (then the rest), rows streaming for each group:
     // the run of rows stays in L2 across the groups.
