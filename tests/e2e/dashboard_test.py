@@ -188,6 +188,24 @@ class Load:
                     self.count("rejected" if e.code() ==
                                grpc.StatusCode.RESOURCE_EXHAUSTED else "other")
 
+    def cancel_one(self):
+        """One request cancelled mid-stream on the idle daemon: the load's
+        own cancellations can all meet RESOURCE_EXHAUSTED first on a slow or
+        loaded machine, and the panels need at least one."""
+        with grpc.insecure_channel(self.addr) as ch:
+            stub = pb_grpc.BraidStub(ch)
+            call = stub.Generate(pb.GenerateRequest(
+                prompt=pb.Prompt(text=b"Cancel me after the first chunk."),
+                sampling=pb.SamplingParams(max_tokens=64, ignore_eos=True)),
+                timeout=60)
+            try:
+                for _ in call:
+                    call.cancel()
+                self.count("ok")
+            except grpc.RpcError as e:
+                self.count("cancelled" if e.code() == grpc.StatusCode.CANCELLED
+                           else "other")
+
     def run(self):
         threads = [threading.Thread(target=self.worker, args=(i,))
                    for i in range(8)]
@@ -200,6 +218,7 @@ class Load:
         self.stop.set()
         for t in threads:
             t.join(120)
+        self.cancel_one()
         return self.counts
 
 
