@@ -21,7 +21,7 @@ echo "llama_venv: building llama-cpp-python $VERSION into $VENV (about 15 minute
 [ -x "$VENV/bin/python" ] || python3 -m venv "$VENV" >&2
 CMAKE_ARGS="-DGGML_NATIVE=OFF -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON \
 -DGGML_AVX512=OFF -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_BUILD_TOOLS=OFF \
--DLLAMA_BUILD_SERVER=OFF -DLLAVA_BUILD=OFF -DLLAMA_CURL=OFF" \
+-DLLAMA_BUILD_SERVER=OFF -DLLAMA_CURL=OFF" \
   CMAKE_BUILD_PARALLEL_LEVEL=2 \
   "$VENV/bin/pip" install -q "llama-cpp-python==$VERSION" numpy gguf >&2
 echo "$VENV/bin/python"
