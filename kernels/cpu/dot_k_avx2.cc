@@ -90,74 +90,6 @@ BRAID_AVX2 void Prepare(const BlockQ3_K& b, KPrep* p) {
   p->dmin = 0.0f;
 }
 
-// Q4_K and Q5_K: four groups of 64 elements, 32 bytes of nibbles each (low:
-// sub-block 2g, high: 2g + 1); Q5_K's fifth bits from qh (bit s of byte l).
-template <typename Block>
-BRAID_AVX2 void PrepareQ45K(const Block& b, const uint8_t* qh_bytes,
-                            KPrep* p) {
-  const __m256i low4 = _mm256_set1_epi8(0x0F);
-  alignas(32) int16_t m16[16];
-  uint8_t sc[8], m[8];
-  for (int s = 0; s < 8; ++s) {
-    ScaleMinK4(s, b.scales, &sc[s], &m[s]);
-    m16[2 * s] = m16[2 * s + 1] = m[s];
-  }
-  const __m256i qh = qh_bytes != nullptr ? Load256(qh_bytes)
-                                         : _mm256_setzero_si256();
-  for (int g = 0; g < 4; ++g) {
-    const __m256i bits = Load256(b.qs + 32 * g);
-    __m256i lo = _mm256_and_si256(bits, low4);
-    __m256i hi = _mm256_and_si256(_mm256_srli_epi16(bits, 4), low4);
-    if (qh_bytes != nullptr) {
-      lo = _mm256_or_si256(lo, _mm256_slli_epi16(ByteBits(qh, 2 * g, 1), 4));
-      hi = _mm256_or_si256(hi,
-                           _mm256_slli_epi16(ByteBits(qh, 2 * g + 1, 1), 4));
-    }
-    p->u[2 * g] = lo;
-    p->u[2 * g + 1] = hi;
-    p->sv[2 * g] = _mm256_set1_epi16(sc[2 * g]);
-    p->sv[2 * g + 1] = _mm256_set1_epi16(sc[2 * g + 1]);
-  }
-  p->coef = _mm256_setzero_si256();
-  p->mcoef = Int16x16(m16);
-  p->d = H2F(b.d);
-  p->dmin = H2F(b.dmin);
-}
-
-BRAID_AVX2 void Prepare(const BlockQ4_K& b, KPrep* p) {
-  PrepareQ45K(b, nullptr, p);
-}
-BRAID_AVX2 void Prepare(const BlockQ5_K& b, KPrep* p) {
-  PrepareQ45K(b, b.qh, p);
-}
-
-BRAID_AVX2 void Prepare(const BlockQ6_K& b, KPrep* p) {
-  const __m256i low4 = _mm256_set1_epi8(0x0F);
-  alignas(32) int16_t coef[16];
-  for (int s = 0; s < 16; ++s) {
-    coef[s] = static_cast<int16_t>(-32 * b.scales[s]);
-  }
-  for (int h = 0; h < 2; ++h) {
-    const __m256i ql0 = Load256(b.ql + 64 * h);
-    const __m256i ql1 = Load256(b.ql + 64 * h + 32);
-    const __m256i qh = Load256(b.qh + 32 * h);
-    const __m256i low[4] = {
-        _mm256_and_si256(ql0, low4), _mm256_and_si256(ql1, low4),
-        _mm256_and_si256(_mm256_srli_epi16(ql0, 4), low4),
-        _mm256_and_si256(_mm256_srli_epi16(ql1, 4), low4)};
-    for (int k = 0; k < 4; ++k) {
-      const int s = 8 * h + 2 * k;
-      p->u[4 * h + k] = _mm256_or_si256(
-          low[k], _mm256_slli_epi16(ByteBits(qh, 2 * k, 3), 4));
-      p->sv[4 * h + k] = PairScales(b.scales[s], b.scales[s + 1]);
-    }
-  }
-  p->coef = Int16x16(coef);
-  p->mcoef = _mm256_setzero_si256();
-  p->d = H2F(b.d);
-  p->dmin = 0.0f;
-}
-
 // sum after one more block: KQuantAccumulate over the block's integers.
 BRAID_AVX2 inline float AddBlock(const KPrep& p, const BlockQ8_K& x,
                                  float sum) {
@@ -174,16 +106,17 @@ BRAID_AVX2 inline float AddBlock(const KPrep& p, const BlockQ8_K& x,
                           msum);
 }
 
-// One block's sum against one Q8_K block, for one token: by default
-// Prepare then AddBlock; Q4_K and Q6_K (the bulk of Q4_K_M / Q5_K_M files)
-// have fused forms that keep every vector in registers (the same integers,
-// so the same sums).
-template <typename Block>
-BRAID_AVX2 inline float BlockSum(const Block& b, const BlockQ8_K& x,
-                                 float sum) {
+// One block's sums against T tokens' Q8_K blocks xs[t], into sums[t]: by
+// default the block prepared once (Prepare) and each token added from it
+// (AddBlock); Q4_K, Q5_K and Q6_K (the bulk of Q4_K_M / Q5_K_M files) have
+// forms below that keep every vector in registers (the same integers, so the
+// same sums).
+template <int T, typename Block>
+BRAID_AVX2 inline void BlockSums(const Block& b, const BlockQ8_K* const* xs,
+                                 float* sums) {
   KPrep p;
   Prepare(b, &p);
-  return AddBlock(p, x, sum);
+  for (int t = 0; t < T; ++t) sums[t] = AddBlock(p, *xs[t], sums[t]);
 }
 
 // Q4_K's 8 scales (bytes 0-7) and 8 mins (bytes 8-15) from its 12 bytes of
@@ -196,59 +129,6 @@ inline __m128i ScalesMinsQ4K(const uint8_t* q) {
   const uint32_t mins_hi = ((u[2] >> 4) & kLow4) | (((u[1] >> 6) & kTop2) << 4);
   return _mm_set_epi32(static_cast<int>(mins_hi), static_cast<int>(u[1] & kLow6),
                        static_cast<int>(scales_hi), static_cast<int>(u[0] & kLow6));
-}
-
-template <>
-BRAID_AVX2 inline float BlockSum(const BlockQ6_K& b, const BlockQ8_K& x,
-                                 float sum) {
-  const __m256i low4 = _mm256_set1_epi8(0x0F);
-  const __m256i three = _mm256_set1_epi8(3);
-  // The 16 int8 scales as int16: [0..7 | 8..15].
-  const __m256i sc16 = _mm256_cvtepi8_epi16(
-      _mm_loadu_si128(reinterpret_cast<const __m128i*>(b.scales)));
-  __m256i acc = _mm256_setzero_si256();
-#pragma GCC unroll 2
-  for (int h = 0; h < 2; ++h) {
-    // Half h's 8 scales in both lanes; a shuffle then puts sub-block
-    // 8h + 2k's scale in the low lane and 8h + 2k + 1's in the high one.
-    const __m256i half = h == 0 ? _mm256_permute2x128_si256(sc16, sc16, 0x00)
-                                : _mm256_permute2x128_si256(sc16, sc16, 0x11);
-    const __m256i ql0 = Load256(b.ql + 64 * h);
-    const __m256i ql1 = Load256(b.ql + 64 * h + 32);
-    const __m256i qh = Load256(b.qh + 32 * h);
-    const __m256i u[4] = {
-        _mm256_or_si256(_mm256_and_si256(ql0, low4),
-                        _mm256_slli_epi16(_mm256_and_si256(qh, three), 4)),
-        _mm256_or_si256(
-            _mm256_and_si256(ql1, low4),
-            _mm256_slli_epi16(
-                _mm256_and_si256(_mm256_srli_epi16(qh, 2), three), 4)),
-        _mm256_or_si256(
-            _mm256_and_si256(_mm256_srli_epi16(ql0, 4), low4),
-            _mm256_slli_epi16(
-                _mm256_and_si256(_mm256_srli_epi16(qh, 4), three), 4)),
-        _mm256_or_si256(
-            _mm256_and_si256(_mm256_srli_epi16(ql1, 4), low4),
-            _mm256_slli_epi16(
-                _mm256_and_si256(_mm256_srli_epi16(qh, 6), three), 4))};
-#pragma GCC unroll 4
-    for (int k = 0; k < 4; ++k) {
-      const int a = 2 * k, c = 2 * k + 1;  // within the half
-      const __m256i pick = _mm256_set_m128i(
-          _mm_set1_epi16(static_cast<int16_t>((2 * c) | ((2 * c + 1) << 8))),
-          _mm_set1_epi16(static_cast<int16_t>((2 * a) | ((2 * a + 1) << 8))));
-      acc = _mm256_add_epi32(
-          acc,
-          _mm256_madd_epi16(
-              _mm256_maddubs_epi16(u[k], Load256(x.qs + 128 * h + 32 * k)),
-              _mm256_shuffle_epi8(half, pick)));
-    }
-  }
-  // The offset -32 of every value, through x's 16-element sums.
-  const __m256i corr = _mm256_madd_epi16(sc16, Int16x16(x.bsums));
-  return KQuantAccumulate(sum, H2F(b.d) * x.d, 0.0f,
-                          HorizontalSumI32(acc) - 32 * HorizontalSumI32(corr),
-                          0);
 }
 
 // Q4_K (and below Q6_K) against T tokens' blocks xs[t] at once: the weight
@@ -322,20 +202,12 @@ BRAID_AVX2 inline void BlockSums(const BlockQ5_K& b,
   BlockSumsQ45K<T>(b, xs, sums);
 }
 
-template <>
-BRAID_AVX2 inline float BlockSum(const BlockQ4_K& b, const BlockQ8_K& x,
-                                 float sum) {
-  const BlockQ8_K* xs[1] = {&x};
-  BlockSumsQ45K<1>(b, xs, &sum);
-  return sum;
-}
-template <>
-BRAID_AVX2 inline float BlockSum(const BlockQ5_K& b, const BlockQ8_K& x,
-                                 float sum) {
-  const BlockQ8_K* xs[1] = {&x};
-  BlockSumsQ45K<1>(b, xs, &sum);
-  return sum;
-}
+// Whether Block has a register form above (worth groups of 4 tokens); the
+// others prepare a block in memory and amortize that over up to 16.
+template <typename Block>
+constexpr bool kRegisterForm = std::is_same_v<Block, BlockQ4_K> ||
+                               std::is_same_v<Block, BlockQ5_K> ||
+                               std::is_same_v<Block, BlockQ6_K>;
 
 // Q6_K against T tokens' blocks xs[t] at once (BlockSum's integers and
 // float steps for each).
@@ -389,8 +261,7 @@ BRAID_AVX2 inline void BlockSums(const BlockQ6_K& b,
   }
 }
 
-// Rows [r0, r1) of a Q4_K or Q6_K matrix x tokens [t0, t0 + T): y as GemmK
-// writes it.
+// Rows [r0, r1) x tokens [t0, t0 + T): y as GemmK writes it.
 template <typename Block, int T>
 BRAID_AVX2 void RowsK(const uint8_t* w, size_t w_row_bytes, const uint8_t* x,
                       size_t x_row_bytes, int64_t nb, int64_t r0, int64_t r1,
@@ -416,67 +287,34 @@ BRAID_AVX2 void RowsK(const uint8_t* w, size_t w_row_bytes, const uint8_t* x,
 template <typename Block>
 BRAID_AVX2 float DotK(const Block* w, const BlockQ8_K* x, int64_t n) {
   float sum = 0.0f;
-  for (int64_t i = 0; i < n / kQK_K; ++i) sum = BlockSum(w[i], x[i], sum);
+  for (int64_t i = 0; i < n / kQK_K; ++i) {
+    const BlockQ8_K* xs[1] = {x + i};
+    BlockSums<1>(w[i], xs, &sum);
+  }
   return sum;
 }
 
-// Rows [r0, r1) x tokens [0, n_tok): each row's block prepared once for a
-// chunk of up to kChunk tokens, whose running sums stay in `sums`.
+// Rows [r0, r1) x tokens [0, n_tok): tokens in groups (kGroup, then 4, 2,
+// 1), each group over the rows streaming: the run of rows stays in L2
+// across the groups, and a row's block is unpacked once a group.
 template <typename Block>
 BRAID_AVX2 void GemmK(const uint8_t* w, size_t w_row_bytes, const uint8_t* x,
                       size_t x_row_bytes, int64_t n, int64_t r0, int64_t r1,
                       int64_t n_tok, float* y, int64_t ld_y, bool accumulate) {
-  constexpr int64_t kChunk = 16;
+  constexpr int kGroup = kRegisterForm<Block> ? 4 : 16;
   const int64_t nb = n / kQK_K;
-  KPrep p;
-  float sums[kChunk];
-  if (n_tok == 1) {  // one token: the fused block sums, rows streaming
-    for (int64_t r = r0; r < r1; ++r) {
-      const float v = DotK(reinterpret_cast<const Block*>(w + r * w_row_bytes),
-                           reinterpret_cast<const BlockQ8_K*>(x), n);
-      y[r] = accumulate ? y[r] + v : v;
+  int64_t t0 = 0;
+  auto groups = [&](auto width) BRAID_AVX2 {
+    constexpr int kT = decltype(width)::value;
+    for (; t0 + kT <= n_tok; t0 += kT) {
+      RowsK<Block, kT>(w, w_row_bytes, x, x_row_bytes, nb, r0, r1, t0, y, ld_y,
+                       accumulate);
     }
-    return;
-  }
-  if constexpr (std::is_same_v<Block, BlockQ4_K> ||
-                std::is_same_v<Block, BlockQ5_K> ||
-                std::is_same_v<Block, BlockQ6_K>) {
-    // Tokens four at a time (then the rest), rows streaming for each group:
-    // the run of rows stays in L2 across the groups.
-    int64_t t0 = 0;
-    for (; t0 + 4 <= n_tok; t0 += 4) {
-      RowsK<Block, 4>(w, w_row_bytes, x, x_row_bytes, nb, r0, r1, t0, y, ld_y,
-                      accumulate);
-    }
-    for (; t0 + 2 <= n_tok; t0 += 2) {
-      RowsK<Block, 2>(w, w_row_bytes, x, x_row_bytes, nb, r0, r1, t0, y, ld_y,
-                      accumulate);
-    }
-    for (; t0 < n_tok; ++t0) {
-      RowsK<Block, 1>(w, w_row_bytes, x, x_row_bytes, nb, r0, r1, t0, y, ld_y,
-                      accumulate);
-    }
-    return;
-  }
-  for (int64_t t0 = 0; t0 < n_tok; t0 += kChunk) {
-    const int64_t tn = std::min(kChunk, n_tok - t0);
-    for (int64_t r = r0; r < r1; ++r) {
-      const auto* wr = reinterpret_cast<const Block*>(w + r * w_row_bytes);
-      for (int64_t t = 0; t < tn; ++t) sums[t] = 0.0f;
-      for (int64_t i = 0; i < nb; ++i) {
-        Prepare(wr[i], &p);
-        for (int64_t t = 0; t < tn; ++t) {
-          const auto* xt = reinterpret_cast<const BlockQ8_K*>(
-              x + (t0 + t) * x_row_bytes);
-          sums[t] = AddBlock(p, xt[i], sums[t]);
-        }
-      }
-      for (int64_t t = 0; t < tn; ++t) {
-        float& out = y[(t0 + t) * ld_y + r];
-        out = accumulate ? out + sums[t] : sums[t];
-      }
-    }
-  }
+  };
+  groups(std::integral_constant<int, kGroup>{});
+  if constexpr (kGroup > 4) groups(std::integral_constant<int, 4>{});
+  groups(std::integral_constant<int, 2>{});
+  groups(std::integral_constant<int, 1>{});
 }
 
 }  // namespace
