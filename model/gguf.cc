@@ -226,59 +226,40 @@ absl::StatusOr<double> ReadNumber(Cursor& c, GgufValueType type,
       absl::StrCat("GGUF key '", key, "' is not a number"));
 }
 
-bool KnownTensorType(uint32_t t) {
-  switch (static_cast<GgmlType>(t)) {
-    case GgmlType::kF32:
-    case GgmlType::kF16:
-    case GgmlType::kQ4_0:
-    case GgmlType::kQ4_1:
-    case GgmlType::kQ8_0:
-    case GgmlType::kQ5_0:
-    case GgmlType::kQ5_1:
-    case GgmlType::kIQ4_NL:
-    case GgmlType::kQ2_K:
-    case GgmlType::kQ3_K:
-    case GgmlType::kQ4_K:
-    case GgmlType::kQ5_K:
-    case GgmlType::kQ6_K:
-    case GgmlType::kBF16:
-      return true;
+// Every tensor type the reader accepts: {type, elements per block, bytes
+// per block}, in the order the error message lists them.
+struct TensorTypeInfo {
+  GgmlType type;
+  int64_t block, bytes;
+};
+constexpr TensorTypeInfo kTensorTypes[] = {
+    {GgmlType::kF32, 1, 4},       {GgmlType::kF16, 1, 2},
+    {GgmlType::kBF16, 1, 2},      {GgmlType::kQ8_0, 32, 34},
+    {GgmlType::kQ4_0, 32, 18},    {GgmlType::kQ4_1, 32, 20},
+    {GgmlType::kQ5_0, 32, 22},    {GgmlType::kQ5_1, 32, 24},
+    {GgmlType::kIQ4_NL, 32, 18},  {GgmlType::kQ2_K, 256, 84},
+    {GgmlType::kQ3_K, 256, 110},  {GgmlType::kQ4_K, 256, 144},
+    {GgmlType::kQ5_K, 256, 176},  {GgmlType::kQ6_K, 256, 210},
+};
+
+const TensorTypeInfo* FindTensorType(uint32_t t) {
+  for (const TensorTypeInfo& info : kTensorTypes) {
+    if (static_cast<uint32_t>(info.type) == t) return &info;
   }
-  return false;
+  return nullptr;
 }
 
-// {elements per block, bytes per block}.
-std::pair<int64_t, int64_t> BlockShape(GgmlType t) {
-  switch (t) {
-    case GgmlType::kF32:
-      return {1, 4};
-    case GgmlType::kF16:
-    case GgmlType::kBF16:
-      return {1, 2};
-    case GgmlType::kQ4_0:
-      return {32, 18};
-    case GgmlType::kQ4_1:
-      return {32, 20};
-    case GgmlType::kQ8_0:
-      return {32, 34};
-    case GgmlType::kQ5_0:
-      return {32, 22};
-    case GgmlType::kQ5_1:
-      return {32, 24};
-    case GgmlType::kIQ4_NL:
-      return {32, 18};
-    case GgmlType::kQ2_K:
-      return {256, 84};
-    case GgmlType::kQ3_K:
-      return {256, 110};
-    case GgmlType::kQ4_K:
-      return {256, 144};
-    case GgmlType::kQ5_K:
-      return {256, 176};
-    case GgmlType::kQ6_K:
-      return {256, 210};
-  }
-  return {1, 1};
+// "F32, F16, ..." for error messages.
+const std::string& SupportedTensorTypes() {
+  static const std::string* const names = [] {
+    auto* out = new std::string;
+    for (const TensorTypeInfo& info : kTensorTypes) {
+      absl::StrAppend(out, out->empty() ? "" : ", ",
+                      GgmlTypeName(static_cast<uint32_t>(info.type)));
+    }
+    return out;
+  }();
+  return *names;
 }
 
 }  // namespace
@@ -449,13 +430,14 @@ absl::Status GgufFile::Parse() {
     }
     uint32_t type = 0;
     if (absl::Status s = c.Read(&type, "tensor type"); !s.ok()) return s;
-    if (!KnownTensorType(type)) {
+    const TensorTypeInfo* info = FindTensorType(type);
+    if (info == nullptr) {
       return absl::InvalidArgumentError(
           absl::StrCat(where, ": unsupported tensor type ", GgmlTypeName(type),
-                       " (", type, "); braid reads ", kSupportedTensorTypes));
+                       " (", type, "); braid reads ", SupportedTensorTypes()));
     }
-    t.type = static_cast<GgmlType>(type);
-    const auto [block, block_bytes] = BlockShape(t.type);
+    t.type = info->type;
+    const int64_t block = info->block, block_bytes = info->bytes;
     if (t.dims[0] % block != 0) {
       return absl::InvalidArgumentError(absl::StrCat(
           where, ": row length ", t.dims[0], " is not a multiple of the ",

@@ -43,11 +43,6 @@ enum class GgmlType : uint32_t {
   kBF16 = 30,
 };
 
-// The types above, in the order braid documents them (for error messages).
-inline constexpr const char* kSupportedTensorTypes =
-    "F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, IQ4_NL, Q2_K, Q3_K, Q4_K, "
-    "Q5_K, Q6_K";
-
 // ggml's name for a type id ("Q4_K", "F32", ...), or "type<N>" when unknown.
 std::string GgmlTypeName(uint32_t raw_type);
 

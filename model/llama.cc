@@ -27,7 +27,9 @@ namespace k = ::braid::kernels::cpu;
 k::DType ToDType(GgmlType t) { return static_cast<k::DType>(t); }
 
 // A 2-D weight [rows, cols] (ggml ne = {cols, rows}).
+// Both helpers add the tensor's name to *read (LlamaModel::UnusedTensors).
 absl::StatusOr<k::WeightMatrix> Matrix(const GgufFile& f,
+                                       absl::flat_hash_set<std::string>* read,
                                        const std::string& name, int64_t rows,
                                        int64_t cols) {
   const GgufTensor* t = f.FindTensor(name);
@@ -39,6 +41,7 @@ absl::StatusOr<k::WeightMatrix> Matrix(const GgufFile& f,
         "tensor ", name, " has shape [", absl::StrJoin(t->dims, ","),
         "], want [", cols, ",", rows, "]"));
   }
+  read->insert(name);
   return k::WeightMatrix{ToDType(t->type), t->data, rows, cols};
 }
 
@@ -54,8 +57,9 @@ void Repack(const GgufFile& f, k::WeightMatrix* w, bool packed) {
 }
 
 // A 1-D vector [n] in any float type, copied to f32.
-absl::StatusOr<std::vector<float>> Vector(const GgufFile& f,
-                                          const std::string& name, int64_t n) {
+absl::StatusOr<std::vector<float>> Vector(
+    const GgufFile& f, absl::flat_hash_set<std::string>* read,
+    const std::string& name, int64_t n) {
   const GgufTensor* t = f.FindTensor(name);
   if (t == nullptr) {
     return absl::InvalidArgumentError(absl::StrCat("missing tensor ", name));
@@ -66,6 +70,7 @@ absl::StatusOr<std::vector<float>> Vector(const GgufFile& f,
   }
   std::vector<float> out(n);
   k::DequantizeRow(ToDType(t->type), t->data, out.data(), n);
+  read->insert(name);
   return out;
 }
 
@@ -112,19 +117,19 @@ absl::Status LlamaModel::BindWeights() {
     lhs = *std::move(result);                 \
   }
   BRAID_ASSIGN(token_embd_,
-               Matrix(f, "token_embd.weight", c.n_vocab, c.n_embd));
-  BRAID_ASSIGN(output_norm_, Vector(f, "output_norm.weight", c.n_embd));
+               Matrix(f, &read_tensors_, "token_embd.weight", c.n_vocab, c.n_embd));
+  BRAID_ASSIGN(output_norm_, Vector(f, &read_tensors_, "output_norm.weight", c.n_embd));
   if (f.FindTensor("rope_freqs.weight") != nullptr) {
-    BRAID_ASSIGN(rope_freqs_, Vector(f, "rope_freqs.weight", c.n_rot / 2));
+    BRAID_ASSIGN(rope_freqs_, Vector(f, &read_tensors_, "rope_freqs.weight", c.n_rot / 2));
   }
   if (f.FindTensor("output.weight") != nullptr) {
-    BRAID_ASSIGN(output_, Matrix(f, "output.weight", c.n_vocab, c.n_embd));
+    BRAID_ASSIGN(output_, Matrix(f, &read_tensors_, "output.weight", c.n_vocab, c.n_embd));
   } else {
     output_ = token_embd_;  // Tied embeddings.
   }
   if (f.FindTensor("stream_embd.weight") != nullptr) {
     k::WeightMatrix se;
-    BRAID_ASSIGN(se, Matrix(f, "stream_embd.weight", c.n_streams, c.n_embd));
+    BRAID_ASSIGN(se, Matrix(f, &read_tensors_, "stream_embd.weight", c.n_streams, c.n_embd));
     stream_embd_.resize(static_cast<size_t>(c.n_streams) * c.n_embd);
     for (int s = 0; s < c.n_streams; ++s) {
       k::DequantizeRow(se.type, se.Row(s),
@@ -136,23 +141,23 @@ absl::Status LlamaModel::BindWeights() {
   for (int il = 0; il < c.n_layer; ++il) {
     Layer& l = layers_[il];
     const std::string p = absl::StrCat("blk.", il, ".");
-    BRAID_ASSIGN(l.attn_norm, Vector(f, p + "attn_norm.weight", c.n_embd));
-    BRAID_ASSIGN(l.ffn_norm, Vector(f, p + "ffn_norm.weight", c.n_embd));
-    BRAID_ASSIGN(l.wq, Matrix(f, p + "attn_q.weight", q_dim, c.n_embd));
-    BRAID_ASSIGN(l.wk, Matrix(f, p + "attn_k.weight", c.kv_dim(), c.n_embd));
-    BRAID_ASSIGN(l.wv, Matrix(f, p + "attn_v.weight", c.kv_dim(), c.n_embd));
-    BRAID_ASSIGN(l.wo, Matrix(f, p + "attn_output.weight", c.n_embd, q_dim));
-    BRAID_ASSIGN(l.w_gate, Matrix(f, p + "ffn_gate.weight", c.n_ff, c.n_embd));
-    BRAID_ASSIGN(l.w_up, Matrix(f, p + "ffn_up.weight", c.n_ff, c.n_embd));
-    BRAID_ASSIGN(l.w_down, Matrix(f, p + "ffn_down.weight", c.n_embd, c.n_ff));
+    BRAID_ASSIGN(l.attn_norm, Vector(f, &read_tensors_, p + "attn_norm.weight", c.n_embd));
+    BRAID_ASSIGN(l.ffn_norm, Vector(f, &read_tensors_, p + "ffn_norm.weight", c.n_embd));
+    BRAID_ASSIGN(l.wq, Matrix(f, &read_tensors_, p + "attn_q.weight", q_dim, c.n_embd));
+    BRAID_ASSIGN(l.wk, Matrix(f, &read_tensors_, p + "attn_k.weight", c.kv_dim(), c.n_embd));
+    BRAID_ASSIGN(l.wv, Matrix(f, &read_tensors_, p + "attn_v.weight", c.kv_dim(), c.n_embd));
+    BRAID_ASSIGN(l.wo, Matrix(f, &read_tensors_, p + "attn_output.weight", c.n_embd, q_dim));
+    BRAID_ASSIGN(l.w_gate, Matrix(f, &read_tensors_, p + "ffn_gate.weight", c.n_ff, c.n_embd));
+    BRAID_ASSIGN(l.w_up, Matrix(f, &read_tensors_, p + "ffn_up.weight", c.n_ff, c.n_embd));
+    BRAID_ASSIGN(l.w_down, Matrix(f, &read_tensors_, p + "ffn_down.weight", c.n_embd, c.n_ff));
     if (c.traits.qkv_bias) {
-      BRAID_ASSIGN(l.bq, Vector(f, p + "attn_q.bias", q_dim));
-      BRAID_ASSIGN(l.bk, Vector(f, p + "attn_k.bias", c.kv_dim()));
-      BRAID_ASSIGN(l.bv, Vector(f, p + "attn_v.bias", c.kv_dim()));
+      BRAID_ASSIGN(l.bq, Vector(f, &read_tensors_, p + "attn_q.bias", q_dim));
+      BRAID_ASSIGN(l.bk, Vector(f, &read_tensors_, p + "attn_k.bias", c.kv_dim()));
+      BRAID_ASSIGN(l.bv, Vector(f, &read_tensors_, p + "attn_v.bias", c.kv_dim()));
     }
     if (c.traits.qk_norm) {
-      BRAID_ASSIGN(l.q_norm, Vector(f, p + "attn_q_norm.weight", c.head_dim));
-      BRAID_ASSIGN(l.k_norm, Vector(f, p + "attn_k_norm.weight", c.head_dim));
+      BRAID_ASSIGN(l.q_norm, Vector(f, &read_tensors_, p + "attn_q_norm.weight", c.head_dim));
+      BRAID_ASSIGN(l.k_norm, Vector(f, &read_tensors_, p + "attn_k_norm.weight", c.head_dim));
     }
     for (k::WeightMatrix* w :
          {&l.wq, &l.wk, &l.wv, &l.wo, &l.w_gate, &l.w_up, &l.w_down}) {
@@ -180,30 +185,9 @@ std::string LlamaModel::DescribeTensorTypes() const {
 }
 
 std::vector<std::string> LlamaModel::UnusedTensors() const {
-  const LlamaConfig& c = config_;
-  absl::flat_hash_set<std::string> read = {
-      "token_embd.weight", "output_norm.weight", "output.weight",
-      "rope_freqs.weight", "stream_embd.weight"};
-  std::vector<const char*> per_layer = {
-      "attn_norm.weight", "ffn_norm.weight",   "attn_q.weight",
-      "attn_k.weight",    "attn_v.weight",     "attn_output.weight",
-      "ffn_gate.weight",  "ffn_up.weight",     "ffn_down.weight"};
-  if (c.traits.qkv_bias) {
-    per_layer.insert(per_layer.end(),
-                     {"attn_q.bias", "attn_k.bias", "attn_v.bias"});
-  }
-  if (c.traits.qk_norm) {
-    per_layer.insert(per_layer.end(),
-                     {"attn_q_norm.weight", "attn_k_norm.weight"});
-  }
-  for (int il = 0; il < c.n_layer; ++il) {
-    for (const char* suffix : per_layer) {
-      read.insert(absl::StrCat("blk.", il, ".", suffix));
-    }
-  }
   std::vector<std::string> unused;
   for (const GgufTensor& t : file_->tensors()) {
-    if (!read.contains(t.name)) unused.push_back(t.name);
+    if (!read_tensors_.contains(t.name)) unused.push_back(t.name);
   }
   return unused;
 }

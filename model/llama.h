@@ -20,6 +20,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/container/flat_hash_set.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "kernels/cpu/aligned_vector.h"
@@ -268,6 +269,8 @@ class LlamaModel {
   std::vector<float> output_norm_;         // [n_embd]
   // rope_freqs.weight (Llama 3.x): [n_rot / 2] or empty.
   std::vector<float> rope_freqs_;
+  // The tensors BindWeights read (UnusedTensors).
+  absl::flat_hash_set<std::string> read_tensors_;
   // Optional stream_embd.weight, dequantized: [n_streams, n_embd] or empty.
   std::vector<float> stream_embd_;
   std::vector<Layer> layers_;

@@ -106,7 +106,16 @@ const ArchTraits* FindArch(const std::string& arch) {
   return nullptr;
 }
 
-const char* SupportedArchs() { return "llama, qwen2, qwen3"; }
+const char* SupportedArchs() {
+  static const std::string* const names = [] {
+    auto* out = new std::string;
+    for (const ArchEntry& e : kArchs) {
+      absl::StrAppend(out, out->empty() ? "" : ", ", e.name);
+    }
+    return out;
+  }();
+  return names->c_str();
+}
 
 absl::StatusOr<LlamaConfig> LlamaConfig::FromGguf(const GgufFile& f) {
   LlamaConfig c;
