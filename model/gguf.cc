@@ -233,13 +233,13 @@ struct TensorTypeInfo {
   int64_t block, bytes;
 };
 constexpr TensorTypeInfo kTensorTypes[] = {
-    {GgmlType::kF32, 1, 4},       {GgmlType::kF16, 1, 2},
-    {GgmlType::kBF16, 1, 2},      {GgmlType::kQ8_0, 32, 34},
-    {GgmlType::kQ4_0, 32, 18},    {GgmlType::kQ4_1, 32, 20},
-    {GgmlType::kQ5_0, 32, 22},    {GgmlType::kQ5_1, 32, 24},
-    {GgmlType::kIQ4_NL, 32, 18},  {GgmlType::kQ2_K, 256, 84},
-    {GgmlType::kQ3_K, 256, 110},  {GgmlType::kQ4_K, 256, 144},
-    {GgmlType::kQ5_K, 256, 176},  {GgmlType::kQ6_K, 256, 210},
+    {GgmlType::kF32, 1, 4},      {GgmlType::kF16, 1, 2},
+    {GgmlType::kBF16, 1, 2},     {GgmlType::kQ8_0, 32, 34},
+    {GgmlType::kQ4_0, 32, 18},   {GgmlType::kQ4_1, 32, 20},
+    {GgmlType::kQ5_0, 32, 22},   {GgmlType::kQ5_1, 32, 24},
+    {GgmlType::kIQ4_NL, 32, 18}, {GgmlType::kQ2_K, 256, 84},
+    {GgmlType::kQ3_K, 256, 110}, {GgmlType::kQ4_K, 256, 144},
+    {GgmlType::kQ5_K, 256, 176}, {GgmlType::kQ6_K, 256, 210},
 };
 
 const TensorTypeInfo* FindTensorType(uint32_t t) {

@@ -3,8 +3,8 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
-#include <map>
 #include <cstdint>
+#include <map>
 #include <string>
 #include <tuple>
 #include <utility>
@@ -116,20 +116,24 @@ absl::Status LlamaModel::BindWeights() {
     if (!result.ok()) return result.status(); \
     lhs = *std::move(result);                 \
   }
-  BRAID_ASSIGN(token_embd_,
-               Matrix(f, &read_tensors_, "token_embd.weight", c.n_vocab, c.n_embd));
-  BRAID_ASSIGN(output_norm_, Vector(f, &read_tensors_, "output_norm.weight", c.n_embd));
+  BRAID_ASSIGN(token_embd_, Matrix(f, &read_tensors_, "token_embd.weight",
+                                   c.n_vocab, c.n_embd));
+  BRAID_ASSIGN(output_norm_,
+               Vector(f, &read_tensors_, "output_norm.weight", c.n_embd));
   if (f.FindTensor("rope_freqs.weight") != nullptr) {
-    BRAID_ASSIGN(rope_freqs_, Vector(f, &read_tensors_, "rope_freqs.weight", c.n_rot / 2));
+    BRAID_ASSIGN(rope_freqs_,
+                 Vector(f, &read_tensors_, "rope_freqs.weight", c.n_rot / 2));
   }
   if (f.FindTensor("output.weight") != nullptr) {
-    BRAID_ASSIGN(output_, Matrix(f, &read_tensors_, "output.weight", c.n_vocab, c.n_embd));
+    BRAID_ASSIGN(output_, Matrix(f, &read_tensors_, "output.weight", c.n_vocab,
+                                 c.n_embd));
   } else {
     output_ = token_embd_;  // Tied embeddings.
   }
   if (f.FindTensor("stream_embd.weight") != nullptr) {
     k::WeightMatrix se;
-    BRAID_ASSIGN(se, Matrix(f, &read_tensors_, "stream_embd.weight", c.n_streams, c.n_embd));
+    BRAID_ASSIGN(se, Matrix(f, &read_tensors_, "stream_embd.weight",
+                            c.n_streams, c.n_embd));
     stream_embd_.resize(static_cast<size_t>(c.n_streams) * c.n_embd);
     for (int s = 0; s < c.n_streams; ++s) {
       k::DequantizeRow(se.type, se.Row(s),
@@ -141,23 +145,36 @@ absl::Status LlamaModel::BindWeights() {
   for (int il = 0; il < c.n_layer; ++il) {
     Layer& l = layers_[il];
     const std::string p = absl::StrCat("blk.", il, ".");
-    BRAID_ASSIGN(l.attn_norm, Vector(f, &read_tensors_, p + "attn_norm.weight", c.n_embd));
-    BRAID_ASSIGN(l.ffn_norm, Vector(f, &read_tensors_, p + "ffn_norm.weight", c.n_embd));
-    BRAID_ASSIGN(l.wq, Matrix(f, &read_tensors_, p + "attn_q.weight", q_dim, c.n_embd));
-    BRAID_ASSIGN(l.wk, Matrix(f, &read_tensors_, p + "attn_k.weight", c.kv_dim(), c.n_embd));
-    BRAID_ASSIGN(l.wv, Matrix(f, &read_tensors_, p + "attn_v.weight", c.kv_dim(), c.n_embd));
-    BRAID_ASSIGN(l.wo, Matrix(f, &read_tensors_, p + "attn_output.weight", c.n_embd, q_dim));
-    BRAID_ASSIGN(l.w_gate, Matrix(f, &read_tensors_, p + "ffn_gate.weight", c.n_ff, c.n_embd));
-    BRAID_ASSIGN(l.w_up, Matrix(f, &read_tensors_, p + "ffn_up.weight", c.n_ff, c.n_embd));
-    BRAID_ASSIGN(l.w_down, Matrix(f, &read_tensors_, p + "ffn_down.weight", c.n_embd, c.n_ff));
+    BRAID_ASSIGN(l.attn_norm,
+                 Vector(f, &read_tensors_, p + "attn_norm.weight", c.n_embd));
+    BRAID_ASSIGN(l.ffn_norm,
+                 Vector(f, &read_tensors_, p + "ffn_norm.weight", c.n_embd));
+    BRAID_ASSIGN(
+        l.wq, Matrix(f, &read_tensors_, p + "attn_q.weight", q_dim, c.n_embd));
+    BRAID_ASSIGN(l.wk, Matrix(f, &read_tensors_, p + "attn_k.weight",
+                              c.kv_dim(), c.n_embd));
+    BRAID_ASSIGN(l.wv, Matrix(f, &read_tensors_, p + "attn_v.weight",
+                              c.kv_dim(), c.n_embd));
+    BRAID_ASSIGN(l.wo, Matrix(f, &read_tensors_, p + "attn_output.weight",
+                              c.n_embd, q_dim));
+    BRAID_ASSIGN(l.w_gate, Matrix(f, &read_tensors_, p + "ffn_gate.weight",
+                                  c.n_ff, c.n_embd));
+    BRAID_ASSIGN(l.w_up, Matrix(f, &read_tensors_, p + "ffn_up.weight", c.n_ff,
+                                c.n_embd));
+    BRAID_ASSIGN(l.w_down, Matrix(f, &read_tensors_, p + "ffn_down.weight",
+                                  c.n_embd, c.n_ff));
     if (c.traits.qkv_bias) {
       BRAID_ASSIGN(l.bq, Vector(f, &read_tensors_, p + "attn_q.bias", q_dim));
-      BRAID_ASSIGN(l.bk, Vector(f, &read_tensors_, p + "attn_k.bias", c.kv_dim()));
-      BRAID_ASSIGN(l.bv, Vector(f, &read_tensors_, p + "attn_v.bias", c.kv_dim()));
+      BRAID_ASSIGN(l.bk,
+                   Vector(f, &read_tensors_, p + "attn_k.bias", c.kv_dim()));
+      BRAID_ASSIGN(l.bv,
+                   Vector(f, &read_tensors_, p + "attn_v.bias", c.kv_dim()));
     }
     if (c.traits.qk_norm) {
-      BRAID_ASSIGN(l.q_norm, Vector(f, &read_tensors_, p + "attn_q_norm.weight", c.head_dim));
-      BRAID_ASSIGN(l.k_norm, Vector(f, &read_tensors_, p + "attn_k_norm.weight", c.head_dim));
+      BRAID_ASSIGN(l.q_norm, Vector(f, &read_tensors_, p + "attn_q_norm.weight",
+                                    c.head_dim));
+      BRAID_ASSIGN(l.k_norm, Vector(f, &read_tensors_, p + "attn_k_norm.weight",
+                                    c.head_dim));
     }
     for (k::WeightMatrix* w :
          {&l.wq, &l.wk, &l.wv, &l.wo, &l.w_gate, &l.w_up, &l.w_down}) {

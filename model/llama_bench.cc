@@ -438,10 +438,9 @@ int main(int argc, char** argv) {
       "\"interleaved_decodeN_tps\": %.2f, \"handoff_ns\": %.0f, "
       "\"data_parallel_steps\": %lld}\n",
       braid::kernels::cpu::CpuIsaName(), bw_pool.num_threads(), load_s,
-      n_prefill,
-      n_prefill / prefill_s, n_decode,
-      decode1_tps, n_seqs, n_seqs * n_decode / decoden_s, rss,
-      pool.bytes() / 1048576.0, weight_bytes, kv_bytes, read_gbps,
+      n_prefill, n_prefill / prefill_s, n_decode, decode1_tps, n_seqs,
+      n_seqs * n_decode / decoden_s, rss, pool.bytes() / 1048576.0,
+      weight_bytes, kv_bytes, read_gbps,
       (weight_bytes + kv_bytes) * decode1_tps / 1e9, mixed_chunk, mixed_ctx,
       mixed.first * 1e3, mixed.second * 1e3,
       mixed.first > 0 ? mixed.second / mixed.first : 0.0,

@@ -90,8 +90,8 @@ TEST_P(KQuantModelTest, BatchedPrefillMatchesTokenByToken) {
   auto model = LoadRandom(spec);
   ASSERT_NE(model, nullptr);
   const int n_vocab = model->config().n_vocab;
-  const std::vector<int32_t> prompt = {1, 5, 9, 33, 2, 95, 60, 7, 7, 40,
-                                       11, 12, 13, 14, 15, 16, 17, 18};
+  const std::vector<int32_t> prompt = {1,  5,  9,  33, 2,  95, 60, 7,  7,
+                                       40, 11, 12, 13, 14, 15, 16, 17, 18};
   SequenceRunner kv_batch(*model, 32);
   std::vector<float> batch;
   ASSERT_TRUE(kv_batch.Forward(prompt, true, &batch).ok());

@@ -22,8 +22,8 @@ __attribute__((target("avx2"))) inline __m256i Load256(const void* p) {
 
 // The sum of v's eight 32-bit lanes.
 __attribute__((target("avx2"))) inline int HorizontalSumI32(__m256i v) {
-  __m128i s = _mm_add_epi32(_mm256_castsi256_si128(v),
-                            _mm256_extracti128_si256(v, 1));
+  __m128i s =
+      _mm_add_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1));
   s = _mm_add_epi32(s, _mm_unpackhi_epi64(s, s));
   s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 1));
   return _mm_cvtsi128_si32(s);

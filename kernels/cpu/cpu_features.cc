@@ -37,8 +37,8 @@ CpuFeatures Detect() {
                  env);
     std::exit(2);
   }
-  const bool has_avx512 = f.avx512f && f.avx512bw && f.avx512vl &&
-                          f.avx512dq && f.avx512_vnni;
+  const bool has_avx512 =
+      f.avx512f && f.avx512bw && f.avx512vl && f.avx512dq && f.avx512_vnni;
   if (env != nullptr && std::strcmp(env, "avx512") == 0 && !has_avx512) {
     std::fprintf(stderr,
                  "braid: BRAID_CPU_ISA=avx512, but this CPU lacks AVX-512 "

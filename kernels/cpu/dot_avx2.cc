@@ -84,7 +84,11 @@ BRAID_AVX2 float DotQ5_0Q8_0Avx2(const BlockQ5_0* w, const BlockQ8_0* x,
     const __m256 d = _mm256_set1_ps(H2F(w[i].d) * H2F(x[i].d));
     const __m256i qw = _mm256_sub_epi8(
         _mm256_or_si256(UnpackNibbles(w[i].qs), FifthBits(w[i].qh)), off);
-    acc = _mm256_fmadd_ps(d, MulSumI8I8(qw, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x[i].qs))), acc);
+    acc = _mm256_fmadd_ps(
+        d,
+        MulSumI8I8(
+            qw, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x[i].qs))),
+        acc);
   }
   return HorizontalSum8(acc);
 }
@@ -98,7 +102,11 @@ BRAID_AVX2 float DotQ5_1Q8_1Avx2(const BlockQ5_1* w, const BlockQ8_1* x,
     const __m256 d = _mm256_set1_ps(H2F(w[i].d) * H2F(x[i].d));
     const __m256i qw =
         _mm256_or_si256(UnpackNibbles(w[i].qs), FifthBits(w[i].qh));
-    acc = _mm256_fmadd_ps(d, MulSumU8I8(qw, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x[i].qs))), acc);
+    acc = _mm256_fmadd_ps(
+        d,
+        MulSumU8I8(
+            qw, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x[i].qs))),
+        acc);
   }
   return HorizontalSum8(acc) + summs;
 }
@@ -110,7 +118,11 @@ BRAID_AVX2 float DotIQ4_NLQ8_0Avx2(const BlockIQ4_NL* w, const BlockQ8_0* x,
   for (int64_t i = 0; i < n / kQK; ++i) {
     const __m256 d = _mm256_set1_ps(H2F(w[i].d) * H2F(x[i].d));
     const __m256i qw = _mm256_shuffle_epi8(table, UnpackNibbles(w[i].qs));
-    acc = _mm256_fmadd_ps(d, MulSumI8I8(qw, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x[i].qs))), acc);
+    acc = _mm256_fmadd_ps(
+        d,
+        MulSumI8I8(
+            qw, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x[i].qs))),
+        acc);
   }
   return HorizontalSum8(acc);
 }

@@ -65,8 +65,7 @@ float DotQ5_1Q8_1Scalar(const BlockQ5_1* w, const BlockQ8_1* x, int64_t n) {
   return sum;
 }
 
-float DotIQ4_NLQ8_0Scalar(const BlockIQ4_NL* w, const BlockQ8_0* x,
-                          int64_t n) {
+float DotIQ4_NLQ8_0Scalar(const BlockIQ4_NL* w, const BlockQ8_0* x, int64_t n) {
   float sum = 0.0f;
   for (int64_t i = 0; i < n / kQK; ++i) {
     int isum = 0;
@@ -104,7 +103,8 @@ float DotQ3_KQ8_KScalar(const BlockQ3_K* w, const BlockQ8_K* x, int64_t n) {
     for (int s = 0; s < 16; ++s) {
       int dot = 0;
       for (int e = s * 16; e < s * 16 + 16; ++e) {
-        const int u = Low2(w[i].qs, e) | (((w[i].hmask[e % 32] >> (e / 32)) & 1) << 2);
+        const int u =
+            Low2(w[i].qs, e) | (((w[i].hmask[e % 32] >> (e / 32)) & 1) << 2);
         dot += u * x[i].qs[e];
       }
       isum += ScaleQ3K(s, w[i].scales) * (dot - 4 * x[i].bsums[s]);
@@ -126,7 +126,8 @@ float DotQ45K(const Block* w, const BlockQ8_K* x, int64_t n, Value value) {
       uint8_t sc, m;
       ScaleMinK4(s, w[i].scales, &sc, &m);
       int dot = 0;
-      for (int l = 0; l < 32; ++l) dot += value(w[i], s, l) * x[i].qs[s * 32 + l];
+      for (int l = 0; l < 32; ++l)
+        dot += value(w[i], s, l) * x[i].qs[s * 32 + l];
       isum += sc * dot;
       msum += m * (x[i].bsums[2 * s] + x[i].bsums[2 * s + 1]);
     }
@@ -174,10 +175,10 @@ float DotQ6_KQ8_KScalar(const BlockQ6_K* w, const BlockQ8_K* x, int64_t n) {
 
 }  // namespace internal
 
-#define BRAID_DISPATCH(Name, W, X)                                  \
-  float Name(const W* w, const X* x, int64_t n) {                   \
-    return UseAvx2() ? internal::Name##Avx2(w, x, n)                \
-                     : internal::Name##Scalar(w, x, n);             \
+#define BRAID_DISPATCH(Name, W, X)                      \
+  float Name(const W* w, const X* x, int64_t n) {       \
+    return UseAvx2() ? internal::Name##Avx2(w, x, n)    \
+                     : internal::Name##Scalar(w, x, n); \
   }
 BRAID_DISPATCH(DotQ5_0Q8_0, BlockQ5_0, BlockQ8_0)
 BRAID_DISPATCH(DotQ5_1Q8_1, BlockQ5_1, BlockQ8_1)

@@ -78,9 +78,9 @@ BRAID_AVX2 void Prepare(const BlockQ3_K& b, KPrep* p) {
     const __m256i bits = Load256(b.qs + 32 * h);
     for (int j = 0; j < 4; ++j) {
       const int s = 8 * h + 2 * j;
-      p->u[4 * h + j] = _mm256_or_si256(
-          ByteBits(bits, 2 * j, 3),
-          _mm256_slli_epi16(ByteBits(hmask, 4 * h + j, 1), 2));
+      p->u[4 * h + j] =
+          _mm256_or_si256(ByteBits(bits, 2 * j, 3),
+                          _mm256_slli_epi16(ByteBits(hmask, 4 * h + j, 1), 2));
       p->sv[4 * h + j] = PairScales(sc[s], sc[s + 1]);
     }
   }
@@ -98,8 +98,9 @@ BRAID_AVX2 inline float AddBlock(const KPrep& p, const BlockQ8_K& x,
 #pragma GCC unroll 8
   for (int c = 0; c < 8; ++c) {
     acc = _mm256_add_epi32(
-        acc, _mm256_madd_epi16(_mm256_maddubs_epi16(p.u[c], Load256(x.qs + 32 * c)),
-                               p.sv[c]));
+        acc,
+        _mm256_madd_epi16(_mm256_maddubs_epi16(p.u[c], Load256(x.qs + 32 * c)),
+                          p.sv[c]));
   }
   const int msum = HorizontalSumI32(_mm256_madd_epi16(p.mcoef, bsums));
   return KQuantAccumulate(sum, p.d * x.d, p.dmin * x.d, HorizontalSumI32(acc),
@@ -127,8 +128,9 @@ inline __m128i ScalesMinsQ4K(const uint8_t* q) {
   std::memcpy(u, q, 12);
   const uint32_t scales_hi = (u[2] & kLow4) | (((u[0] >> 6) & kTop2) << 4);
   const uint32_t mins_hi = ((u[2] >> 4) & kLow4) | (((u[1] >> 6) & kTop2) << 4);
-  return _mm_set_epi32(static_cast<int>(mins_hi), static_cast<int>(u[1] & kLow6),
-                       static_cast<int>(scales_hi), static_cast<int>(u[0] & kLow6));
+  return _mm_set_epi32(
+      static_cast<int>(mins_hi), static_cast<int>(u[1] & kLow6),
+      static_cast<int>(scales_hi), static_cast<int>(u[0] & kLow6));
 }
 
 // Q4_K (and below Q6_K) against T tokens' blocks xs[t] at once: the weight
@@ -149,8 +151,8 @@ BRAID_AVX2 inline void BlockSumsQ45K(const Block& b, const BlockQ8_K* const* xs,
 #pragma GCC unroll 4
   for (int g = 0; g < 4; ++g) {
     const __m256i sc_lo = _mm256_shuffle_epi8(
-        scales, _mm256_set1_epi16(
-                    static_cast<int16_t>((4 * g) | ((4 * g + 1) << 8))));
+        scales,
+        _mm256_set1_epi16(static_cast<int16_t>((4 * g) | ((4 * g + 1) << 8))));
     const __m256i sc_hi = _mm256_shuffle_epi8(
         scales, _mm256_set1_epi16(
                     static_cast<int16_t>((4 * g + 2) | ((4 * g + 3) << 8))));
@@ -192,28 +194,28 @@ BRAID_AVX2 inline void BlockSumsQ45K(const Block& b, const BlockQ8_K* const* xs,
 }
 
 template <int T>
-BRAID_AVX2 inline void BlockSums(const BlockQ4_K& b,
-                                 const BlockQ8_K* const* xs, float* sums) {
+BRAID_AVX2 inline void BlockSums(const BlockQ4_K& b, const BlockQ8_K* const* xs,
+                                 float* sums) {
   BlockSumsQ45K<T>(b, xs, sums);
 }
 template <int T>
-BRAID_AVX2 inline void BlockSums(const BlockQ5_K& b,
-                                 const BlockQ8_K* const* xs, float* sums) {
+BRAID_AVX2 inline void BlockSums(const BlockQ5_K& b, const BlockQ8_K* const* xs,
+                                 float* sums) {
   BlockSumsQ45K<T>(b, xs, sums);
 }
 
 // Whether Block has a register form above (worth groups of 4 tokens); the
 // others prepare a block in memory and amortize that over up to 16.
 template <typename Block>
-constexpr bool kRegisterForm = std::is_same_v<Block, BlockQ4_K> ||
-                               std::is_same_v<Block, BlockQ5_K> ||
-                               std::is_same_v<Block, BlockQ6_K>;
+constexpr bool kRegisterForm =
+    std::is_same_v<Block, BlockQ4_K> || std::is_same_v<Block, BlockQ5_K> ||
+    std::is_same_v<Block, BlockQ6_K>;
 
 // Q6_K against T tokens' blocks xs[t] at once (BlockSum's integers and
 // float steps for each).
 template <int T>
-BRAID_AVX2 inline void BlockSums(const BlockQ6_K& b,
-                                    const BlockQ8_K* const* xs, float* sums) {
+BRAID_AVX2 inline void BlockSums(const BlockQ6_K& b, const BlockQ8_K* const* xs,
+                                 float* sums) {
   const __m256i low4 = _mm256_set1_epi8(0x0F);
   const __m256i three = _mm256_set1_epi8(3);
   const __m256i sc16 = _mm256_cvtepi8_epi16(
@@ -231,23 +233,25 @@ BRAID_AVX2 inline void BlockSums(const BlockQ6_K& b,
 #pragma GCC unroll 4
     for (int k = 0; k < 4; ++k) {
       const __m256i ql = k % 2 == 0 ? ql0 : ql1;
-      const __m256i low = k < 2 ? _mm256_and_si256(ql, low4)
-                                : _mm256_and_si256(_mm256_srli_epi16(ql, 4), low4);
+      const __m256i low =
+          k < 2 ? _mm256_and_si256(ql, low4)
+                : _mm256_and_si256(_mm256_srli_epi16(ql, 4), low4);
       const __m256i u = _mm256_or_si256(
           low, _mm256_slli_epi16(
                    _mm256_and_si256(_mm256_srli_epi16(qh, 2 * k), three), 4));
       const int a = 2 * k, c = 2 * k + 1;
       const __m256i sv = _mm256_shuffle_epi8(
-          half, _mm256_set_m128i(
-                    _mm_set1_epi16(static_cast<int16_t>((2 * c) | ((2 * c + 1) << 8))),
-                    _mm_set1_epi16(static_cast<int16_t>((2 * a) | ((2 * a + 1) << 8)))));
+          half, _mm256_set_m128i(_mm_set1_epi16(static_cast<int16_t>(
+                                     (2 * c) | ((2 * c + 1) << 8))),
+                                 _mm_set1_epi16(static_cast<int16_t>(
+                                     (2 * a) | ((2 * a + 1) << 8)))));
 #pragma GCC unroll 4
       for (int t = 0; t < T; ++t) {
         acc[t] = _mm256_add_epi32(
-            acc[t], _mm256_madd_epi16(
-                        _mm256_maddubs_epi16(
-                            u, Load256(xs[t]->qs + 128 * h + 32 * k)),
-                        sv));
+            acc[t],
+            _mm256_madd_epi16(
+                _mm256_maddubs_epi16(u, Load256(xs[t]->qs + 128 * h + 32 * k)),
+                sv));
       }
     }
   }
@@ -273,7 +277,8 @@ BRAID_AVX2 void RowsK(const uint8_t* w, size_t w_row_bytes, const uint8_t* x,
     for (int64_t i = 0; i < nb; ++i) {
 #pragma GCC unroll 4
       for (int t = 0; t < T; ++t) {
-        xs[t] = reinterpret_cast<const BlockQ8_K*>(x + (t0 + t) * x_row_bytes) + i;
+        xs[t] =
+            reinterpret_cast<const BlockQ8_K*>(x + (t0 + t) * x_row_bytes) + i;
       }
       BlockSums<T>(wr[i], xs, sums);
     }

@@ -60,17 +60,13 @@ TEST_P(DotTest, MatchesDequantizedReferenceOnBothPaths) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(AllWeightTypes, DotTest,
-                         ::testing::Values(DType::kQ4_0, DType::kQ4_1,
-                                           DType::kQ8_0, DType::kF16,
-                                           DType::kBF16, DType::kF32,
-                                           DType::kQ5_0, DType::kQ5_1,
-                                           DType::kIQ4_NL, DType::kQ2_K,
-                                           DType::kQ3_K, DType::kQ4_K,
-                                           DType::kQ5_K, DType::kQ6_K),
-                         [](const auto& info) {
-                           return std::string(DTypeName(info.param));
-                         });
+INSTANTIATE_TEST_SUITE_P(
+    AllWeightTypes, DotTest,
+    ::testing::Values(DType::kQ4_0, DType::kQ4_1, DType::kQ8_0, DType::kF16,
+                      DType::kBF16, DType::kF32, DType::kQ5_0, DType::kQ5_1,
+                      DType::kIQ4_NL, DType::kQ2_K, DType::kQ3_K, DType::kQ4_K,
+                      DType::kQ5_K, DType::kQ6_K),
+    [](const auto& info) { return std::string(DTypeName(info.param)); });
 
 // The K-quant dots: the AVX2 path equals the scalar one bit for bit (same
 // integers, same float steps), on random bytes (every bit pattern of the
@@ -79,8 +75,8 @@ TEST(DotTest, KQuantAvx2EqualsScalarOnRandomBlocks) {
   if (!GetCpuFeatures().avx2) GTEST_SKIP() << "no AVX2 on this CPU";
   std::mt19937 rng(7);
   const int n = 4 * kQK_K;
-  for (DType wt : {DType::kQ2_K, DType::kQ3_K, DType::kQ4_K, DType::kQ5_K,
-                   DType::kQ6_K}) {
+  for (DType wt :
+       {DType::kQ2_K, DType::kQ3_K, DType::kQ4_K, DType::kQ5_K, DType::kQ6_K}) {
     for (int trial = 0; trial < 20; ++trial) {
       std::vector<uint8_t> w(DTypeRowBytes(wt, n));
       for (uint8_t& b : w) b = static_cast<uint8_t>(rng());
@@ -92,10 +88,18 @@ TEST(DotTest, KQuantAvx2EqualsScalarOnRandomBlocks) {
         const uint16_t dmin = Fp32ToFp16(0.003f * (1 + b));
         size_t at = 0;  // d's offset; dmin follows where the type has one
         switch (wt) {
-          case DType::kQ2_K: at = 80; break;
-          case DType::kQ3_K: at = 108; break;
-          case DType::kQ6_K: at = 208; break;
-          default: at = 0; break;
+          case DType::kQ2_K:
+            at = 80;
+            break;
+          case DType::kQ3_K:
+            at = 108;
+            break;
+          case DType::kQ6_K:
+            at = 208;
+            break;
+          default:
+            at = 0;
+            break;
         }
         std::memcpy(blk + at, &d, 2);
         if (wt != DType::kQ3_K && wt != DType::kQ6_K) {
@@ -108,8 +112,7 @@ TEST(DotTest, KQuantAvx2EqualsScalarOnRandomBlocks) {
       const float slow = DotRow(wt, w.data(), x.data(), n);
       SetForceScalarForTesting(false);
       EXPECT_EQ(fast, slow) << DTypeName(wt) << " trial " << trial;
-      const double ref =
-          ReferenceDot(wt, w.data(), DType::kQ8_K, x.data(), n);
+      const double ref = ReferenceDot(wt, w.data(), DType::kQ8_K, x.data(), n);
       EXPECT_NEAR(fast, ref, 1e-4 * std::fabs(ref) + 1e-3)
           << DTypeName(wt) << " trial " << trial;
     }

@@ -383,8 +383,8 @@ bool GemmTileAvx2(DType type, const uint8_t* w, size_t w_row_bytes,
                     accumulate, prefetch_end);
       return true;
     case DType::kIQ4_NL:
-      Dispatch<IQ4NL>(w, w_row_bytes, x, x_row_bytes, n, r0, r1, n_tok, y,
-                      ld_y, accumulate, prefetch_end);
+      Dispatch<IQ4NL>(w, w_row_bytes, x, x_row_bytes, n, r0, r1, n_tok, y, ld_y,
+                      accumulate, prefetch_end);
       return true;
     default:
       return false;

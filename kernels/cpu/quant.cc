@@ -173,8 +173,8 @@ void DequantizeRow(DType type, const void* src, float* dst, int64_t n) {
       return internal::DequantizeRowQ5_1(static_cast<const BlockQ5_1*>(src),
                                          dst, n);
     case DType::kIQ4_NL:
-      return internal::DequantizeRowIQ4_NL(
-          static_cast<const BlockIQ4_NL*>(src), dst, n);
+      return internal::DequantizeRowIQ4_NL(static_cast<const BlockIQ4_NL*>(src),
+                                           dst, n);
     case DType::kQ2_K:
       return internal::DequantizeRowQ2_K(static_cast<const BlockQ2_K*>(src),
                                          dst, n);

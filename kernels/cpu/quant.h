@@ -81,9 +81,8 @@ struct BlockIQ4_NL {
   uint8_t qs[kQK / 2];
 };
 // The 16 values an IQ4_NL index selects (ggml's kvalues_iq4nl).
-inline constexpr int8_t kIq4NlValues[16] = {-127, -104, -83, -65, -49, -35,
-                                            -22,  -10,  1,   13,  25,  38,
-                                            53,   69,   89,  113};
+inline constexpr int8_t kIq4NlValues[16] = {
+    -127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113};
 
 // K-quant super-blocks (256 elements). Scales are per sub-block: 16 of 16
 // elements (Q2_K, Q3_K, Q6_K) or 8 of 32 (Q4_K, Q5_K, 6-bit scale and min

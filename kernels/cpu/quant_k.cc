@@ -83,7 +83,8 @@ void DequantizeRowQ2_K(const BlockQ2_K* x, float* y, int64_t n) {
     const float dmin = Fp16ToFp32(x[i].dmin);
     for (int e = 0; e < kQK_K; ++e) {
       const uint8_t sc = x[i].scales[e / 16];
-      const int q = (x[i].qs[(e / 128) * 32 + e % 32] >> (2 * ((e % 128) / 32))) & 3;
+      const int q =
+          (x[i].qs[(e / 128) * 32 + e % 32] >> (2 * ((e % 128) / 32))) & 3;
       y[e] = d * (sc & 0xF) * q - dmin * (sc >> 4);
     }
   }
@@ -95,7 +96,8 @@ void DequantizeRowQ3_K(const BlockQ3_K* x, float* y, int64_t n) {
   for (int64_t i = 0; i < n / kQK_K; ++i, y += kQK_K) {
     const float d = Fp16ToFp32(x[i].d);
     for (int e = 0; e < kQK_K; ++e) {
-      const int low = (x[i].qs[(e / 128) * 32 + e % 32] >> (2 * ((e % 128) / 32))) & 3;
+      const int low =
+          (x[i].qs[(e / 128) * 32 + e % 32] >> (2 * ((e % 128) / 32))) & 3;
       const int high = (x[i].hmask[e % 32] >> (e / 32)) & 1;
       y[e] = d * ScaleQ3K(e / 16, x[i].scales) * (low + 4 * high - 4);
     }
@@ -175,7 +177,8 @@ void QuantizeRowQ8_K(const float* x, BlockQ8_K* y, int64_t n) {
     }
     const float iscale = -127.0f / max;
     for (int e = 0; e < kQK_K; ++e) {
-      y[i].qs[e] = static_cast<int8_t>(std::min(127, NearestInt(iscale * x[e])));
+      y[i].qs[e] =
+          static_cast<int8_t>(std::min(127, NearestInt(iscale * x[e])));
     }
     for (int s = 0; s < kQK_K / 16; ++s) {
       int sum = 0;
@@ -208,7 +211,8 @@ void QuantizeRowQ5_0(const float* x, BlockQ5_0* y, int64_t n) {
     y[i].d = Fp32ToFp16(d);
     int q[kQK];
     for (int j = 0; j < kQK; ++j) {
-      q[j] = std::min(31, static_cast<int>(static_cast<int8_t>(x[j] * id + 16.5f)));
+      q[j] = std::min(31,
+                      static_cast<int>(static_cast<int8_t>(x[j] * id + 16.5f)));
     }
     PackQ5(q, y[i].qs, y[i].qh);
   }
@@ -330,7 +334,8 @@ void QuantizeQ5_K(const float* x, BlockQ5_K* y) {
   for (int s = 0; s < 8; s += 2) {
     for (int l = 0; l < 32; ++l) {
       const int a = q[s * 32 + l], b = q[(s + 1) * 32 + l];
-      y->qs[(s / 2) * 32 + l] = static_cast<uint8_t>((a & 0xF) | ((b & 0xF) << 4));
+      y->qs[(s / 2) * 32 + l] =
+          static_cast<uint8_t>((a & 0xF) | ((b & 0xF) << 4));
       y->qh[l] |= static_cast<uint8_t>(((a >> 4) << s) | ((b >> 4) << (s + 1)));
     }
   }
@@ -338,7 +343,8 @@ void QuantizeQ5_K(const float* x, BlockQ5_K* y) {
 
 // Where Q2_K / Q3_K keep element e's low 2 bits.
 void Put2Bits(uint8_t* qs, int e, int v) {
-  qs[(e / 128) * 32 + e % 32] |= static_cast<uint8_t>(v << (2 * ((e % 128) / 32)));
+  qs[(e / 128) * 32 + e % 32] |=
+      static_cast<uint8_t>(v << (2 * ((e % 128) / 32)));
 }
 
 void QuantizeQ2_K(const float* x, BlockQ2_K* y) {
@@ -412,7 +418,8 @@ void QuantizeQ6_K(const float* x, BlockQ6_K* y) {
   std::memset(y->qh, 0, sizeof(y->qh));
   for (int e = 0; e < kQK_K; ++e) {
     const float step = df * y->scales[e / 16];
-    const int q = (step != 0.0f ? Clamp(NearestInt(x[e] / step), -32, 31) : 0) + 32;
+    const int q =
+        (step != 0.0f ? Clamp(NearestInt(x[e] / step), -32, 31) : 0) + 32;
     const int h = e / 128, k = (e % 128) / 32, l = e % 32;
     y->ql[h * 64 + l + 32 * (k % 2)] |=
         static_cast<uint8_t>((q & 0xF) << (k < 2 ? 0 : 4));

@@ -92,11 +92,10 @@ TEST(QuantTest, WeightTypesRoundTrip) {
   const struct {
     DType type;
     float rel;  // max error / the row's amax
-  } cases[] = {{DType::kQ5_0, 0.07f}, {DType::kQ5_1, 0.05f},
-               {DType::kIQ4_NL, 0.15f}, {DType::kQ2_K, 0.45f},
-               {DType::kQ3_K, 0.25f}, {DType::kQ4_K, 0.12f},
-               {DType::kQ5_K, 0.06f}, {DType::kQ6_K, 0.03f},
-               {DType::kQ8_K, 0.01f}};
+  } cases[] = {
+      {DType::kQ5_0, 0.07f}, {DType::kQ5_1, 0.05f}, {DType::kIQ4_NL, 0.15f},
+      {DType::kQ2_K, 0.45f}, {DType::kQ3_K, 0.25f}, {DType::kQ4_K, 0.12f},
+      {DType::kQ5_K, 0.06f}, {DType::kQ6_K, 0.03f}, {DType::kQ8_K, 0.01f}};
   for (const auto& c : cases) {
     std::vector<uint8_t> q(DTypeRowBytes(c.type, n));
     QuantizeRow(c.type, x.data(), q.data(), n);

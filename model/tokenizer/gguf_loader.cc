@@ -74,12 +74,13 @@ absl::StatusOr<TokenizerData> TokenizerDataFromGguf(const GgufFile& gguf) {
     data.merges = *std::move(merges);
   }
   if (gguf.Has(Key("scores"))) {
-    absl::StatusOr<std::vector<float>> scores = gguf.GetFloatArray(Key("scores"));
+    absl::StatusOr<std::vector<float>> scores =
+        gguf.GetFloatArray(Key("scores"));
     if (!scores.ok()) return Annotate(scores.status(), Key("scores"));
     data.scores = *std::move(scores);
   }
-  if (absl::Status s = ReadOptionalBool(gguf, "add_space_prefix",
-                                        &data.add_space_prefix);
+  if (absl::Status s =
+          ReadOptionalBool(gguf, "add_space_prefix", &data.add_space_prefix);
       !s.ok()) {
     return s;
   }

@@ -70,7 +70,8 @@ TEST(TokenizeGoldenTest, MatchesLlamaCppOnEveryCase) {
 // tokenizer.ggml.pre replaced).
 TEST(TokenizeGoldenTest, OtherPreTokenizersMatchLlamaCppOnEveryCase) {
   for (const std::string pre : {"llama-bpe", "qwen2"}) {
-    auto data = testing::ReadVocabFile(testing::TestDataPath("smollm2_vocab.txt"));
+    auto data =
+        testing::ReadVocabFile(testing::TestDataPath("smollm2_vocab.txt"));
     ASSERT_TRUE(data.ok()) << data.status();
     data->pre = pre;
     auto tok = Tokenizer::Create(*std::move(data));

@@ -125,7 +125,8 @@ absl::StatusOr<std::unique_ptr<Tokenizer>> Tokenizer::Create(
     pre_tokenizer = *std::move(pre);
   }
 
-  auto tok = std::unique_ptr<Tokenizer>(new Tokenizer(std::move(pre_tokenizer)));
+  auto tok =
+      std::unique_ptr<Tokenizer>(new Tokenizer(std::move(pre_tokenizer)));
   tok->spm_ = spm;
   tok->add_space_prefix_ = spm && data.add_space_prefix;
   tok->scores_ = data.scores.empty() ? std::vector<float>(spm ? n : 0, 0.0f)
@@ -386,8 +387,8 @@ void Tokenizer::EncodeSpm(const std::string& text,
   absl::flat_hash_map<std::string, std::pair<int, int>> halves;
   auto add_pair = [&](int left, int right) {
     if (left < 0 || right < 0) return;
-    std::string joined = text.substr(symbols[left].start,
-                                     symbols[left].n + symbols[right].n);
+    std::string joined =
+        text.substr(symbols[left].start, symbols[left].n + symbols[right].n);
     auto it = token_ids_.find(joined);
     if (it == token_ids_.end()) return;
     queue.push({scores_[it->second], left, right, joined.size()});

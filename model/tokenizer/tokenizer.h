@@ -106,10 +106,10 @@ class Tokenizer {
   std::vector<int32_t> special_tokens_;  // Partition order: longest first.
   std::vector<int32_t> end_of_generation_;
   bool ignore_merges_ = false;
-  bool spm_ = false;                      // model "llama"
-  bool add_space_prefix_ = false;         // SentencePiece only
-  std::vector<float> scores_;             // SentencePiece, by id
-  int32_t byte_ids_[256];                 // SentencePiece <0xXX>, or -1
+  bool spm_ = false;               // model "llama"
+  bool add_space_prefix_ = false;  // SentencePiece only
+  std::vector<float> scores_;      // SentencePiece, by id
+  int32_t byte_ids_[256];          // SentencePiece <0xXX>, or -1
   int32_t bos_id_ = kNoToken;
   int32_t eos_id_ = kNoToken;
   int32_t eot_id_ = kNoToken;

@@ -116,7 +116,7 @@ inline FixtureSums Fingerprint(const std::string& path) {
 
 // Cosine of a and b after subtracting each one's mean.
 inline double CentredCosine(const std::vector<double>& a,
-                     const std::vector<double>& b) {
+                            const std::vector<double>& b) {
   double ma = 0, mb = 0;
   for (size_t i = 0; i < a.size(); ++i) {
     ma += a[i];

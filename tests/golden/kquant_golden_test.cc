@@ -139,18 +139,17 @@ SelfConsistency CompareWithFixture(const std::string& name) {
 
 TEST(KQuantGoldenTest, AsCloseToLlamaCppAsLlamaCppIsToItself) {
   int first8 = 0, self_first8 = 0;
-  for (const char* name :
-       {"q4_k_m", "q5_k_m", "q6_k", "q3_k_m", "q2_k", "q5_0", "q5_1", "q8_0",
-        "rand-q2_k", "rand-q3_k_m", "rand-q4_k_m", "rand-q5_k_m",
-        "rand-q6_k"}) {
+  for (const char* name : {"q4_k_m", "q5_k_m", "q6_k", "q3_k_m", "q2_k", "q5_0",
+                           "q5_1", "q8_0", "rand-q2_k", "rand-q3_k_m",
+                           "rand-q4_k_m", "rand-q5_k_m", "rand-q6_k"}) {
     const SelfConsistency self = LoadSelf(name);
     const SelfConsistency got = CompareWithFixture(name);
     std::printf(
         "%-7s braid: %3d of %d greedy tokens as llama.cpp, %d differ in the "
         "first 8; centred top-32 cosine worst %.4f, median %.6f | llama.cpp "
         "one token at a time: %3d, %d, %.4f, %.6f\n",
-        name, got.same, got.total, got.first8, got.worst, got.median,
-        self.same, self.first8, self.worst, self.median);
+        name, got.same, got.total, got.first8, got.worst, got.median, self.same,
+        self.first8, self.worst, self.median);
     EXPECT_EQ(got.total, self.total) << name;
     EXPECT_GE(got.same, self.same - kGreedyMargin) << name;
     EXPECT_GE(got.worst, self.worst - kWorstCosineMargin) << name;
