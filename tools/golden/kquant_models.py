@@ -103,7 +103,9 @@ def make(out_dir, model):
             quantize(f32, model_path(out_dir, name), ftype)
     sys.path.insert(0, HERE)
     import arch_models
-    rand_dir = os.path.join(out_dir, "arch")
+    # The architecture models' own folder beside OUT_DIR ($CACHE/models/arch,
+    # scripts/test.sh's BRAID_ARCH_DIR): one copy of the random Llama 3.
+    rand_dir = os.path.join(os.path.dirname(os.path.abspath(out_dir)), "arch")
     arch_models.make(rand_dir, model)
     for name, ftype in RAND_TYPES.items():
         if not os.path.exists(model_path(out_dir, name)):
