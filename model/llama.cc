@@ -170,6 +170,13 @@ absl::Status LlamaModel::BindWeights() {
       BRAID_ASSIGN(l.bv,
                    Vector(f, &read_tensors_, p + "attn_v.bias", c.kv_dim()));
     }
+    if (c.traits.gemma) {
+      BRAID_ASSIGN(l.post_attn_norm,
+                   Vector(f, &read_tensors_, p + "post_attention_norm.weight",
+                          c.n_embd));
+      BRAID_ASSIGN(l.post_ffn_norm, Vector(f, &read_tensors_,
+                                           p + "post_ffw_norm.weight", c.n_embd));
+    }
     if (c.traits.qk_norm) {
       BRAID_ASSIGN(l.q_norm, Vector(f, &read_tensors_, p + "attn_q_norm.weight",
                                     c.head_dim));
@@ -256,6 +263,7 @@ void LlamaModel::EnsureScratch(Scratch& s, int n) {
   s.out_rows.resize(n);
   s.seqs.resize(n);  // At most one sequence per token.
   s.rope_cs.resize(static_cast<size_t>(n) * c.n_rot);
+  if (c.SwaRopeDiffers()) s.rope_cs_swa.resize(s.rope_cs.size());
   s.slot.resize(n);
   const size_t mm = MatMulScratchBytes(n);
   s.matmul.resize(mm);
@@ -386,11 +394,15 @@ void LlamaModel::RunLayer(int il, const EntryMeta* meta, int n,
       c.traits.rope == ArchTraits::Rope::kNeox || c.traits.qk_norm;
   const int64_t unit =
       !whole_heads && q_dim % 16 == 0 && kv_dim % 16 == 0 ? 16 : hd;
+  const bool slides = c.Slides(il);
+  const float* rope_cs = slides && !s.rope_cs_swa.empty()
+                             ? s.rope_cs_swa.data()
+                             : s.rope_cs.data();
   // The epilogue of Q's or K's rows [a, b) (whole heads when whole_heads):
-  // bias, per-head norm, RoPE.
+  // bias, per-head norm, RoPE, and for Q the scale (q_scale).
   auto qk_epilogue = [&](float* out, int64_t ld, int64_t a, int64_t b,
                          const std::vector<float>& bias,
-                         const std::vector<float>& norm) {
+                         const std::vector<float>& norm, float scale) {
     for (int t = 0; t < n; ++t) {
       float* row = out + t * ld;
       if (!bias.empty()) k::AddInPlace(row + a, bias.data() + a, b - a);
@@ -399,9 +411,15 @@ void LlamaModel::RunLayer(int il, const EntryMeta* meta, int n,
       }
     }
     if (c.traits.rope == ArchTraits::Rope::kNeox) {
-      k::RopeApplyNeox(out, n, ld, a, b, hd, c.n_rot, s.rope_cs.data());
+      k::RopeApplyNeox(out, n, ld, a, b, hd, c.n_rot, rope_cs);
     } else {
-      k::RopeApply(out, n, ld, a, b, hd, c.n_rot, s.rope_cs.data());
+      k::RopeApply(out, n, ld, a, b, hd, c.n_rot, rope_cs);
+    }
+    if (scale > 0) {
+      for (int t = 0; t < n; ++t) {
+        float* row = out + t * ld;
+        for (int64_t i = a; i < b; ++i) row[i] *= scale;
+      }
     }
   };
   const int64_t units = (q_dim + 2 * kv_dim) / unit;
@@ -421,7 +439,7 @@ void LlamaModel::RunLayer(int il, const EntryMeta* meta, int n,
     };
     if (const auto [a, b, e] = part(0, q_dim); a < b) {
       k::MatMulRows(l.wq, in[0], a, b, s.q.data(), q_dim, false, e);
-      qk_epilogue(s.q.data(), q_dim, a, b, l.bq, l.q_norm);
+      qk_epilogue(s.q.data(), q_dim, a, b, l.bq, l.q_norm, c.q_scale);
     }
     for (const bool is_k : {true, false}) {
       const auto [a, b, e] = part(is_k ? q_dim : q_dim + kv_dim, kv_dim);
@@ -430,7 +448,7 @@ void LlamaModel::RunLayer(int il, const EntryMeta* meta, int n,
       k::MatMulRows(is_k ? l.wk : l.wv, in[is_k ? 1 : 2], a, b, out, kv_dim,
                     false, e);
       if (is_k) {
-        qk_epilogue(out, kv_dim, a, b, l.bk, l.k_norm);
+        qk_epilogue(out, kv_dim, a, b, l.bk, l.k_norm, 0.0f);
       } else if (!l.bv.empty()) {
         for (int t = 0; t < n; ++t) {
           k::AddInPlace(out + t * kv_dim + a, l.bv.data() + a, b - a);
@@ -445,9 +463,13 @@ void LlamaModel::RunLayer(int il, const EntryMeta* meta, int n,
   };
   pool.ParallelRanges(units, k::kMatMulRunRows / unit, qkv_rows);
   mark(kQkv);
-  const k::AttentionShape shape{c.n_head, c.n_head_kv, c.head_dim};
+  k::AttentionShape shape{c.n_head, c.n_head_kv, c.head_dim};
+  shape.scale = c.q_scale > 0 ? 1.0f : 0.0f;  // (Q is scaled: Gemma)
+  shape.softcap = c.attn_softcap;
+  shape.window = slides ? c.sliding_window : 0;
+  // (A sliding layer's views differ from the pass's: built per call.)
   const k::PagedKvLayer layer{k_layer, v_layer, kv.meta, kv.block_size,
-                              s.view_pass};
+                              slides ? 0 : s.view_pass};
   // The O projection's input quantized by the attention tasks that write it
   // (whole heads; in s.matmul, free once Q/K/V are done), as the down
   // projection's below.
@@ -463,12 +485,24 @@ void LlamaModel::RunLayer(int il, const EntryMeta* meta, int n,
                       }
                     });
   mark(kAttention);
+  // With post-norms (Gemma) a product goes to h, is normed there and then
+  // added to the residual; otherwise it adds into the residual directly.
+  auto residual_add = [&](const std::vector<float>& post_norm) {
+    if (post_norm.empty()) return;
+    pool.ParallelFor(n, [&](int64_t t) {
+      float* h = s.h.data() + t * c.n_embd;
+      k::RmsNorm(h, post_norm.data(), 1, c.n_embd, c.rms_eps, h);
+      k::AddInPlace(s.x.data() + t * c.n_embd, h, c.n_embd);
+    });
+  };
+  float* const o_out = l.post_attn_norm.empty() ? s.x.data() : s.h.data();
+  const bool o_acc = l.post_attn_norm.empty();
   if (fuse_o) {
-    k::MatMulQuantized(l.wo, o_in, s.x.data(), /*accumulate=*/true, &pool);
+    k::MatMulQuantized(l.wo, o_in, o_out, o_acc, &pool);
   } else {
-    k::MatMul(l.wo, s.attn.data(), n, s.x.data(), /*accumulate=*/true, &pool,
-              &s.matmul);
+    k::MatMul(l.wo, s.attn.data(), n, o_out, o_acc, &pool, &s.matmul);
   }
+  residual_add(l.post_attn_norm);
   mark(kOut);
 
   const k::WeightMatrix* gate_up[2] = {&l.w_gate, &l.w_up};
@@ -501,7 +535,12 @@ void LlamaModel::RunLayer(int il, const EntryMeta* meta, int n,
     k::MatMulRows(l.w_up, in[1], r0, r1, s.up.data(), c.n_ff, false, e);
     for (int t = 0; t < n; ++t) {
       float* g = s.gate.data() + int64_t{t} * c.n_ff + r0;
-      k::SiluMul(g, s.up.data() + int64_t{t} * c.n_ff + r0, r1 - r0);
+      const float* u = s.up.data() + int64_t{t} * c.n_ff + r0;
+      if (c.traits.ffn == ArchTraits::Ffn::kGeluTanh) {
+        k::GeluTanhMul(g, u, r1 - r0);
+      } else {
+        k::SiluMul(g, u, r1 - r0);
+      }
     }
     if (fused) {
       k::QuantizeActivationColumns(l.w_down, s.gate.data(), c.n_ff, down_in, r0,
@@ -510,13 +549,15 @@ void LlamaModel::RunLayer(int il, const EntryMeta* meta, int n,
   };
   pool.ParallelRanges(ffn_units, k::kMatMulRunRows / 64, ffn_rows);
   mark(kGateUp);
+  float* const down_out = l.post_ffn_norm.empty() ? s.x.data() : s.h.data();
+  const bool down_acc = l.post_ffn_norm.empty();
   if (fused) {
-    k::MatMulQuantized(l.w_down, down_in, s.x.data(), /*accumulate=*/true,
-                       &pool);
+    k::MatMulQuantized(l.w_down, down_in, down_out, down_acc, &pool);
   } else {
-    k::MatMul(l.w_down, s.gate.data(), n, s.x.data(), /*accumulate=*/true,
-              &pool, &s.matmul);
+    k::MatMul(l.w_down, s.gate.data(), n, down_out, down_acc, &pool,
+              &s.matmul);
   }
+  residual_add(l.post_ffn_norm);
   mark(kDown);
 }
 

@@ -130,6 +130,7 @@ class LlamaModel {
     // The architecture's optional parts (ArchTraits), empty when absent.
     std::vector<float> bq, bk, bv;              // [q_dim], [kv_dim] x 2
     std::vector<float> q_norm, k_norm;          // [head_dim]
+    std::vector<float> post_attn_norm, post_ffn_norm;  // [n_embd] (gemma)
     kernels::cpu::WeightMatrix wq, wk, wv, wo;  // [n_out, n_in] each
     kernels::cpu::WeightMatrix w_gate, w_up;    // [n_ff, n_embd]
     kernels::cpu::WeightMatrix w_down;          // [n_embd, n_ff]
@@ -170,6 +171,8 @@ class LlamaModel {
     int n_out = 0;                  // of out_rows (RunPart)
     std::vector<kernels::cpu::PagedAttentionSeq> seqs;  // [n_seq]
     std::vector<float> rope_cs;  // [n, n_rot] RoPE cos/sin per token
+    // The sliding layers' table when their RoPE differs (gemma3), or empty.
+    std::vector<float> rope_cs_swa;
     std::vector<int64_t> slot;   // [n] pool slot of each token's entry
     // Quantized activations: one buffer per distinct activation type among
     // the matrices that read the same input (Q, K, V; gate, up).

@@ -3,6 +3,7 @@
 // batch's sequences in parts, one a pool thread, each running the whole
 // pass of its part alone): SplitBatch decides, RunPart runs a part.
 #include <algorithm>
+#include <cmath>
 #include <atomic>
 #include <chrono>
 #include <cstdint>
@@ -318,6 +319,10 @@ void LlamaModel::RunPart(const Batch& b, const Part& part, const KvView& kv,
     float* x = s.x.data() + static_cast<size_t>(t) * c.n_embd;
     k::DequantizeRow(token_embd_.type, token_embd_.Row(b.tokens[part.t0 + t]),
                      x, c.n_embd);
+    if (c.traits.gemma) {  // ggml_scale by sqrtf(n_embd)
+      const float scale = std::sqrt(static_cast<float>(c.n_embd));
+      for (int i = 0; i < c.n_embd; ++i) x[i] *= scale;
+    }
     if (!stream_embd_.empty()) {
       k::AddInPlace(
           x,
@@ -352,6 +357,12 @@ void LlamaModel::RunPart(const Batch& b, const Part& part, const KvView& kv,
   k::RopeTable(s.pos.data(), n, c.n_rot, c.rope_base, s.rope_cs.data(),
                rope_freqs_.empty() ? nullptr : rope_freqs_.data(),
                c.rope_freq_scale);
+  if (c.SwaRopeDiffers()) {
+    k::RopeTable(s.pos.data(), n, c.n_rot, c.swa_rope_base,
+                 s.rope_cs_swa.data(),
+                 rope_freqs_.empty() ? nullptr : rope_freqs_.data(),
+                 c.swa_rope_freq_scale);
+  }
   for (int il = 0; il < c.n_layer; ++il) RunLayer(il, meta, n, kv, exec);
 
   s.n_out = n_out;
@@ -379,6 +390,13 @@ void LlamaModel::ProjectVocab(const float* x, const int32_t* rows, int n_out,
                       : std::chrono::steady_clock::time_point{};
   k::MatMul(output_, s.h.data(), n_out, logits, false, exec.pool, &s.matmul,
             norm);
+  if (c.final_softcap > 0) {  // ggml: scale by 1 / cap, tanh, scale by cap
+    const float cap = c.final_softcap, inv = 1.0f / cap;
+    exec.pool->ParallelFor(n_out, [&](int64_t r) {
+      float* row = logits + r * c.n_vocab;
+      for (int i = 0; i < c.n_vocab; ++i) row[i] = std::tanh(row[i] * inv) * cap;
+    });
+  }
   if (exec.profile != nullptr) {
     exec.profile->seconds[kVocab] +=
         std::chrono::duration<double>(std::chrono::steady_clock::now() - t0)

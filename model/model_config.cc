@@ -1,5 +1,6 @@
 #include "model/model_config.h"
 
+#include <cmath>
 #include <string>
 #include <utility>
 #include <vector>
@@ -17,11 +18,51 @@ struct ArchEntry {
   const char* name;
   ArchTraits traits;
 };
+constexpr ArchTraits Llama() {
+  ArchTraits t;
+  t.sliding_window = true;  // Mistral
+  return t;
+}
+constexpr ArchTraits Qwen(bool qwen3) {
+  ArchTraits t;
+  t.rope = ArchTraits::Rope::kNeox;
+  t.qkv_bias = !qwen3;
+  t.qk_norm = qwen3;
+  return t;
+}
+constexpr ArchTraits Gemma(bool gemma3) {
+  ArchTraits t;
+  t.rope = ArchTraits::Rope::kNeox;
+  t.qk_norm = gemma3;
+  t.ffn = ArchTraits::Ffn::kGeluTanh;
+  t.gemma = true;
+  t.sliding_window = true;
+  t.swa_pattern = gemma3 ? 6 : 2;
+  t.default_window = gemma3 ? 0 : 4096;
+  t.swa_rope_base = gemma3 ? 10000.0f : 0.0f;
+  t.attn_softcap = gemma3 ? 0.0f : 50.0f;
+  t.final_softcap = gemma3 ? 0.0f : 30.0f;
+  t.gemma_wide_scale_layers = gemma3 ? 62 : 46;
+  return t;
+}
 constexpr ArchEntry kArchs[] = {
-    {"llama", {ArchTraits::Rope::kNormal, false, false}},
-    {"qwen2", {ArchTraits::Rope::kNeox, true, false}},
-    {"qwen3", {ArchTraits::Rope::kNeox, false, true}},
+    {"llama", Llama()},           {"qwen2", Qwen(false)},
+    {"qwen3", Qwen(true)},        {"gemma2", Gemma(false)},
+    {"gemma3", Gemma(true)},
 };
+
+// A positive float key into *out, when the file has it.
+absl::Status ReadOptionalPositive(const GgufFile& f, const std::string& key,
+                                  float* out) {
+  if (!f.Has(key)) return absl::OkStatus();
+  absl::StatusOr<double> v = f.GetFloat(key);
+  if (!v.ok() || !(*v >= 0) || *v > 1e6) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("model config: bad ", key));
+  }
+  *out = static_cast<float>(*v);
+  return absl::OkStatus();
+}
 
 absl::Status ReadPositive(const GgufFile& f, const std::string& key, int* out) {
   absl::StatusOr<int64_t> v = f.GetInt(key);
@@ -93,6 +134,47 @@ absl::Status ReadStreams(const GgufFile& f, LlamaConfig* c) {
   } else if (c->stream_layout == LlamaConfig::StreamLayout::kRows) {
     return absl::InvalidArgumentError(
         absl::StrCat("model config: the rows layout needs ", kSilence));
+  }
+  return absl::OkStatus();
+}
+
+// The sliding window, soft-capping and Gemma's scales; c's sizes and RoPE
+// must be read.
+absl::Status ReadWindowAndCaps(const GgufFile& f, const std::string& p,
+                               LlamaConfig* c) {
+  const ArchTraits& t = c->traits;
+  c->swa_rope_base = t.swa_rope_base > 0 ? t.swa_rope_base : c->rope_base;
+  c->swa_rope_freq_scale = t.swa_rope_base > 0 ? 1.0f : c->rope_freq_scale;
+  if (t.sliding_window) {
+    c->sliding_window = t.default_window;
+    if (f.Has(p + "attention.sliding_window")) {
+      absl::StatusOr<int64_t> w = f.GetInt(p + "attention.sliding_window");
+      if (!w.ok() || *w < 0 || *w > (1 << 30)) {
+        return absl::InvalidArgumentError(
+            "model config: bad attention.sliding_window");
+      }
+      c->sliding_window = static_cast<int>(*w);
+    }
+  }
+  c->attn_softcap = t.attn_softcap;
+  c->final_softcap = t.final_softcap;
+  if (t.attn_softcap > 0) {  // (llama.cpp reads it where it caps by default)
+    if (absl::Status s = ReadOptionalPositive(f, p + "attn_logit_softcapping",
+                                              &c->attn_softcap);
+        !s.ok()) {
+      return s;
+    }
+  }
+  if (t.gemma) {
+    if (absl::Status s = ReadOptionalPositive(f, p + "final_logit_softcapping",
+                                              &c->final_softcap);
+        !s.ok()) {
+      return s;
+    }
+    const int scalar = c->n_layer == t.gemma_wide_scale_layers
+                           ? c->n_embd / c->n_head
+                           : c->head_dim;
+    c->q_scale = 1.0f / std::sqrt(static_cast<float>(scalar));
   }
   return absl::OkStatus();
 }
@@ -224,6 +306,7 @@ absl::StatusOr<LlamaConfig> LlamaConfig::FromGguf(const GgufFile& f) {
         "model config: missing or bad attention.layer_norm_rms_epsilon");
   }
   c.rms_eps = static_cast<float>(*eps);
+  if (absl::Status s = ReadWindowAndCaps(f, p, &c); !s.ok()) return s;
   const GgufTensor* emb = f.FindTensor("token_embd.weight");
   if (emb == nullptr || emb->dims.size() != 2) {
     return absl::InvalidArgumentError(

@@ -23,6 +23,7 @@ using internal::KernelChoice;
 using internal::kLanes;
 using internal::kMaxRows;
 using internal::PagedEntries;
+using internal::SoftcapRow;
 using internal::SoftmaxRow;
 using internal::TaskSplit;
 using internal::TokenRun;
@@ -175,7 +176,7 @@ struct QueryRows {
 // a row's own n weigh exactly 0 and add nothing.
 void AttendRows(const QueryRows& rows, const uint16_t* const* k_rows,
                 const uint16_t* const* v_rows, int64_t head_dim, float scale,
-                KernelChoice kernels) {
+                float softcap, KernelChoice kernels) {
   const int g = rows.count;
   int64_t n = 0;
   for (int i = 0; i < g; ++i) n = std::max(n, rows.n[i]);
@@ -207,6 +208,7 @@ void AttendRows(const QueryRows& rows, const uint16_t* const* k_rows,
     }
   }
   for (int i = 0; i < g; ++i) {
+    if (softcap > 0) SoftcapRow(scores + i * ld, rows.n[i], softcap);
     SoftmaxRow(scores + i * ld, rows.n[i], ld, scale);
   }
   // Weighted V sums, one partial row per accumulator lane (slot), reduced
@@ -252,6 +254,18 @@ void AddRows(const AttentionShape& shape, const float* q, float* out, int64_t t,
 
 namespace internal {
 
+float ScoreScale(const AttentionShape& shape) {
+  return shape.scale > 0
+             ? shape.scale
+             : 1.0f / std::sqrt(static_cast<float>(shape.head_dim));
+}
+
+void SoftcapRow(float* row, int64_t n, float softcap) {
+  // ggml's three ops: scale by 1 / softcap, tanh, scale by softcap.
+  const float inv = 1.0f / softcap;
+  for (int64_t j = 0; j < n; ++j) row[j] = std::tanh(row[j] * inv) * softcap;
+}
+
 void SoftmaxRow(float* row, int64_t n, int64_t ld, float scale) {
   if (UseAvx512()) return SoftmaxRowAvx512(row, n, ld, scale);
   const int64_t n_pad = (n + kLanes - 1) / kLanes * kLanes;
@@ -294,7 +308,7 @@ void Attention(const AttentionShape& shape, const float* q,
                const int32_t* q_positions, int64_t n_tok, const uint16_t* k,
                const uint16_t* v, float* out, ThreadPool* pool) {
   const int64_t kv_stride = shape.n_kv_head * shape.head_dim;
-  const float scale = 1.0f / std::sqrt(static_cast<float>(shape.head_dim));
+  const float scale = internal::ScoreScale(shape);
   const KernelChoice kernels = ChooseKernels(n_tok, shape.head_dim);
   const TaskSplit split(
       shape, n_tok, pool, [](int64_t) { return true; },
@@ -316,7 +330,8 @@ void Attention(const AttentionShape& shape, const float* q,
       k_rows[j] = k + j * kv_stride + kv_off;
       v_rows[j] = v + j * kv_stride + kv_off;
     }
-    AttendRows(rows, k_rows, v_rows, shape.head_dim, scale, kernels);
+    AttendRows(rows, k_rows, v_rows, shape.head_dim, scale, shape.softcap,
+               kernels);
   });
 }
 
@@ -326,7 +341,7 @@ void PagedAttention(
     const int32_t* token_seq, int64_t n_tok, float* out, ThreadPool* pool,
     absl::FunctionRef<void(int64_t, int64_t, int64_t, int64_t)> done) {
   const PagedEntries entries(shape, kv);
-  const float scale = 1.0f / std::sqrt(static_cast<float>(shape.head_dim));
+  const float scale = internal::ScoreScale(shape);
   // One-token sequences over long contexts (decode steps, one-token prompt
   // chunks) go through the long-context phases (attention_long.cc), the
   // rest one task per query-row group.
@@ -364,13 +379,19 @@ void PagedAttention(
     int32_t* keys = Scratch(tls.keys, seq.num_ctx);
     int32_t* ents = Scratch(slot.entries, run.count * seq.num_ctx);
     // The entries token t sees, in context order, into list (metas too);
-    // returns their count.
-    auto gather = [&](int64_t t, int32_t* list) {
+    // returns their count. *windowed counts the entries it would see but
+    // for the sliding window.
+    int64_t cut = 0;
+    auto gather = [&](int64_t t, int32_t* list, int64_t* windowed) {
       int64_t n = 0;
       for (int64_t j = 0; j < seq.num_ctx; ++j) {
         const int64_t e = entries.Slot(seq, j);
         const KvEntryMeta m = entries.Meta(e, j);
         if (!EntryVisible(seq, q_meta[t], m)) continue;
+        if (shape.window > 0 && int64_t{q_meta[t].y} - m.y >= shape.window) {
+          ++*windowed;
+          continue;
+        }
         metas[n] = m;
         list[n++] = static_cast<int32_t>(e);
       }
@@ -383,7 +404,7 @@ void PagedAttention(
     // those strictly below). When keys never decrease along the list (one
     // causal stream; branches), every such subset is a prefix.
     const int64_t last = run.first + run.count - 1;
-    view.n_last = gather(last, ents);
+    view.n_last = gather(last, ents, &cut);
     const int64_t n_last = view.n_last;
     const KvEntryMeta ql = q_meta[last];
     bool monotone = true;
@@ -391,9 +412,12 @@ void PagedAttention(
       keys[j] = metas[j].stream == ql.stream ? metas[j].y : metas[j].y + 1;
       monotone = monotone && (j == 0 || keys[j] >= keys[j - 1]);
     }
+    // (Under a sliding window an earlier token also sees some of the
+    // entries the window took from the last token's: it goes alone then.)
     auto sees_prefix = [&](int64_t t, int64_t* nt) {
       const KvEntryMeta qt = q_meta[t];
       if (qt.stream != ql.stream || qt.y > ql.y) return false;
+      if (cut > 0 && qt.y != ql.y) return false;
       if (monotone) {
         *nt = std::upper_bound(keys, keys + n_last, qt.y) - keys;
         return true;
@@ -416,7 +440,8 @@ void PagedAttention(
         const int i = view.num_alone++;
         view.alone_t[i] = t;
         view.alone_at[i] = at;
-        view.alone_n[i] = gather(t, ents + at);
+        int64_t unused = 0;
+        view.alone_n[i] = gather(t, ents + at, &unused);
         at += view.alone_n[i];
       }
     }
@@ -487,12 +512,14 @@ void PagedAttention(
     AddRows(shape, q, out, run.first + run.count - 1, h0, g, view.n_last,
             &rows);
     rows_of(ents, view.n_last);
-    AttendRows(rows, k_rows, v_rows, shape.head_dim, scale, kernels);
+    AttendRows(rows, k_rows, v_rows, shape.head_dim, scale, shape.softcap,
+               kernels);
     for (int i = 0; i < view.num_alone; ++i) {
       QueryRows one;
       AddRows(shape, q, out, view.alone_t[i], h0, g, view.alone_n[i], &one);
       rows_of(ents + view.alone_at[i], view.alone_n[i]);
-      AttendRows(one, k_rows, v_rows, shape.head_dim, scale, kernels);
+      AttendRows(one, k_rows, v_rows, shape.head_dim, scale, shape.softcap,
+                 kernels);
     }
     done(run.first, run.first + run.count, h0 * shape.head_dim,
          (h0 + g) * shape.head_dim);

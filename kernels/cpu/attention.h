@@ -38,6 +38,15 @@ struct AttentionShape {
   int64_t n_head = 0;
   int64_t n_kv_head = 0;  // n_head % n_kv_head == 0.
   int64_t head_dim = 0;
+  // How a score is formed from the dot d = q.k (ggml's order): with
+  // softcap > 0, d = softcap * tanh(d / softcap) (Gemma 2's attention
+  // logit soft-capping); then d * scale (0: 1 / sqrt(head_dim)).
+  float scale = 0.0f;
+  float softcap = 0.0f;
+  // Sliding-window attention (PagedAttention only): > 0, a query at
+  // position y sees only entries at y' > y - window (llama.cpp's standard
+  // window: masked when y - y' >= window).
+  int32_t window = 0;
 };
 
 // q:   [n_tok, n_head, head_dim] f32; query t sits at position q_positions[t]
@@ -91,9 +100,12 @@ struct PagedAttentionSeq {
 };
 
 // Whether query q of `seq` sees entry e under the rule below (its own
-// stream up to its position, seq's visible streams strictly before it).
+// stream up to its position, seq's visible streams strictly before it;
+// with a sliding window, only the entries less than `window` positions
+// back).
 inline bool EntryVisible(const PagedAttentionSeq& seq, KvEntryMeta q,
-                         KvEntryMeta e) {
+                         KvEntryMeta e, int32_t window = 0) {
+  if (window > 0 && int64_t{q.y} - e.y >= window) return false;
   if (e.stream == q.stream) return e.y <= q.y;
   if (e.y >= q.y) return false;
   for (int64_t s = 0; s < seq.num_visible_streams; ++s) {
@@ -107,7 +119,8 @@ inline bool EntryVisible(const PagedAttentionSeq& seq, KvEntryMeta q,
 // token_seq: [n_tok] index into seqs of each query row.
 // out: [n_tok, n_head, head_dim] f32.
 // Query (s, y) attends to context entry (s', y') iff s' in sees(s) and
-// (y' < y or (s' == s and y' <= y)); every query must see at least itself.
+// (y' < y or (s' == s and y' <= y)), and y - y' < shape.window when the
+// shape has a window; every query must see at least itself.
 // Arithmetic as Attention() above with the score row over the context in
 // the order of the entries it sees (their rank, not their place in the
 // context: a branch's queries get the bits of an independent sequence), and

@@ -77,7 +77,7 @@ void LongContextAttention(const AttentionShape& shape,
     for (int64_t j = 0; j < seq.num_ctx; ++j) {
       const int64_t e = entries.Slot(seq, j);
       const KvEntryMeta m = entries.Meta(e, j);
-      if (!EntryVisible(seq, q_meta[t], m)) continue;
+      if (!EntryVisible(seq, q_meta[t], m, shape.window)) continue;
       for (int64_t g = 0; g < n_kv; ++g) {
         k_i[g * seq.num_ctx + n] = entries.K(e, g);
         v_i[g * seq.num_ctx + n] = entries.V(e, g);
@@ -132,8 +132,9 @@ void LongContextAttention(const AttentionShape& shape,
   // Phase 2: softmax per (token, head).
   pool->ParallelFor(n_long * n_head, [&](int64_t x) {
     const int64_t i = x / n_head, h = x % n_head;
-    SoftmaxRow(scores.data() + score_off[i] + h * ld_of(i), counts[i], ld_of(i),
-               scale);
+    float* row = scores.data() + score_off[i] + h * ld_of(i);
+    if (shape.softcap > 0) SoftcapRow(row, counts[i], shape.softcap);
+    SoftmaxRow(row, counts[i], ld_of(i), scale);
   });
   // Phase 3: weighted V sums, (token, KV head, residue) per task.
   pool->ParallelFor(n_long * n_kv * 8, [&](int64_t x) {

@@ -457,5 +457,81 @@ TEST(PagedAttentionTest, LongContextSplitPhasesAreBitIdentical) {
             std::vector<float>(got.begin() + row, got.begin() + 2 * row));
 }
 
+// A sliding window, a score scale of its own and soft-capping (Gemma 2):
+// a prompt chunk of 20 tokens at positions 60..79 over an 80-entry paged
+// context, window 16, each query checked against a naive reference (the
+// chunk's first tokens see entries the window takes from its last token's,
+// so they take their own lists).
+TEST(PagedAttentionTest, SlidingWindowAndSoftcapMatchNaiveReference) {
+  AttentionShape s{4, 2, 32};
+  s.scale = 0.3f;
+  s.softcap = 2.5f;
+  s.window = 16;
+  const int64_t kv_stride = s.n_kv_head * s.head_dim;
+  const int64_t bs = 8, n_ctx = 80, n_q = 20;
+  std::mt19937 rng(21);
+  std::normal_distribution<float> dist(0.0f, 1.0f);
+  std::vector<int32_t> table(n_ctx / bs);
+  for (int32_t b = 0; b < n_ctx / bs; ++b) table[b] = n_ctx / bs - 1 - b;
+  std::vector<uint16_t> k(n_ctx * kv_stride), v(k.size());
+  for (auto& e : k) e = Fp32ToFp16(dist(rng) * 2.0f);
+  for (auto& e : v) e = Fp32ToFp16(dist(rng));
+  std::vector<KvEntryMeta> meta(n_ctx);
+  for (int64_t j = 0; j < n_ctx; ++j) {
+    meta[table[j / bs] * bs + j % bs] = {0, static_cast<int32_t>(j)};
+  }
+  std::vector<KvEntryMeta> q_meta;
+  for (int64_t t = 0; t < n_q; ++t) {
+    q_meta.push_back({0, static_cast<int32_t>(n_ctx - n_q + t)});
+  }
+  const int64_t row = s.n_head * s.head_dim;
+  std::vector<float> q(n_q * row);
+  for (float& e : q) e = dist(rng);
+  const PagedAttentionSeq seq{0, n_q, n_ctx, table.data(), nullptr, 0};
+  const std::vector<int32_t> token_seq(n_q, 0);
+  const PagedKvLayer layer{k.data(), v.data(), meta.data(), bs};
+  std::vector<float> out(q.size());
+  ThreadPool pool(2);
+  PagedAttention(s, layer, q.data(), q_meta.data(), &seq, token_seq.data(),
+                 n_q, out.data(), &pool);
+  const int64_t group = s.n_head / s.n_kv_head;
+  for (int64_t t = 0; t < n_q; ++t) {
+    const int64_t p = q_meta[t].y;
+    const int64_t j0 = std::max<int64_t>(0, p - s.window + 1);
+    for (int64_t h = 0; h < s.n_head; ++h) {
+      const float* qh = q.data() + (t * s.n_head + h) * s.head_dim;
+      std::vector<double> w;
+      double max = -1e300, sum = 0;
+      for (int64_t j = j0; j <= p; ++j) {
+        const int64_t e = table[j / bs] * bs + j % bs;
+        double d = 0;
+        for (int64_t i = 0; i < s.head_dim; ++i) {
+          d += Fp16ToFp32(Fp32ToFp16(qh[i])) *
+               Fp16ToFp32(k[e * kv_stride + (h / group) * s.head_dim + i]);
+        }
+        w.push_back(s.softcap * std::tanh(d / s.softcap) * s.scale);
+        max = std::max(max, w.back());
+      }
+      for (double& e : w) sum += (e = std::exp(e - max));
+      for (int64_t i = 0; i < s.head_dim; ++i) {
+        double acc = 0;
+        for (int64_t j = j0; j <= p; ++j) {
+          const int64_t e = table[j / bs] * bs + j % bs;
+          acc += Fp16ToFp32(Fp32ToFp16(static_cast<float>(w[j - j0] / sum))) *
+                 Fp16ToFp32(v[e * kv_stride + (h / group) * s.head_dim + i]);
+        }
+        ASSERT_NEAR(out[(t * s.n_head + h) * s.head_dim + i], acc, 1e-4)
+            << "query " << t << " head " << h << " " << i;
+      }
+    }
+  }
+  // The window matters.
+  s.window = 0;
+  std::vector<float> full(q.size());
+  PagedAttention(s, layer, q.data(), q_meta.data(), &seq, token_seq.data(),
+                 n_q, full.data(), &pool);
+  EXPECT_NE(full, out);
+}
+
 }  // namespace
 }  // namespace braid::kernels::cpu

@@ -6,6 +6,7 @@
 #include <cmath>
 
 #include "kernels/cpu/cpu_features.h"
+#include "kernels/cpu/fp16.h"
 #include "kernels/cpu/vec_math.h"
 
 namespace braid::kernels::cpu {
@@ -293,6 +294,24 @@ void RopeNormal(float* x, const int32_t* positions, int64_t n_tok,
 
 void SiluMul(float* gate, const float* up, int64_t n) {
   SwiGlu(gate, up, gate, n);
+}
+
+void GeluTanhMul(float* gate, const float* up, int64_t n) {
+  constexpr float kSqrt2OverPi = 0.79788456080286535587989211986876f;
+  constexpr float kCoef = 0.044715f;
+  for (int64_t i = 0; i < n; ++i) {
+    const float x = gate[i];
+    if (x <= -10.0f) {
+      gate[i] = 0.0f;
+    } else if (x >= 10.0f) {
+      gate[i] = x * up[i];
+    } else {
+      const float r = Fp16ToFp32(Fp32ToFp16(x));
+      const float g =
+          0.5f * r * (1.0f + std::tanh(kSqrt2OverPi * r * (1.0f + kCoef * r * r)));
+      gate[i] = Fp16ToFp32(Fp32ToFp16(g)) * up[i];
+    }
+  }
 }
 
 void Softmax(float* x, int64_t n) {

@@ -55,6 +55,11 @@ void RopeApplyNeox(float* x, int64_t n_tok, int64_t row_stride, int64_t e0,
 // rows match ggml's per-row grouping when their length is a multiple of 16).
 void SiluMul(float* gate, const float* up, int64_t n);
 
+// gate[i] = GELU(gate[i]) * up[i] (GeGLU), GELU in the tanh approximation
+// as ggml's CPU backend evaluates it: for |x| < 10 the fp16 value of
+// GELU(fp16(x)) (its lookup table), 0 at or below -10, x at or above 10.
+void GeluTanhMul(float* gate, const float* up, int64_t n);
+
 // The index of the first largest element of x[0..n) (n >= 1), as
 // std::max_element gives it; 8 lanes at a time where the CPU has AVX2.
 int64_t ArgMax(const float* x, int64_t n);

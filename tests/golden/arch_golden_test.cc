@@ -1,9 +1,15 @@
 // The architectures braid reads besides the default model's (Llama 3.x's
 // rope_freqs, Qwen2's Q/K/V biases, Qwen3's per-head Q/K norms and head size,
-// the neox RoPE of both) against llama.cpp on random-weight models with each
-// architecture's real tensor set and metadata (tools/golden/arch_models.py,
-// in $BRAID_ARCH_DIR; the fixture's fingerprint of each file must match),
-// fixtures by tools/golden/make_arch_golden.py (llama-cpp-python on them).
+// the neox RoPE of both, Mistral's sliding window, Gemma 2's and Gemma 3's
+// blocks: scaled embeddings, GeGLU, post-norms, soft-capping, sliding
+// layers with RoPE of their own) against llama.cpp on random-weight models
+// with each architecture's real tensor set and metadata
+// (tools/golden/arch_models.py, in $BRAID_ARCH_DIR; the fixture's
+// fingerprint of each file must match), fixtures by
+// tools/golden/make_arch_golden.py (llama-cpp-python on them; for Mistral,
+// whose window llama.cpp does not read, a float64 reference that the script
+// holds to llama.cpp without the window). The windows are 64 positions: the
+// prompt and the decode steps run well past them.
 //
 // The weights are F32, so the engines differ only in the order of their sums:
 // teacher-forced on llama.cpp's greedy tokens after a 256-token prompt, at
@@ -49,7 +55,11 @@ TEST_P(ArchGoldenTest, TeacherForcedLogitsMatchLlamaCpp) {
   ASSERT_TRUE(file.ok()) << file.status();
   auto model = model::LlamaModel::Load(*std::move(file), {2});
   ASSERT_TRUE(model.ok()) << model.status();
-  ASSERT_EQ((*model)->config().arch, name == "llama3" ? "llama" : name);
+  const bool llama = name == "llama3" || name == "mistral";
+  ASSERT_EQ((*model)->config().arch, llama ? "llama" : name);
+  if (name == "mistral" || name.rfind("gemma", 0) == 0) {
+    ASSERT_EQ((*model)->config().sliding_window, 64);
+  }
 
   const golden::TopLogitCase& c = cases[0];
   ASSERT_GE(c.prompt_ids.size(), 256u);
@@ -77,7 +87,8 @@ TEST_P(ArchGoldenTest, TeacherForcedLogitsMatchLlamaCpp) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Archs, ArchGoldenTest,
-                         ::testing::Values("llama3", "qwen2", "qwen3"),
+                         ::testing::Values("llama3", "qwen2", "qwen3", "mistral",
+                                           "gemma2", "gemma3"),
                          [](const auto& info) {
                            return std::string(info.param);
                          });

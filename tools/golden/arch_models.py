@@ -30,6 +30,24 @@ ARCHS = {
     # Qwen3: per-head Q/K RMSNorm, a head size of its own (key_length 128
     # with n_embd / n_head = 64), neox RoPE.
     "qwen3": ("qwen3", {"qk_norm": True, "head_dim": 128, "tied": False}),
+    # Mistral: the llama architecture with a sliding window (llama.cpp
+    # ignores the key for llama files; make_arch_golden.py checks braid
+    # against a reference of its own past the window, below).
+    "mistral": ("llama", {"window": 64, "tied": False}),
+    # Gemma 2: embeddings scaled by sqrt(n_embd), GeGLU, post-attention and
+    # post-FFN norms, attention and final logit soft-capping, every other
+    # layer sliding, tied embeddings (small ones: the final cap stays out of
+    # saturation).
+    "gemma2": ("gemma2", {"gemma": 2, "window": 64, "tied": True,
+                          "embd_std": 0.1, "softcap": (50.0, 30.0),
+                          "head_dim": 128, "post_norm": 30.0}),
+    # Gemma 3: per-head Q/K norms, five sliding layers in six (layer 5
+    # global), the global layers' RoPE with its own base and linear
+    # scaling, the sliding ones' at base 10000.
+    "gemma3": ("gemma3", {"gemma": 3, "window": 64, "layers": 6,
+                          "qk_norm": True, "head_dim": 128, "tied": False,
+                          "embd_std": 0.1, "rope_base": 1e6,
+                          "rope_linear": 8.0}),
 }
 
 
@@ -72,20 +90,29 @@ def write(path, name, tokenizer_src):
     rng = np.random.default_rng(sum(map(ord, name)))
     head_dim = opt.get("head_dim", N_EMBD // N_HEAD)
     q_dim, kv_dim = N_HEAD * head_dim, N_HEAD_KV * head_dim
+    n_layer = opt.get("layers", N_LAYER)
     w = gguf.GGUFWriter(path + ".tmp", arch)
     n_vocab = copy_tokenizer(tokenizer_src, w)
     w.add_context_length(2048)
     w.add_embedding_length(N_EMBD)
-    w.add_block_count(N_LAYER)
+    w.add_block_count(n_layer)
     w.add_feed_forward_length(N_FF)
     w.add_head_count(N_HEAD)
     w.add_head_count_kv(N_HEAD_KV)
-    w.add_rope_freq_base(10000.0)
+    w.add_rope_freq_base(opt.get("rope_base", 10000.0))
     w.add_layer_norm_rms_eps(1e-6)
     w.add_rope_dimension_count(head_dim)
     if "head_dim" in opt:
         w.add_key_length(head_dim)
         w.add_value_length(head_dim)
+    if "window" in opt:
+        w.add_sliding_window(opt["window"])
+    if "softcap" in opt:
+        w.add_attn_logit_softcapping(opt["softcap"][0])
+        w.add_final_logit_softcapping(opt["softcap"][1])
+    if "rope_linear" in opt:
+        w.add_rope_scaling_type(gguf.RopeScalingType.LINEAR)
+        w.add_rope_scaling_factor(opt["rope_linear"])
 
     def mat(rows, cols, scale=None):
         s = scale if scale is not None else 1.0 / np.sqrt(cols)
@@ -94,7 +121,8 @@ def write(path, name, tokenizer_src):
     def norm(n):
         return (1.0 + 0.1 * rng.standard_normal(n)).astype(np.float32)
 
-    w.add_tensor("token_embd.weight", mat(n_vocab, N_EMBD, 1.0))
+    w.add_tensor("token_embd.weight",
+                 mat(n_vocab, N_EMBD, opt.get("embd_std", 1.0)))
     w.add_tensor("output_norm.weight", norm(N_EMBD))
     if not opt.get("tied"):
         w.add_tensor("output.weight", mat(n_vocab, N_EMBD))
@@ -102,7 +130,7 @@ def write(path, name, tokenizer_src):
         # Llama 3.1's shape: 1 for the fast dims, rising to 8 for the slow.
         ramp = np.clip((np.arange(head_dim // 2) - 8) / 16.0, 0, 1)
         w.add_tensor("rope_freqs.weight", (1 + 7 * ramp).astype(np.float32))
-    for il in range(N_LAYER):
+    for il in range(n_layer):
         p = "blk.%d." % il
         w.add_tensor(p + "attn_norm.weight", norm(N_EMBD))
         w.add_tensor(p + "attn_q.weight", mat(q_dim, N_EMBD))
@@ -116,6 +144,12 @@ def write(path, name, tokenizer_src):
             w.add_tensor(p + "attn_q_norm.weight", norm(head_dim))
             w.add_tensor(p + "attn_k_norm.weight", norm(head_dim))
         w.add_tensor(p + "attn_output.weight", mat(N_EMBD, q_dim))
+        if opt.get("gemma"):
+            # (Scaled up: the blocks' outputs outweigh the embedding, or a
+            # tied model only repeats its input token.)
+            post = opt.get("post_norm", 1.0)
+            w.add_tensor(p + "post_attention_norm.weight", post * norm(N_EMBD))
+            w.add_tensor(p + "post_ffw_norm.weight", post * norm(N_EMBD))
         w.add_tensor(p + "ffn_norm.weight", norm(N_EMBD))
         w.add_tensor(p + "ffn_gate.weight", mat(N_FF, N_EMBD))
         w.add_tensor(p + "ffn_up.weight", mat(N_FF, N_EMBD))
