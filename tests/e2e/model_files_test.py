@@ -2,7 +2,9 @@
 
 Each model is served by braidd and driven by Python grpcio: the default model
 in Q4_K_M as llama.cpp's quantizer writes it ($BRAID_KQUANT_DIR), random
-Qwen2 and Qwen3 models ($BRAID_ARCH_DIR, tools/golden/arch_models.py), and a
+Qwen2, Qwen3, Mistral, Gemma 2 and Gemma 3 models ($BRAID_ARCH_DIR,
+tools/golden/arch_models.py; the sliding-window ones with a prompt longer
+than their 64-position window), and a
 random Llama model with a SentencePiece vocabulary (written here from
 model/tokenizer/testdata/spm_vocab.gguf). For each: GetModelInfo names the
 architecture and the tensor types; Tokenize gives llama.cpp's ids (the
@@ -38,7 +40,8 @@ def spm_model(directory):
 
 
 class ModelFilesTest(unittest.TestCase):
-    def serve_and_check(self, model, arch, types, cases):
+    def serve_and_check(self, model, arch, types, cases,
+                        prompt=b"The capital of France is"):
         daemon = harness.Daemon("--threads=2", "--context_length=256",
                                 model=model)
         try:
@@ -60,7 +63,7 @@ class ModelFilesTest(unittest.TestCase):
                 for _ in range(2):
                     tokens, text = [], ""
                     for r in stub.Generate(pb.GenerateRequest(
-                            prompt=pb.Prompt(text=b"The capital of France is"),
+                            prompt=pb.Prompt(text=prompt),
                             sampling=pb.SamplingParams(max_tokens=12,
                                                        ignore_eos=True)),
                             timeout=60):
@@ -88,6 +91,15 @@ class ModelFilesTest(unittest.TestCase):
         for name in ("qwen2", "qwen3"):
             self.serve_and_check(os.path.join(adir, name + ".gguf"), name,
                                  ["F32"], HELLO_BPE)
+
+    def test_sliding_window_files(self):
+        adir = harness.require_env(
+            "BRAID_ARCH_DIR", "the architecture models (`make test` sets it)")
+        prompt = b" ".join([b"The capital of France is Paris."] * 16)
+        for name, arch in (("mistral", "llama"), ("gemma2", "gemma2"),
+                           ("gemma3", "gemma3")):
+            self.serve_and_check(os.path.join(adir, name + ".gguf"), arch,
+                                 ["F32"], HELLO_BPE, prompt)
 
     def test_sentencepiece_file(self):
         with tempfile.TemporaryDirectory() as tmp:
