@@ -472,6 +472,14 @@ int Run() {
                "braidd: tensors %s (matrices multiplied in their own types; "
                "norms, biases and rope factors read as F32)\n",
                loaded->llama->DescribeTensorTypes().c_str());
+  if (config.sliding_window > 0) {
+    int sliding = 0;
+    for (int il = 0; il < config.n_layer; ++il) sliding += config.Slides(il);
+    std::fprintf(stderr,
+                 "braidd: sliding-window attention over %d positions on %d of "
+                 "%d layers (their K/V kept whole)\n",
+                 config.sliding_window, sliding, config.n_layer);
+  }
   if (const std::vector<std::string> unused = loaded->llama->UnusedTensors();
       !unused.empty()) {
     std::fprintf(stderr, "braidd: %zu tensors not used: %s\n", unused.size(),
