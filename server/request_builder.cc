@@ -96,7 +96,7 @@ absl::Status RequestBuilder::CheckTokenIds(
 }
 
 absl::StatusOr<std::vector<int32_t>> RequestBuilder::Tokenize(
-    const v1::Prompt& prompt) const {
+    const v1::Prompt& prompt, bool starts_context) const {
   std::string text;
   switch (prompt.kind_case()) {
     case v1::Prompt::kText:
@@ -136,12 +136,15 @@ absl::StatusOr<std::vector<int32_t>> RequestBuilder::Tokenize(
     default:
       return Invalid("prompt", "one of text, tokens or chat must be set");
   }
-  return tokenizer_->Encode(text, prompt.add_special_tokens(),
-                            /*parse_special=*/true);
+  const bool add_special =
+      prompt.has_add_special_tokens()
+          ? prompt.add_special_tokens()
+          : starts_context && prompt.kind_case() == v1::Prompt::kText;
+  return tokenizer_->Encode(text, add_special, /*parse_special=*/true);
 }
 
 absl::StatusOr<std::vector<int32_t>> RequestBuilder::PromptTokens(
-    const v1::Prompt& prompt) const {
+    const v1::Prompt& prompt, bool starts_context) const {
   std::vector<int32_t> ids;
   if (prompt.kind_case() == v1::Prompt::kTokens) {
     if (auto s = CheckTokenIds(prompt.tokens().ids(), "prompt.tokens.ids");
@@ -150,7 +153,8 @@ absl::StatusOr<std::vector<int32_t>> RequestBuilder::PromptTokens(
     }
     ids.assign(prompt.tokens().ids().begin(), prompt.tokens().ids().end());
   } else {
-    absl::StatusOr<std::vector<int32_t>> tokens = Tokenize(prompt);
+    absl::StatusOr<std::vector<int32_t>> tokens =
+        Tokenize(prompt, starts_context);
     if (!tokens.ok()) return tokens.status();
     ids = *std::move(tokens);
   }
@@ -277,7 +281,7 @@ absl::StatusOr<batching::GenerationRequest> RequestBuilder::BuildGenerate(
   }
   out.priority = request.priority();
   if (!request.has_prompt()) return Invalid("prompt", "is required");
-  absl::StatusOr<std::vector<int32_t>> prompt = PromptTokens(request.prompt());
+  absl::StatusOr<std::vector<int32_t>> prompt = PromptTokens(request.prompt(), /*starts_context=*/true);
   if (!prompt.ok()) return prompt.status();
   out.prompt = *std::move(prompt);
   if (auto s = FillSampling(request.sampling(),

@@ -36,7 +36,11 @@ class RequestBuilder {
       const v1::GenerateRequest& request) const;
 
   // Text or chat prompt -> token ids (token-id prompts are rejected).
-  absl::StatusOr<std::vector<int32_t>> Tokenize(const v1::Prompt& prompt) const;
+  // `starts_context`: the prompt begins a context (a Generate prompt, a
+  // session's prefix), so a text prompt that leaves add_special_tokens
+  // unset gets the model's special tokens (v1::Prompt).
+  absl::StatusOr<std::vector<int32_t>> Tokenize(
+      const v1::Prompt& prompt, bool starts_context = false) const;
 
   // Checks each id is in the vocabulary.
   absl::Status CheckTokenIds(
@@ -48,7 +52,7 @@ class RequestBuilder {
   // checked like a Generate request's, against `prompt_tokens` of context).
   // Any prompt kind -> token ids: non-empty and shorter than the context.
   absl::StatusOr<std::vector<int32_t>> PromptTokens(
-      const v1::Prompt& prompt) const;
+      const v1::Prompt& prompt, bool starts_context) const;
   // Fills out->sampling, stop, stop_token_ids, ignore_eos, max_tokens and
   // reasoning.
   absl::Status FillSampling(const v1::SamplingParams& params, int prompt_tokens,

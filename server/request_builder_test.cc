@@ -5,7 +5,10 @@
 #include <limits>
 
 #include "gtest/gtest.h"
+#include "model/gguf.h"
 #include "model/testing/smollm2.h"
+#include "model/tokenizer/gguf_loader.h"
+#include "model/tokenizer/testing/vocab_file.h"
 
 namespace braid::server {
 namespace {
@@ -108,6 +111,43 @@ TEST_F(RequestBuilderTest, TokenPromptsAreCheckedNotTokenized) {
   EXPECT_EQ(built->prompt, (std::vector<int32_t>{1, 42}));
   r.mutable_prompt()->mutable_tokens()->add_ids(-1);
   ExpectInvalid(r, "prompt.tokens.ids");
+}
+
+// add_special_tokens unset: the model's BOS starts a raw text prompt that
+// starts a context (llama.cpp's and vLLM's completions), not chat messages
+// (their template writes it), not Tokenize or a session's appended input;
+// set, it is followed as given.
+TEST(RequestBuilderSpecialTokensTest, BosWhereAContextStarts) {
+  auto file = model::GgufFile::Open(
+      model::testing::TestDataPath("spm_vocab.gguf"));
+  ASSERT_TRUE(file.ok()) << file.status();
+  auto data = model::TokenizerDataFromGguf(**file);
+  ASSERT_TRUE(data.ok()) << data.status();
+  ASSERT_TRUE(data->add_bos);
+  auto tok = model::Tokenizer::Create(*std::move(data));
+  ASSERT_TRUE(tok.ok()) << tok.status();
+  const int bos = (*tok)->bos_id();
+  const RequestBuilder builder(tok->get(), nullptr, {.context_length = 64});
+  v1::GenerateRequest r;
+  r.mutable_prompt()->set_text("hello world");
+  auto generate = builder.BuildGenerate(r);
+  ASSERT_TRUE(generate.ok()) << generate.status();
+  EXPECT_EQ(generate->prompt.front(), bos);
+  auto tokenized = builder.Tokenize(r.prompt());
+  ASSERT_TRUE(tokenized.ok()) << tokenized.status();
+  EXPECT_NE(tokenized->front(), bos);
+  EXPECT_EQ(generate->prompt.size(), tokenized->size() + 1);
+  auto appended = builder.PromptTokens(r.prompt(), /*starts_context=*/false);
+  ASSERT_TRUE(appended.ok()) << appended.status();
+  EXPECT_EQ(*appended, *tokenized);
+  r.mutable_prompt()->set_add_special_tokens(false);
+  auto without = builder.BuildGenerate(r);
+  ASSERT_TRUE(without.ok()) << without.status();
+  EXPECT_EQ(without->prompt, *tokenized);
+  r.mutable_prompt()->set_add_special_tokens(true);
+  auto with = builder.Tokenize(r.prompt());
+  ASSERT_TRUE(with.ok()) << with.status();
+  EXPECT_EQ(*with, generate->prompt);
 }
 
 }  // namespace

@@ -444,7 +444,7 @@ bool SessionCall::Act(const v1::SessionRequest& request) {
         return true;
       }
       absl::StatusOr<std::vector<int32_t>> tokens =
-          backend_.builder->PromptTokens(a.input());
+          backend_.builder->PromptTokens(a.input(), /*starts_context=*/false);
       if (!tokens.ok()) {
         outbox_->PushError(UnderField("append.input", tokens.status()));
         return true;

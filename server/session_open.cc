@@ -73,7 +73,7 @@ absl::Status BuildSession(const v1::SessionOpen& open,
                         "one token)");
   }
   absl::StatusOr<std::vector<int32_t>> prefix =
-      builder.PromptTokens(open.prefix());
+      builder.PromptTokens(open.prefix(), /*starts_context=*/true);
   if (!prefix.ok()) return UnderField("open.prefix", prefix.status());
   out->prefix = *std::move(prefix);
 
