@@ -123,14 +123,31 @@ std::optional<std::string> DeepSeekDefaultSystem(std::string_view source) {
   return ReadStringLiteral(source, quote);
 }
 
+// Gemma 3 opens its first turn with the system text and a separator:
+// first_user_prefix = messages[0]['content'] + '\n\n'.
+std::string Gemma3SystemSeparator(std::string_view source) {
+  constexpr std::string_view kAt = "first_user_prefix = messages[0]['content'] +";
+  const size_t at = source.find(kAt);
+  if (at != std::string_view::npos) {
+    const size_t quote = source.find_first_of("'\"", at + kAt.size());
+    if (quote != std::string_view::npos) {
+      std::optional<std::string> sep = ReadStringLiteral(source, quote);
+      if (sep.has_value()) return *std::move(sep);
+    }
+  }
+  return "\n\n";
+}
+
 struct FamilyName {
   Family family;
   std::string_view name;
 };
 constexpr FamilyName kFamilyNames[] = {
     {Family::kChatMl, "chatml"}, {Family::kLlama2, "llama2"},
-    {Family::kLlama3, "llama3"}, {Family::kMistralV7, "mistral-v7"},
-    {Family::kGemma, "gemma"},   {Family::kZephyr, "zephyr"},
+    {Family::kLlama3, "llama3"}, {Family::kMistralV1, "mistral-v1"},
+    {Family::kMistralV3, "mistral-v3"}, {Family::kMistralV7, "mistral-v7"},
+    {Family::kGemma, "gemma"},   {Family::kGemma3, "gemma3"},
+    {Family::kZephyr, "zephyr"},
     {Family::kPhi3, "phi3"},     {Family::kDeepSeek, "deepseek"},
 };
 
@@ -148,6 +165,14 @@ std::optional<Family> DetectFamily(std::string_view src) {
   }
   if (Contains(src, "[INST]")) {
     if (Contains(src, "[SYSTEM_PROMPT]")) return Family::kMistralV7;
+    if (Contains(src, "user_messages[-1]") &&
+        Contains(src, R"("[INST] " + message["content"] + "[/INST]")")) {
+      return Family::kMistralV3;
+    }
+    if (!Contains(src, "<<SYS>>") &&
+        Contains(src, "'[INST] ' + message['content'] + ' [/INST]'")) {
+      return Family::kMistralV1;
+    }
     if (Contains(src, "<<SYS>>") && Contains(src, "content.strip()") &&
         Contains(src, "bos_token + '[INST]")) {
       return Family::kLlama2;
@@ -161,7 +186,10 @@ std::optional<Family> DetectFamily(std::string_view src) {
       Contains(src, "eos_token")) {
     return Family::kZephyr;
   }
-  if (Contains(src, "<start_of_turn>")) return Family::kGemma;
+  if (Contains(src, "<start_of_turn>")) {
+    return Contains(src, "first_user_prefix") ? Family::kGemma3
+                                              : Family::kGemma;
+  }
   if (Contains(src, "### Instruction:") && Contains(src, "<|EOT|>")) {
     return Family::kDeepSeek;
   }
@@ -214,14 +242,16 @@ absl::StatusOr<ChatTemplate> ChatTemplate::FromSource(std::string jinja_source,
   if (!family.has_value()) {
     return absl::InvalidArgumentError(
         "unrecognised chat template (supported: chatml, llama2, llama3, "
-        "mistral-v7, gemma, zephyr, phi3, deepseek); send a raw prompt "
-        "instead of chat messages");
+        "mistral-v1, mistral-v3, mistral-v7, gemma, gemma3, zephyr, phi3, "
+        "deepseek); send a raw prompt instead of chat messages");
   }
   std::optional<std::string> default_system;
   if (*family == Family::kChatMl) {
     default_system = ChatMlDefaultSystem(jinja_source);
   } else if (*family == Family::kDeepSeek) {
     default_system = DeepSeekDefaultSystem(jinja_source);
+  } else if (*family == Family::kGemma3) {
+    default_system = Gemma3SystemSeparator(jinja_source);
   }
   return ChatTemplate(*family, std::move(default_system), std::move(bos_text),
                       std::move(eos_text));
@@ -243,10 +273,17 @@ absl::StatusOr<std::string> ChatTemplate::Render(
       return RenderLlama2(messages, add_generation_prompt);
     case Family::kLlama3:
       return RenderLlama3(messages, add_generation_prompt);
+    case Family::kMistralV1:
+      return RenderMistralV1(messages, add_generation_prompt);
+    case Family::kMistralV3:
+      return RenderMistralV3(messages, add_generation_prompt);
     case Family::kMistralV7:
       return RenderMistralV7(messages, add_generation_prompt);
     case Family::kGemma:
-      return RenderGemma(messages, add_generation_prompt);
+      return RenderGemmaTurns(messages, add_generation_prompt, std::nullopt);
+    case Family::kGemma3:
+      return RenderGemmaTurns(messages, add_generation_prompt,
+                              default_system_);
     case Family::kZephyr:
       return RenderZephyr(messages, add_generation_prompt);
     case Family::kPhi3:
@@ -325,6 +362,68 @@ absl::StatusOr<std::string> ChatTemplate::RenderLlama3(
   return out;
 }
 
+// Mistral 7B v0.1/v0.2 and Mixtral 8x7B: alternating user/assistant turns
+// only; add_generation_prompt has no effect.
+absl::StatusOr<std::string> ChatTemplate::RenderMistralV1(
+    absl::Span<const ChatMessage> messages, bool /*gen*/) const {
+  if (absl::Status s = CheckRoles(messages, {"user", "assistant"}, name());
+      !s.ok()) {
+    return s;
+  }
+  if (absl::Status s = CheckAlternation(messages); !s.ok()) return s;
+  std::string out = bos_;
+  for (const ChatMessage& m : messages) {
+    if (m.role == "user") {
+      absl::StrAppend(&out, "[INST] ", m.content, " [/INST]");
+    } else {
+      absl::StrAppend(&out, m.content, eos_);
+    }
+  }
+  return out;
+}
+
+// Mistral 7B v0.3 (without tools): a leading system message opens every
+// user turn equal to the last one (the template compares the messages);
+// add_generation_prompt has no effect.
+absl::StatusOr<std::string> ChatTemplate::RenderMistralV3(
+    absl::Span<const ChatMessage> messages, bool /*gen*/) const {
+  if (messages.empty()) return EmptyConversationError(name());
+  if (absl::Status s =
+          CheckRoles(messages, {"system", "user", "assistant"}, name());
+      !s.ok()) {
+    return s;
+  }
+  std::optional<std::string> system;
+  if (messages[0].role == "system") {
+    system = messages[0].content;
+    messages.remove_prefix(1);
+  }
+  for (const ChatMessage& m : messages) {
+    if (m.role == "system") {
+      return absl::InvalidArgumentError(
+          "the mistral-v3 template takes a system message only first");
+    }
+  }
+  if (absl::Status s = CheckAlternation(messages); !s.ok()) return s;
+  const ChatMessage* last_user = nullptr;
+  for (const ChatMessage& m : messages) {
+    if (m.role == "user") last_user = &m;
+  }
+  std::string out = bos_;
+  for (const ChatMessage& m : messages) {
+    if (m.role == "user") {
+      if (system.has_value() && m.content == last_user->content) {
+        absl::StrAppend(&out, "[INST] ", *system, "\n\n", m.content, "[/INST]");
+      } else {
+        absl::StrAppend(&out, "[INST] ", m.content, "[/INST]");
+      }
+    } else {
+      absl::StrAppend(&out, " ", PyStrip(m.content), eos_);
+    }
+  }
+  return out;
+}
+
 absl::StatusOr<std::string> ChatTemplate::RenderMistralV7(
     absl::Span<const ChatMessage> messages, bool /*gen*/) const {
   if (absl::Status s =
@@ -345,24 +444,34 @@ absl::StatusOr<std::string> ChatTemplate::RenderMistralV7(
   return out;
 }
 
-absl::StatusOr<std::string> ChatTemplate::RenderGemma(
-    absl::Span<const ChatMessage> messages, bool gen) const {
+// Gemma 1/2 refuse a system message; Gemma 3 puts a leading one, as it is,
+// and system_separator before the first turn's text.
+absl::StatusOr<std::string> ChatTemplate::RenderGemmaTurns(
+    absl::Span<const ChatMessage> messages, bool gen,
+    const std::optional<std::string>& system_separator) const {
   if (absl::Status s =
           CheckRoles(messages, {"system", "user", "assistant"}, name());
       !s.ok()) {
     return s;
   }
   if (messages.empty()) return EmptyConversationError(name());
+  std::string prefix;
   if (messages[0].role == "system") {
-    return absl::InvalidArgumentError(
-        "the gemma template does not support a system role");
+    if (!system_separator.has_value()) {
+      return absl::InvalidArgumentError(
+          "the gemma template does not support a system role");
+    }
+    prefix = messages[0].content + *system_separator;
+    messages.remove_prefix(1);
   }
   if (absl::Status s = CheckAlternation(messages); !s.ok()) return s;
   std::string out = bos_;
-  for (const ChatMessage& m : messages) {
+  for (size_t i = 0; i < messages.size(); ++i) {
+    const ChatMessage& m = messages[i];
     absl::StrAppend(&out, "<start_of_turn>",
                     m.role == "assistant" ? "model" : m.role, "\n",
-                    PyStrip(m.content), "<end_of_turn>\n");
+                    i == 0 ? prefix : "", PyStrip(m.content),
+                    "<end_of_turn>\n");
   }
   if (gen) out += "<start_of_turn>model\n";
   return out;

@@ -9,8 +9,14 @@
 //               message, e.g. SmolLM2's, extracted from the source)
 //   llama2      [INST] <<SYS>>...<</SYS>> ... [/INST]   (official Llama-2-chat)
 //   llama3      <|start_header_id|>role<|end_header_id|>\n\n...<|eot_id|>
+//   mistral-v1  [INST] ... [/INST]...</s>  (Mistral 7B v0.1/v0.2, Mixtral
+//               8x7B: no system role)
+//   mistral-v3  [INST] ...[/INST] ...</s>  (Mistral 7B v0.3: the system
+//               message opens the last user turn)
 //   mistral-v7  [SYSTEM_PROMPT]...[/SYSTEM_PROMPT][INST]...[/INST]
-//   gemma       <start_of_turn>user\n...<end_of_turn>\n
+//   gemma       <start_of_turn>user\n...<end_of_turn>\n  (Gemma 1/2: no
+//               system role)
+//   gemma3      the same turns, a system message opening the first one
 //   zephyr      <|user|>\n...</s>\n
 //   phi3        <|user|>\n...<|end|>\n
 //   deepseek    ### Instruction:\n...\n### Response:\n...\n<|EOT|>\n
@@ -44,8 +50,11 @@ class ChatTemplate {
     kChatMl,
     kLlama2,
     kLlama3,
+    kMistralV1,
+    kMistralV3,
     kMistralV7,
     kGemma,
+    kGemma3,
     kZephyr,
     kPhi3,
     kDeepSeek,
@@ -81,16 +90,23 @@ class ChatTemplate {
         bos_(std::move(bos_text)),
         eos_(std::move(eos_text)) {}
 
+  // gemma and gemma3 (system_separator set: what follows the system text).
+  absl::StatusOr<std::string> RenderGemmaTurns(
+      absl::Span<const ChatMessage> m, bool gen,
+      const std::optional<std::string>& system_separator) const;
+
   absl::StatusOr<std::string> RenderChatMl(absl::Span<const ChatMessage> m,
                                            bool gen) const;
   absl::StatusOr<std::string> RenderLlama2(absl::Span<const ChatMessage> m,
                                            bool gen) const;
   absl::StatusOr<std::string> RenderLlama3(absl::Span<const ChatMessage> m,
                                            bool gen) const;
+  absl::StatusOr<std::string> RenderMistralV1(absl::Span<const ChatMessage> m,
+                                              bool gen) const;
+  absl::StatusOr<std::string> RenderMistralV3(absl::Span<const ChatMessage> m,
+                                              bool gen) const;
   absl::StatusOr<std::string> RenderMistralV7(absl::Span<const ChatMessage> m,
                                               bool gen) const;
-  absl::StatusOr<std::string> RenderGemma(absl::Span<const ChatMessage> m,
-                                          bool gen) const;
   absl::StatusOr<std::string> RenderZephyr(absl::Span<const ChatMessage> m,
                                            bool gen) const;
   absl::StatusOr<std::string> RenderPhi3(absl::Span<const ChatMessage> m,
@@ -99,6 +115,8 @@ class ChatTemplate {
                                              bool gen) const;
 
   Family family_;
+  // chatml, deepseek: the system text the template inserts; gemma3: the
+  // separator after the system text (first_user_prefix's suffix).
   std::optional<std::string> default_system_;
   std::string bos_;
   std::string eos_;

@@ -16,8 +16,11 @@ TEMPLATES = [  # file, family, bos, eos
     ("chatml.jinja", "chatml", "<s>", "<|im_end|>"),
     ("llama2.jinja", "llama2", "<s>", "</s>"),
     ("llama3.jinja", "llama3", "<|begin_of_text|>", "<|eot_id|>"),
+    ("mistral_v1.jinja", "mistral-v1", "<s>", "</s>"),
+    ("mistral_v3.jinja", "mistral-v3", "<s>", "</s>"),
     ("mistral_v7.jinja", "mistral-v7", "<s>", "</s>"),
     ("gemma.jinja", "gemma", "<bos>", "<eos>"),
+    ("gemma3.jinja", "gemma3", "<bos>", "<eos>"),
     ("zephyr.jinja", "zephyr", "<s>", "</s>"),
     ("phi3.jinja", "phi3", "<s>", "<|endoftext|>"),
     ("deepseek.jinja", "deepseek", "<｜begin▁of▁sentence｜>", "<|EOT|>"),
@@ -33,6 +36,7 @@ CONVERSATIONS = [
     [U], [S, U], [U, A, U2], [S, U, A, U2], [S, U, A, U2, A2], [UNI],
     [S, UNI, A], [], [U, U], [A, U], [S], [S, S, U], [U, A, S, U2],
     [("user", "")], [("system", "  padded system  "), ("user", "x")],
+    [S, U, A], [S, U, A, U], [S, U, A, U, A],
 ]
 
 
