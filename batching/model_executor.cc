@@ -5,9 +5,9 @@
 
 namespace braid::batching {
 
-ModelExecutor::ModelExecutor(model::LlamaModel* model, int block_size,
+ModelExecutor::ModelExecutor(model::Model* model, int block_size,
                              int num_blocks)
-    : model_(model), pool_(model->NewPagedKvPool(block_size, num_blocks)) {}
+    : model_(model), kv_(model->NewKvCache(block_size, num_blocks)) {}
 
 // A session's entries are cut into runs of one stream each, every run its own
 // BatchSequence over the session's block table: run k starts at context
@@ -91,7 +91,7 @@ absl::StatusOr<StepOutput> ModelExecutor::Execute(
       batch_.meta.push_back({0, s.num_cached + static_cast<int32_t>(j)});
     }
   }
-  if (absl::Status st = model_->Forward(batch_, pool_, &logits_); !st.ok()) {
+  if (absl::Status st = model_->Forward(batch_, *kv_, &logits_); !st.ok()) {
     return st;
   }
   const int n_vocab = vocab_size();

@@ -1,39 +1,38 @@
-// The Executor for a Llama-family model on the CPU kernels: turns a
-// StepPlan into one model::Batch, runs LlamaModel::Forward over the paged
-// KV pool, and samples each sequence that asked for a token from its logits
-// row.
+// The Executor for any model::Model (model/model.h): turns a StepPlan into
+// one model::Batch, runs Model::Forward over the model's KV cache, and
+// samples each sequence that asked for a token from its logits row.
 //
-// Owns the KV pool (model::PagedKvPool, sized at construction); the
+// Owns the KV cache (made by the model, sized at construction); the
 // Scheduler's BlockManager decides which blocks each sequence uses. Engine
 // thread only; not thread-safe. The model must outlive it.
 #ifndef BRAID_BATCHING_MODEL_EXECUTOR_H_
 #define BRAID_BATCHING_MODEL_EXECUTOR_H_
 
+#include <memory>
 #include <vector>
 
 #include "batching/executor.h"
 #include "model/batch.h"
-#include "model/llama.h"
-#include "model/paged_kv.h"
+#include "model/model.h"
 
 namespace braid::batching {
 
 class ModelExecutor : public Executor {
  public:
-  ModelExecutor(model::LlamaModel* model, int block_size, int num_blocks);
+  ModelExecutor(model::Model* model, int block_size, int num_blocks);
 
   absl::StatusOr<StepOutput> Execute(
       const StepPlan& plan, absl::Span<Sampler* const> samplers) override;
-  int vocab_size() const override { return model_->config().n_vocab; }
+  int vocab_size() const override { return model_->info().n_vocab; }
 
-  const model::PagedKvPool& pool() const { return pool_; }
+  const model::KvCache& kv_cache() const { return *kv_; }
 
  private:
   void AddSession(const ScheduledSequence& s, std::vector<int>* sample_rows,
                   int* rows);
 
-  model::LlamaModel* const model_;
-  model::PagedKvPool pool_;
+  model::Model* const model_;
+  const std::unique_ptr<model::KvCache> kv_;
   model::Batch batch_;              // reused between steps
   std::vector<float> logits_;       // [n_rows, n_vocab]
   std::vector<float> row_scratch_;  // [n_vocab]

@@ -28,8 +28,8 @@
 #include "batching/testing/tokenizer.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "model/cpu/llama.h"
 #include "model/gguf.h"
-#include "model/llama.h"
 #include "model/testing/masked_reference.h"
 #include "model/testing/random_llama.h"
 

@@ -1,21 +1,28 @@
-// One engine step's work for LlamaModel::Forward: any number of sequences,
-// each contributing a prefill chunk or decode tokens, flattened into one
-// token list. Plain value built by the executor from a batching::StepPlan.
+// One engine step's work for Model::Forward (model/model.h): any number of
+// sequences, each contributing a prefill chunk or decode tokens, flattened
+// into one token list. Plain value built by the executor from a
+// batching::StepPlan.
 #ifndef BRAID_MODEL_BATCH_H_
 #define BRAID_MODEL_BATCH_H_
 
 #include <cstdint>
 #include <vector>
 
-#include "model/paged_kv.h"
-
 namespace braid::model {
+
+// Where an entry sits in the multi-stream layout of docs/MULTISTREAM.md: its
+// stream and y (its RoPE position). For ordinary decoding, stream 0 and y =
+// the token's position.
+struct EntryMeta {
+  int32_t stream = 0;
+  int32_t y = 0;
+};
 
 // A sequence's part of the batch.
 struct BatchSequence {
   // Its tokens are tokens[first_token .. first_token + num_tokens), >= 1 of
   // them. Sequences partition the batch's tokens in order: sequence i starts
-  // where sequence i-1 ended (LlamaModel::Forward checks it).
+  // where sequence i-1 ended (Model::Forward checks it).
   int first_token = 0;
   int num_tokens = 0;
   // Entries already in the cache before this step; this step's entries are

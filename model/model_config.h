@@ -13,6 +13,7 @@
 
 #include "absl/status/statusor.h"
 #include "model/gguf.h"
+#include "model/model.h"
 
 namespace braid::model {
 
@@ -107,7 +108,7 @@ struct LlamaConfig {
   // Multi-stream metadata (docs/MULTISTREAM.md "Model metadata"), from the
   // braid.streams.* keys; without them the model is single-stream:
   // n_streams 1, no roles, aligned, no silence token.
-  enum class StreamLayout { kAligned, kRows };
+  using StreamLayout = model::StreamLayout;  // (model/model.h)
   int n_streams = 1;                      // braid.streams.count, >= 1.
   std::vector<std::string> stream_roles;  // [n_streams] or empty.
   StreamLayout stream_layout = StreamLayout::kAligned;

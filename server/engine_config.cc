@@ -1,9 +1,9 @@
 #include "server/engine_config.h"
 
+#include <algorithm>
 #include <cstdio>
 
 #include "absl/strings/str_cat.h"
-#include "model/paged_kv.h"
 
 namespace braid::server {
 namespace {
@@ -24,7 +24,7 @@ absl::StatusOr<int32_t> MarkerToken(const std::string& flag,
 }  // namespace
 
 absl::StatusOr<batching::EngineOptions> MakeEngineOptions(
-    const EngineFlags& flags, int n_layer, int kv_dim,
+    const EngineFlags& flags, absl::FunctionRef<int64_t(int)> kv_block_bytes,
     const model::Tokenizer* tokenizer) {
   batching::EngineOptions o;
   batching::SchedulerOptions& s = o.scheduler;
@@ -35,8 +35,12 @@ absl::StatusOr<batching::EngineOptions> MakeEngineOptions(
   if (flags.kv_budget_tokens > 0) {
     s.num_blocks = (flags.kv_budget_tokens + s.block_size - 1) / s.block_size;
   } else {
-    s.num_blocks = model::PagedKvPool::BlocksForBudget(
-        n_layer, kv_dim, s.block_size, int64_t{flags.kv_budget_mb} << 20);
+    const int64_t block = kv_block_bytes(s.block_size);
+    const int64_t budget = int64_t{flags.kv_budget_mb} << 20;
+    s.num_blocks = block > 0 && budget > 0
+                       ? static_cast<int>(std::min<int64_t>(budget / block,
+                                                            int64_t{1} << 30))
+                       : 0;
   }
   const int64_t pool_tokens = int64_t{s.num_blocks} * s.block_size;
   if (pool_tokens < flags.context_length) {

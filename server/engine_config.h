@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <string>
 
+#include "absl/functional/function_ref.h"
 #include "absl/status/statusor.h"
 #include "batching/engine.h"
 #include "metrics/engine_metrics.h"
@@ -36,12 +37,13 @@ struct EngineFlags {
   int max_kept_sessions = 64;
 };
 
-// Validates the flags and sizes the KV pool for a model with `n_layer`
-// layers of `kv_dim` K/V width. INVALID_ARGUMENT names the flag at fault:
-// a pool smaller than one full context, bad shares, a marker that is not
+// Validates the flags and sizes the KV cache for a model whose blocks of
+// block_size entries take kv_block_bytes(block_size) bytes
+// (model::Model::KvBlockBytes). INVALID_ARGUMENT names the flag at fault:
+// a cache smaller than one full context, bad shares, a marker that is not
 // exactly one token of `tokenizer`, a negative session limit.
 absl::StatusOr<batching::EngineOptions> MakeEngineOptions(
-    const EngineFlags& flags, int n_layer, int kv_dim,
+    const EngineFlags& flags, absl::FunctionRef<int64_t(int)> kv_block_bytes,
     const model::Tokenizer* tokenizer);
 
 // One line of JSON with every counter of `stats`.

@@ -31,8 +31,8 @@
 #include "metrics/engine_metrics.h"
 #include "metrics/exporter.h"
 #include "metrics/server_metrics.h"
+#include "model/cpu/llama.h"
 #include "model/gguf.h"
-#include "model/llama.h"
 #include "model/tokenizer/chat_template.h"
 #include "model/tokenizer/gguf_loader.h"
 #include "model/tokenizer/tokenizer.h"
@@ -428,15 +428,16 @@ int Run() {
   absl::SleepFor(absl::Milliseconds(absl::GetFlag(FLAGS_debug_load_delay_ms)));
   auto loaded = LoadModel(path);
   if (!loaded.ok()) return Fail(loaded.status());
+  const model::Model& model = *loaded->llama;
   const model::LlamaConfig& config = loaded->llama->config();
   auto engine_options = server::MakeEngineOptions(
-      EngineFlagsFromCommandLine(loaded->info.context_length), config.n_layer,
-      config.kv_dim(), loaded->tokenizer.get());
+      EngineFlagsFromCommandLine(loaded->info.context_length),
+      [&](int block_size) { return model.KvBlockBytes(block_size); },
+      loaded->tokenizer.get());
   if (!engine_options.ok()) return Fail(engine_options.status());
   auto policy = streams::ParseQueuePolicy(absl::GetFlag(FLAGS_queue_policy));
   if (!policy.ok()) return Fail(policy.status());
-  const std::string model_name =
-      loaded->llama->file().GetString("general.name").value_or("");
+  const std::string& model_name = model.info().name;
   metrics::EngineMetrics engine_metrics(
       exporter->registry(),
       {.vllm_names = absl::GetFlag(FLAGS_metrics_vllm_names),
@@ -449,15 +450,13 @@ int Run() {
   std::fprintf(stderr, "braidd: KV cache: %d blocks of %d tokens (%.1f MiB)\n",
                engine_options->scheduler.num_blocks,
                engine_options->scheduler.block_size,
-               executor.pool().bytes() / (1024.0 * 1024.0));
-  service.SetReady(loaded->llama.get(), loaded->tokenizer.get(),
+               executor.kv_cache().bytes() / (1024.0 * 1024.0));
+  service.SetReady(model.info(), loaded->tokenizer.get(),
                    loaded->chat_template.get(), &engine, loaded->info);
-  server_metrics.SetModelInfo(
-      {.name = model_name,
-       .architecture =
-           loaded->llama->file().GetString("general.architecture").value_or(""),
-       .backend = "cpu",
-       .context_length = loaded->info.context_length});
+  server_metrics.SetModelInfo({.name = model_name,
+                               .architecture = model.info().architecture,
+                               .backend = model.info().backend,
+                               .context_length = loaded->info.context_length});
   SetHealth(server->get(), true);
   server_metrics.SetState(metrics::ServerState::kServing);
   std::fprintf(stderr,

@@ -1,7 +1,6 @@
 #include "server/service.h"
 
 #include <chrono>
-#include <set>
 #include <utility>
 
 #include "absl/time/clock.h"
@@ -29,7 +28,7 @@ absl::string_view Authorization(const grpc::CallbackServerContext& context) {
 
 // What SetReady publishes: the loaded model and what serves it.
 struct BraidService::Backend {
-  Backend(const model::LlamaModel* model, const model::Tokenizer* tokenizer,
+  Backend(const model::ModelInfo& model, const model::Tokenizer* tokenizer,
           const model::ChatTemplate* chat_template, batching::Engine* engine,
           ServiceInfo info)
       : model(model),
@@ -37,10 +36,10 @@ struct BraidService::Backend {
         engine(engine),
         builder(tokenizer, chat_template,
                 RequestBuilder::Limits{.context_length = info.context_length}),
-        streams(ModelStreamsOf(model->config())),
+        streams(ModelStreamsOf(model)),
         info(std::move(info)) {}
 
-  const model::LlamaModel* model;
+  const model::ModelInfo model;
   const model::Tokenizer* tokenizer;
   batching::Engine* engine;
   RequestBuilder builder;
@@ -52,7 +51,7 @@ BraidService::BraidService(ServiceOptions options) : options_(options) {}
 
 BraidService::~BraidService() = default;
 
-void BraidService::SetReady(const model::LlamaModel* model,
+void BraidService::SetReady(const model::ModelInfo& model,
                             const model::Tokenizer* tokenizer,
                             const model::ChatTemplate* chat_template,
                             batching::Engine* engine, ServiceInfo info) {
@@ -188,11 +187,9 @@ grpc::ServerUnaryReactor* BraidService::GetModelInfo(
       Admit(context, Scope::kInfo, "GetModelInfo");
   if (!backend.ok()) return Done(context, kRpc, backend.status());
   const Backend& b = **backend;
-  const model::LlamaConfig& config = b.model->config();
-  const model::GgufFile& file = b.model->file();
-  response->set_name(file.GetString("general.name").value_or(""));
-  response->set_architecture(
-      file.GetString("general.architecture").value_or(""));
+  const model::ModelInfo& config = b.model;
+  response->set_name(config.name);
+  response->set_architecture(config.architecture);
   response->set_path(b.info.model_path);
   response->set_file_size_bytes(b.info.file_size_bytes);
   response->set_vocab_size(b.tokenizer->vocab_size());
@@ -201,14 +198,13 @@ grpc::ServerUnaryReactor* BraidService::GetModelInfo(
   response->set_embedding_length(config.n_embd);
   response->set_num_heads(config.n_head);
   response->set_num_kv_heads(config.n_head_kv);
-  std::set<std::string> types;
-  for (const model::GgufTensor& t : file.tensors())
-    types.insert(model::GgmlTypeName(static_cast<uint32_t>(t.type)));
-  for (const std::string& t : types) response->add_tensor_types(t);
+  for (const std::string& t : config.tensor_types) {
+    response->add_tensor_types(t);
+  }
   response->set_bos_token_id(b.tokenizer->bos_id());
   response->set_eos_token_id(b.tokenizer->eos_id());
   response->set_chat_template(b.info.chat_template_name);
-  response->set_backend("cpu");
+  response->set_backend(config.backend);
   response->set_num_threads(b.info.num_threads);
   response->set_num_streams(b.streams.count);
   for (const std::string& role : b.streams.roles) {

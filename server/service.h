@@ -8,7 +8,7 @@
 #include "absl/time/time.h"
 #include "batching/engine.h"
 #include "metrics/server_metrics.h"
-#include "model/llama.h"
+#include "model/model.h"
 #include "model/tokenizer/chat_template.h"
 #include "model/tokenizer/tokenizer.h"
 #include "proto/braid/v1/braid.grpc.pb.h"
@@ -53,7 +53,7 @@ class BraidService final : public v1::Braid::CallbackService {
   ~BraidService() override;
 
   // Publishes the loaded model; call once.
-  void SetReady(const model::LlamaModel* model,
+  void SetReady(const model::ModelInfo& model,
                 const model::Tokenizer* tokenizer,
                 const model::ChatTemplate* chat_template,
                 batching::Engine* engine, ServiceInfo info);

@@ -41,14 +41,13 @@ std::string RolesList(const ModelStreams& model) {
 
 }  // namespace
 
-ModelStreams ModelStreamsOf(const model::LlamaConfig& config) {
+ModelStreams ModelStreamsOf(const model::ModelInfo& config) {
   ModelStreams m;
   m.count = config.n_streams;
   m.roles = config.stream_roles;
   if (m.multi()) {
-    m.layout = config.stream_layout == model::LlamaConfig::StreamLayout::kRows
-                   ? "rows"
-                   : "aligned";
+    m.layout =
+        config.stream_layout == model::StreamLayout::kRows ? "rows" : "aligned";
   }
   m.silence_token_id = config.silence_token_id;
   return m;

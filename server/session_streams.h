@@ -8,7 +8,7 @@
 
 #include "absl/status/status.h"
 #include "batching/session.h"
-#include "model/model_config.h"
+#include "model/model.h"
 #include "proto/braid/v1/braid.pb.h"
 
 namespace braid::server {
@@ -24,7 +24,7 @@ struct ModelStreams {
   bool multi() const { return count > 1; }
 };
 
-ModelStreams ModelStreamsOf(const model::LlamaConfig& config);
+ModelStreams ModelStreamsOf(const model::ModelInfo& config);
 
 // Binds the streams of `open` (already in out->streams, in order) to the
 // model's streams, for a multi-stream model (a no-op otherwise): the session

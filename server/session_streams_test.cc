@@ -44,14 +44,14 @@ batching::SessionOptions Options(const v1::SessionOpen& open) {
 }
 
 TEST(ModelStreamsTest, FromConfig) {
-  model::LlamaConfig c;
+  model::ModelInfo c;
   ModelStreams single = ModelStreamsOf(c);
   EXPECT_EQ(single.count, 1);
   EXPECT_FALSE(single.multi());
   EXPECT_EQ(single.layout, "");
   c.n_streams = 3;
   c.stream_roles = {"a", "b", "c"};
-  c.stream_layout = model::LlamaConfig::StreamLayout::kRows;
+  c.stream_layout = model::StreamLayout::kRows;
   c.silence_token_id = 7;
   ModelStreams rows = ModelStreamsOf(c);
   EXPECT_TRUE(rows.multi());

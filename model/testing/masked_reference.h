@@ -12,7 +12,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "model/llama.h"
+#include "model/cpu/llama.h"
 
 namespace braid::model::testing {
 

@@ -11,8 +11,8 @@
 
 #include "absl/status/status.h"
 #include "absl/types/span.h"
-#include "model/llama.h"
-#include "model/paged_kv.h"
+#include "model/cpu/llama.h"
+#include "model/cpu/paged_kv.h"
 
 namespace braid::model::testing {
 

@@ -7,7 +7,7 @@
 #include <memory>
 
 #include "absl/status/statusor.h"
-#include "model/llama.h"
+#include "model/cpu/llama.h"
 #include "model/tokenizer/tokenizer.h"
 
 namespace braid::model::testing {

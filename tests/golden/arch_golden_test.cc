@@ -23,8 +23,8 @@
 #include <vector>
 
 #include "gtest/gtest.h"
+#include "model/cpu/llama.h"
 #include "model/gguf.h"
-#include "model/llama.h"
 #include "model/testing/sequence_runner.h"
 #include "tests/golden/fixtures.h"
 

@@ -31,8 +31,8 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_split.h"
 #include "gtest/gtest.h"
+#include "model/cpu/llama.h"
 #include "model/gguf.h"
-#include "model/llama.h"
 #include "model/testing/sequence_runner.h"
 #include "tests/golden/fixtures.h"
 

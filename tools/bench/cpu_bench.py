@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """CPU executor against llama.cpp, in one run on one machine.
 
-Runs braid's C++ driver (//model:llama_bench: LlamaModel::Forward over a paged
+Runs braid's C++ driver (//model/cpu:llama_bench: LlamaModel::Forward over a paged
 KV pool, in-process) and llama.cpp (llama-cpp-python, in-process) on the same
 GGUF with the same thread count, alternating them --rounds times so that load
 from other processes hits both alike, and prints each figure and the ratios:
@@ -23,7 +23,7 @@ from other processes hits both alike, and prints each figure and the ratios:
                 decode steps/s, as a fraction of the machine's streaming read
                 bandwidth measured by the driver in the same run
 
-Needs: bazel build //model:llama_bench; pip install llama-cpp-python.
+Needs: bazel build //model/cpu:llama_bench; pip install llama-cpp-python.
 Usage: tools/bench/cpu_bench.py [--model M] [--threads T] [--rounds R]
        [--braid_bench PATH] [--convert f16|bf16|f32|q4_0|q8_0]
 """
@@ -195,7 +195,7 @@ def main():
     ap.add_argument("--reps", type=int, default=3, help="best-of within a round")
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--braid_bench", default=os.path.join(
-        ROOT, "bazel-bin", "model", "llama_bench"),
+        ROOT, "bazel-bin", "model", "cpu", "llama_bench"),
         help="the llama_bench binary (e.g. a copy built from another commit)")
     ap.add_argument("--braid_flag", action="append", default=[],
                     help="extra llama_bench flag, repeatable (e.g. "

@@ -27,9 +27,9 @@ VENV_PY=${VENV_PY:-$HOME/.cache/braid/venv/bin/python}
 mkdir -p "$A/whl" "$B"
 S=$(mktemp -d)
 trap 'rm -rf "$S"' EXIT
-(cd "$ROOT" && bazel build -c opt //model:llama_bench //server:braidd >&2)
+(cd "$ROOT" && bazel build -c opt //model/cpu:llama_bench //server:braidd >&2)
 mkdir -p "$S/bin" "$S/lib" "$S/py/llama_cpp/lib"
-cp "$ROOT"/bazel-out/k8-opt/bin/model/llama_bench "$ROOT"/bazel-out/k8-opt/bin/server/braidd "$S/bin/"
+cp "$ROOT"/bazel-out/k8-opt/bin/model/cpu/llama_bench "$ROOT"/bazel-out/k8-opt/bin/server/braidd "$S/bin/"
 chmod u+w "$S"/bin/*
 # Every shared library but the C and C++ runtimes (newer there).
 { ldd "$S/bin/braidd"; ldd "$S/bin/llama_bench"; } | awk '$3 ~ /^\// {print $3}' | sort -u |

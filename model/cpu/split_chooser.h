@@ -11,8 +11,8 @@
 // always row-parallel). Either way
 // gives the same bits (LlamaModel's batch invariance); only the speed
 // depends on the choice. Not thread-safe (one forward pass at a time).
-#ifndef BRAID_MODEL_SPLIT_CHOOSER_H_
-#define BRAID_MODEL_SPLIT_CHOOSER_H_
+#ifndef BRAID_MODEL_CPU_SPLIT_CHOOSER_H_
+#define BRAID_MODEL_CPU_SPLIT_CHOOSER_H_
 
 #include <algorithm>
 #include <array>
@@ -71,4 +71,4 @@ class SplitChooser {
 
 }  // namespace braid::model
 
-#endif  // BRAID_MODEL_SPLIT_CHOOSER_H_
+#endif  // BRAID_MODEL_CPU_SPLIT_CHOOSER_H_

@@ -28,10 +28,10 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "model/batch.h"
+#include "model/cpu/llama.h"
+#include "model/cpu/paged_kv.h"
 #include "model/gguf.h"
-#include "model/llama.h"
 #include "model/model_config.h"
-#include "model/paged_kv.h"
 #include "model/testing/masked_reference.h"
 #include "model/testing/random_llama.h"
 

@@ -2,7 +2,7 @@
 """Writes smollm2_reference.txt: llama.cpp's logits summary for a fixed prompt.
 
 Run by hand (needs `pip install llama-cpp-python`):
-  python3 model/testdata/make_reference.py [model.gguf] [--dump-full out.npy]
+  python3 model/cpu/testdata/make_reference.py [model.gguf] [--dump-full out.npy]
 Each line: position, then the top-5 token ids and their logits from llama.cpp.
 With --compare ours.f32 (raw [n, n_vocab] float32 logits written by
 `BRAID_DUMP_LOGITS=... llama_test`), prints per-position cosine similarity instead.

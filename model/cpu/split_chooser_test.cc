@@ -1,4 +1,4 @@
-#include "model/split_chooser.h"
+#include "model/cpu/split_chooser.h"
 
 #include "gtest/gtest.h"
 

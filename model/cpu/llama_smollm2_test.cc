@@ -12,9 +12,9 @@
 
 #include "gtest/gtest.h"
 #include "model/batch.h"
+#include "model/cpu/llama.h"
+#include "model/cpu/paged_kv.h"
 #include "model/gguf.h"
-#include "model/llama.h"
-#include "model/paged_kv.h"
 #include "model/testing/model_path.h"
 #include "model/testing/sequence_runner.h"
 
@@ -31,7 +31,7 @@ struct Reference {
 
 Reference LoadReference() {
   Reference ref;
-  std::ifstream in("model/testdata/smollm2_reference.txt");
+  std::ifstream in("model/cpu/testdata/smollm2_reference.txt");
   EXPECT_TRUE(in.good()) << "missing testdata";
   std::string line;
   while (std::getline(in, line)) {

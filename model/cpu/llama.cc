@@ -1,10 +1,11 @@
-#include "model/llama.h"
+#include "model/cpu/llama.h"
 
 #include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cstdint>
 #include <map>
+#include <set>
 #include <string>
 #include <tuple>
 #include <utility>
@@ -103,6 +104,7 @@ absl::StatusOr<std::unique_ptr<LlamaModel>> LlamaModel::Load(
   std::unique_ptr<LlamaModel> model(
       new LlamaModel(std::move(file), *std::move(config), opts));
   if (absl::Status s = model->BindWeights(); !s.ok()) return s;
+  model->DescribeInfo();
   return model;
 }
 
@@ -174,8 +176,9 @@ absl::Status LlamaModel::BindWeights() {
       BRAID_ASSIGN(l.post_attn_norm,
                    Vector(f, &read_tensors_, p + "post_attention_norm.weight",
                           c.n_embd));
-      BRAID_ASSIGN(l.post_ffn_norm, Vector(f, &read_tensors_,
-                                           p + "post_ffw_norm.weight", c.n_embd));
+      BRAID_ASSIGN(
+          l.post_ffn_norm,
+          Vector(f, &read_tensors_, p + "post_ffw_norm.weight", c.n_embd));
     }
     if (c.traits.qk_norm) {
       BRAID_ASSIGN(l.q_norm, Vector(f, &read_tensors_, p + "attn_q_norm.weight",
@@ -191,6 +194,29 @@ absl::Status LlamaModel::BindWeights() {
   Repack(f, &output_, packed_matmul_);
 #undef BRAID_ASSIGN
   return absl::OkStatus();
+}
+
+void LlamaModel::DescribeInfo() {
+  const LlamaConfig& c = config_;
+  ModelInfo& i = info_;
+  i.name = file_->GetString("general.name").value_or("");
+  i.architecture = c.arch;
+  i.n_vocab = c.n_vocab;
+  i.n_ctx_train = c.n_ctx_train;
+  i.n_layer = c.n_layer;
+  i.n_embd = c.n_embd;
+  i.n_head = c.n_head;
+  i.n_head_kv = c.n_head_kv;
+  std::set<std::string> types;
+  for (const GgufTensor& t : file_->tensors()) {
+    types.insert(GgmlTypeName(static_cast<uint32_t>(t.type)));
+  }
+  i.tensor_types.assign(types.begin(), types.end());
+  i.backend = "cpu";
+  i.n_streams = c.n_streams;
+  i.stream_roles = c.stream_roles;
+  i.stream_layout = c.stream_layout;
+  i.silence_token_id = c.silence_token_id;
 }
 
 std::string LlamaModel::DescribeTensorTypes() const {
@@ -232,6 +258,16 @@ int64_t LlamaModel::WeightBytes() const {
 
 PagedKvPool LlamaModel::NewPagedKvPool(int block_size, int num_blocks) const {
   return PagedKvPool(config_.n_layer, config_.kv_dim(), block_size, num_blocks);
+}
+
+std::unique_ptr<KvCache> LlamaModel::NewKvCache(int block_size,
+                                                int num_blocks) const {
+  return std::make_unique<PagedKvPool>(config_.n_layer, config_.kv_dim(),
+                                       block_size, num_blocks);
+}
+
+int64_t LlamaModel::KvBlockBytes(int block_size) const {
+  return PagedKvPool::BlockBytes(config_.n_layer, config_.kv_dim(), block_size);
 }
 
 size_t LlamaModel::MatMulScratchBytes(int n) const {
@@ -348,7 +384,7 @@ void LlamaModel::ReserveLocalInputs() const {
 // equal share, then from the back of the other's (k::kMatMulRunRows,
 // ThreadPool::ParallelRanges). The batch shares each weight fetch; attention
 // runs per sequence over the paged cache. Five parallel sections per layer.
-void LlamaModel::RunLayer(int il, const EntryMeta* meta, int n,
+void LlamaModel::RunLayer(int il, const KvEntryMeta* meta, int n,
                           const KvView& kv, const Exec& exec) {
   const LlamaConfig& c = config_;
   const Layer& l = layers_[il];
@@ -395,9 +431,8 @@ void LlamaModel::RunLayer(int il, const EntryMeta* meta, int n,
   const int64_t unit =
       !whole_heads && q_dim % 16 == 0 && kv_dim % 16 == 0 ? 16 : hd;
   const bool slides = c.Slides(il);
-  const float* rope_cs = slides && !s.rope_cs_swa.empty()
-                             ? s.rope_cs_swa.data()
-                             : s.rope_cs.data();
+  const float* rope_cs = slides && !s.rope_cs_swa.empty() ? s.rope_cs_swa.data()
+                                                          : s.rope_cs.data();
   // The epilogue of Q's or K's rows [a, b) (whole heads when whole_heads):
   // bias, per-head norm, RoPE, and for Q the scale (q_scale).
   auto qk_epilogue = [&](float* out, int64_t ld, int64_t a, int64_t b,
@@ -554,8 +589,7 @@ void LlamaModel::RunLayer(int il, const EntryMeta* meta, int n,
   if (fused) {
     k::MatMulQuantized(l.w_down, down_in, down_out, down_acc, &pool);
   } else {
-    k::MatMul(l.w_down, s.gate.data(), n, down_out, down_acc, &pool,
-              &s.matmul);
+    k::MatMul(l.w_down, s.gate.data(), n, down_out, down_acc, &pool, &s.matmul);
   }
   residual_add(l.post_ffn_norm);
   mark(kDown);
@@ -634,9 +668,15 @@ absl::Status LlamaModel::ValidateBatch(const Batch& b, const KvView& kv) const {
   return absl::OkStatus();
 }
 
-absl::Status LlamaModel::Forward(const Batch& batch, PagedKvPool& kv,
+absl::Status LlamaModel::Forward(const Batch& batch, KvCache& cache,
                                  std::vector<float>* logits) {
   const LlamaConfig& c = config_;
+  auto* pool = dynamic_cast<PagedKvPool*>(&cache);
+  if (pool == nullptr) {
+    return absl::InvalidArgumentError(
+        "Forward: the KV cache was not made by a CPU model");
+  }
+  PagedKvPool& kv = *pool;
   if (kv.n_layer() != c.n_layer || kv.kv_dim() != c.kv_dim()) {
     return absl::InvalidArgumentError(
         "Forward: KV pool shaped for another model");

@@ -10,8 +10,8 @@
 // The pool is plain storage: which blocks are free, shared or cached is the
 // business of batching::BlockManager. Owned by the engine; written only by
 // LlamaModel::Forward on the engine thread; not thread-safe.
-#ifndef BRAID_MODEL_PAGED_KV_H_
-#define BRAID_MODEL_PAGED_KV_H_
+#ifndef BRAID_MODEL_CPU_PAGED_KV_H_
+#define BRAID_MODEL_CPU_PAGED_KV_H_
 
 #include <cstddef>
 #include <cstdint>
@@ -19,13 +19,13 @@
 #include <vector>
 
 #include "kernels/cpu/attention.h"
+#include "model/model.h"
 
 namespace braid::model {
 
-// Where an entry sits in the multi-stream layout: {int32_t stream, y}. For
-// ordinary decoding, stream = 0 and y = the token's position. (The kernels'
-// type, so the attention kernel reads the pool's metadata in place.)
-using EntryMeta = kernels::cpu::KvEntryMeta;
+// An entry's (stream, y) as the pool keeps it: model::EntryMeta in the
+// kernels' type, so the attention kernel reads the pool's metadata in place.
+using KvEntryMeta = kernels::cpu::KvEntryMeta;
 
 // Unmaps the mapping a pool's K or V array lies in.
 struct KvRowsUnmap {
@@ -34,7 +34,7 @@ struct KvRowsUnmap {
   void operator()(uint16_t*) const;
 };
 
-class PagedKvPool {
+class PagedKvPool : public KvCache {
  public:
   using Rows = std::unique_ptr<uint16_t, KvRowsUnmap>;
 
@@ -47,12 +47,14 @@ class PagedKvPool {
   // even one fits.
   static int BlocksForBudget(int n_layer, int kv_dim, int block_size,
                              int64_t bytes);
+  // Bytes of one block of this shape (K, V and metadata).
+  static int64_t BlockBytes(int n_layer, int kv_dim, int block_size);
 
   int n_layer() const { return n_layer_; }
   int kv_dim() const { return kv_dim_; }
-  int block_size() const { return block_size_; }
-  int num_blocks() const { return num_blocks_; }
-  int64_t bytes() const;
+  int block_size() const override { return block_size_; }
+  int num_blocks() const override { return num_blocks_; }
+  int64_t bytes() const override;
 
   // [block_size, kv_dim] fp16 of `block` in `layer`.
   uint16_t* k(int layer, int block) { return k_.get() + Offset(layer, block); }
@@ -64,10 +66,10 @@ class PagedKvPool {
     return v_.get() + Offset(layer, block);
   }
   // [block_size] metadata of `block` (shared by all layers).
-  EntryMeta* meta(int block) {
+  KvEntryMeta* meta(int block) {
     return meta_.data() + int64_t{block} * block_size_;
   }
-  const EntryMeta* meta(int block) const {
+  const KvEntryMeta* meta(int block) const {
     return meta_.data() + int64_t{block} * block_size_;
   }
 
@@ -80,9 +82,9 @@ class PagedKvPool {
   // [n_layer][num_blocks][block_size][kv_dim], page-aligned, committed as
   // written (see the .cc).
   Rows k_, v_;
-  std::vector<EntryMeta> meta_;  // [num_blocks][block_size]
+  std::vector<KvEntryMeta> meta_;  // [num_blocks][block_size]
 };
 
 }  // namespace braid::model
 
-#endif  // BRAID_MODEL_PAGED_KV_H_
+#endif  // BRAID_MODEL_CPU_PAGED_KV_H_

@@ -10,9 +10,9 @@
 
 #include "gtest/gtest.h"
 #include "model/batch.h"
+#include "model/cpu/llama.h"
+#include "model/cpu/paged_kv.h"
 #include "model/gguf.h"
-#include "model/llama.h"
-#include "model/paged_kv.h"
 #include "model/testing/random_llama.h"
 
 namespace {

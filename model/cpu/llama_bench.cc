@@ -45,9 +45,9 @@
 #include "kernels/cpu/ops.h"
 #include "kernels/cpu/thread_pool.h"
 #include "model/batch.h"
+#include "model/cpu/llama.h"
+#include "model/cpu/paged_kv.h"
 #include "model/gguf.h"
-#include "model/llama.h"
-#include "model/paged_kv.h"
 
 ABSL_FLAG(std::string, model,
           "/root/.cache/braid/models/SmolLM2-135M-Instruct.Q4_1.gguf",

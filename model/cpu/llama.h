@@ -12,8 +12,8 @@
 // Forward mutates scratch state and must be called from one thread at a time
 // (the engine thread); config()/file()/NewPagedKvPool() are safe from any
 // thread.
-#ifndef BRAID_MODEL_LLAMA_H_
-#define BRAID_MODEL_LLAMA_H_
+#ifndef BRAID_MODEL_CPU_LLAMA_H_
+#define BRAID_MODEL_CPU_LLAMA_H_
 
 #include <cstdint>
 #include <memory>
@@ -27,9 +27,11 @@
 #include "kernels/cpu/matmul.h"
 #include "kernels/cpu/thread_pool.h"
 #include "model/batch.h"
+#include "model/cpu/paged_kv.h"
+#include "model/cpu/split_chooser.h"
 #include "model/gguf.h"
+#include "model/model.h"
 #include "model/model_config.h"
-#include "model/split_chooser.h"
 
 namespace braid::model {
 
@@ -45,7 +47,8 @@ struct LoadOptions {
   bool packed_matmul = false;
 };
 
-class LlamaModel {
+// The CPU implementation of model::Model (model/model.h).
+class LlamaModel : public Model {
  public:
   // Validates the config and every tensor's presence, type and shape
   // (stream_embd.weight, optional, must be [n_streams, n_embd]).
@@ -54,6 +57,12 @@ class LlamaModel {
 
   const LlamaConfig& config() const { return config_; }
   const GgufFile& file() const { return *file_; }
+
+  // Model: the description, a PagedKvPool, Forward (below).
+  const ModelInfo& info() const override { return info_; }
+  int64_t KvBlockBytes(int block_size) const override;
+  std::unique_ptr<KvCache> NewKvCache(int block_size,
+                                      int num_blocks) const override;
 
   // Bytes of the weight matrices one decode step reads (every linear layer
   // and the output projection).
@@ -82,10 +91,10 @@ class LlamaModel {
   // Errors: InvalidArgument (empty batch, sizes that disagree, token id out of
   // range, stream id outside [0, n_streams) when the model has stream_embd,
   // negative y or num_cached, block table too short or with ids
-  // outside the pool, pool shaped for another model). On error neither kv nor
-  // logits are changed.
-  absl::Status Forward(const Batch& batch, PagedKvPool& kv,
-                       std::vector<float>* logits);
+  // outside the pool, pool shaped for another model or a cache that is not
+  // a PagedKvPool). On error neither kv nor logits are changed.
+  absl::Status Forward(const Batch& batch, KvCache& kv,
+                       std::vector<float>* logits) override;
 
   // Wall time of each part of a step, summed over the steps since profiling
   // was turned on (SetSectionProfile), in seconds: per layer the norm and
@@ -125,15 +134,15 @@ class LlamaModel {
 
  private:
   struct Layer {
-    std::vector<float> attn_norm;               // [n_embd]
-    std::vector<float> ffn_norm;                // [n_embd]
+    std::vector<float> attn_norm;  // [n_embd]
+    std::vector<float> ffn_norm;   // [n_embd]
     // The architecture's optional parts (ArchTraits), empty when absent.
-    std::vector<float> bq, bk, bv;              // [q_dim], [kv_dim] x 2
-    std::vector<float> q_norm, k_norm;          // [head_dim]
+    std::vector<float> bq, bk, bv;                     // [q_dim], [kv_dim] x 2
+    std::vector<float> q_norm, k_norm;                 // [head_dim]
     std::vector<float> post_attn_norm, post_ffn_norm;  // [n_embd] (gemma)
-    kernels::cpu::WeightMatrix wq, wk, wv, wo;  // [n_out, n_in] each
-    kernels::cpu::WeightMatrix w_gate, w_up;    // [n_ff, n_embd]
-    kernels::cpu::WeightMatrix w_down;          // [n_embd, n_ff]
+    kernels::cpu::WeightMatrix wq, wk, wv, wo;         // [n_out, n_in] each
+    kernels::cpu::WeightMatrix w_gate, w_up;           // [n_ff, n_embd]
+    kernels::cpu::WeightMatrix w_down;                 // [n_embd, n_ff]
   };
 
   // Where one Forward reads and writes K/V: layer l's block b starts at
@@ -144,7 +153,7 @@ class LlamaModel {
     int64_t layer_stride = 0;
     int64_t block_size = 0;
     int64_t num_blocks = 0;
-    EntryMeta* meta = nullptr;
+    KvEntryMeta* meta = nullptr;
   };
 
   // Activation buffers for up to `capacity` tokens.
@@ -173,7 +182,7 @@ class LlamaModel {
     std::vector<float> rope_cs;  // [n, n_rot] RoPE cos/sin per token
     // The sliding layers' table when their RoPE differs (gemma3), or empty.
     std::vector<float> rope_cs_swa;
-    std::vector<int64_t> slot;   // [n] pool slot of each token's entry
+    std::vector<int64_t> slot;  // [n] pool slot of each token's entry
     // Quantized activations: one buffer per distinct activation type among
     // the matrices that read the same input (Q, K, V; gate, up).
     std::vector<uint8_t> matmul, matmul2, matmul3;
@@ -202,6 +211,8 @@ class LlamaModel {
   LlamaModel(std::unique_ptr<GgufFile> file, LlamaConfig config,
              const LoadOptions& opts);
   absl::Status BindWeights();
+  // Fills info_ from the config and the file.
+  void DescribeInfo();
   void EnsureScratch(Scratch& s, int n);
   absl::Status ValidateBatch(const Batch& batch, const KvView& kv) const;
   // Runs a validated batch: row-parallel (every section split over the
@@ -225,7 +236,7 @@ class LlamaModel {
   // stream x (rows[i], or row i with rows null) into logits [n_out, n_vocab].
   void ProjectVocab(const float* x, const int32_t* rows, int n_out,
                     const Exec& exec, float* logits);
-  void RunLayer(int il, const EntryMeta* meta, int n, const KvView& kv,
+  void RunLayer(int il, const KvEntryMeta* meta, int n, const KvView& kv,
                 const Exec& exec);
   // Quantizes h = RmsNorm(x) * weight [n, ws[i]->cols] (into scratch h)
   // once per distinct activation type (and packing) of ws into out[i] for
@@ -264,6 +275,7 @@ class LlamaModel {
 
   std::unique_ptr<GgufFile> file_;
   LlamaConfig config_;
+  ModelInfo info_;
   SectionProfile* profile_ = nullptr;
   kernels::cpu::ThreadPool pool_;
   const bool packed_matmul_;               // LoadOptions::packed_matmul
@@ -291,10 +303,12 @@ class LlamaModel {
   std::vector<int32_t> block_writer_;
   std::vector<Write> writes_;
   std::vector<int32_t> reach_;
+  // The batch's entry tags in the pool's type (ForwardBatch).
+  std::vector<KvEntryMeta> metas_;
   int64_t data_parallel_steps_ = 0;
   SplitChooser split_chooser_;
 };
 
 }  // namespace braid::model
 
-#endif  // BRAID_MODEL_LLAMA_H_
+#endif  // BRAID_MODEL_CPU_LLAMA_H_

@@ -1,4 +1,4 @@
-#include "model/llama.h"
+#include "model/cpu/llama.h"
 
 #include <cmath>
 #include <vector>

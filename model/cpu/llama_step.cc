@@ -3,9 +3,9 @@
 // batch's sequences in parts, one a pool thread, each running the whole
 // pass of its part alone): SplitBatch decides, RunPart runs a part.
 #include <algorithm>
-#include <cmath>
 #include <atomic>
 #include <chrono>
+#include <cmath>
 #include <cstdint>
 #include <memory>
 #include <vector>
@@ -15,7 +15,7 @@
 #include "kernels/cpu/ops.h"
 #include "kernels/cpu/quant.h"
 #include "kernels/cpu/thread_pool.h"
-#include "model/llama.h"
+#include "model/cpu/llama.h"
 
 namespace braid::model {
 
@@ -104,7 +104,7 @@ void LlamaModel::MarkMeetings(const Batch& b, const KvView& kv) {
     view.num_visible_streams = static_cast<int64_t>(rs.visible_streams.size());
     for (int t = rs.first_token; t < rs.first_token + rs.num_tokens; ++t) {
       for (int u = ws.first_token; u < ws.first_token + ws.num_tokens; ++u) {
-        if (k::EntryVisible(view, b.meta[t], b.meta[u])) return true;
+        if (k::EntryVisible(view, metas_[t], metas_[u])) return true;
       }
     }
     return false;
@@ -215,12 +215,14 @@ void LlamaModel::ForwardBatch(const Batch& b, const KvView& kv,
   for (const BatchSequence& seq : b.sequences) n_out += LogitsRows(seq);
   logits->resize(static_cast<size_t>(n_out) * c.n_vocab);
   const int n = static_cast<int>(b.tokens.size());
+  metas_.resize(n);
+  for (int t = 0; t < n; ++t) metas_[t] = {b.meta[t].stream, b.meta[t].y};
   // Every new entry's tags before any part runs: a part's attention reads
   // the tags of every entry in its contexts, those other parts write too.
   for (const BatchSequence& seq : b.sequences) {
     for (int j = 0; j < seq.num_tokens; ++j) {
       const int64_t e = int64_t{seq.num_cached} + j;
-      kv.meta[EntrySlot(seq, e, kv.block_size)] = b.meta[seq.first_token + j];
+      kv.meta[EntrySlot(seq, e, kv.block_size)] = metas_[seq.first_token + j];
     }
   }
   bool measured = false;
@@ -313,7 +315,7 @@ void LlamaModel::RunPart(const Batch& b, const Part& part, const KvView& kv,
       if (j >= seq.num_tokens - LogitsRows(seq)) s.out_rows[n_out++] = lt;
     }
   }
-  const EntryMeta* meta = b.meta.data() + part.t0;
+  const KvEntryMeta* meta = metas_.data() + part.t0;
   for (int t = 0; t < n; ++t) {
     s.pos[t] = meta[t].y;
     float* x = s.x.data() + static_cast<size_t>(t) * c.n_embd;
@@ -394,7 +396,8 @@ void LlamaModel::ProjectVocab(const float* x, const int32_t* rows, int n_out,
     const float cap = c.final_softcap, inv = 1.0f / cap;
     exec.pool->ParallelFor(n_out, [&](int64_t r) {
       float* row = logits + r * c.n_vocab;
-      for (int i = 0; i < c.n_vocab; ++i) row[i] = std::tanh(row[i] * inv) * cap;
+      for (int i = 0; i < c.n_vocab; ++i)
+        row[i] = std::tanh(row[i] * inv) * cap;
     });
   }
   if (exec.profile != nullptr) {

@@ -1,4 +1,4 @@
-#include "model/paged_kv.h"
+#include "model/cpu/paged_kv.h"
 
 #include "gtest/gtest.h"
 
@@ -21,7 +21,7 @@ TEST(PagedKvPoolTest, ShapeAndDisjointBlocks) {
   EXPECT_EQ(pool.meta(3) - pool.meta(0), 3 * 4);
   // Writes to one block leave the others alone; K and V are separate.
   for (int i = 0; i < 4 * 8; ++i) pool.k(1, 2)[i] = 7;
-  pool.meta(2)[1] = EntryMeta{1, 9};
+  pool.meta(2)[1] = KvEntryMeta{1, 9};
   EXPECT_EQ(pool.k(1, 1)[4 * 8 - 1], 0);
   EXPECT_EQ(pool.k(1, 3)[0], 0);
   EXPECT_EQ(pool.v(1, 2)[0], 0);

@@ -1,4 +1,4 @@
-#include "model/paged_kv.h"
+#include "model/cpu/paged_kv.h"
 
 #include <sys/mman.h>
 
@@ -25,12 +25,12 @@ PagedKvPool::Rows AllocateRows(size_t n) {
   return PagedKvPool::Rows(static_cast<uint16_t*>(p), KvRowsUnmap{p, bytes});
 }
 
-int64_t BlockBytes(int n_layer, int kv_dim, int block_size) {
-  const int64_t kv = int64_t{2} * n_layer * kv_dim * sizeof(uint16_t);
-  return (kv + static_cast<int64_t>(sizeof(EntryMeta))) * block_size;
-}
-
 }  // namespace
+
+int64_t PagedKvPool::BlockBytes(int n_layer, int kv_dim, int block_size) {
+  const int64_t kv = int64_t{2} * n_layer * kv_dim * sizeof(uint16_t);
+  return (kv + static_cast<int64_t>(sizeof(KvEntryMeta))) * block_size;
+}
 
 void KvRowsUnmap::operator()(uint16_t*) const {
   if (base != nullptr) munmap(base, bytes);

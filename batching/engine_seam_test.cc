@@ -1,0 +1,125 @@
+// The model seam (model/model.h) end to end: the engine, the scheduler and
+// ModelExecutor run a model implementation of their own
+// (testing::ToyModel: no weights, its own KV cache) with no change above
+// the seam, and every request's tokens are the model's answer on its own
+// context, alone, batched with others, sharing cached prefix blocks and
+// preempted under a small cache.
+#include <memory>
+#include <vector>
+
+#include "batching/engine.h"
+#include "batching/model_executor.h"
+#include "batching/testing/fifo_queue.h"
+#include "batching/testing/recording_sink.h"
+#include "batching/testing/tokenizer.h"
+#include "batching/testing/toy_model.h"
+#include "gtest/gtest.h"
+
+namespace braid::batching {
+namespace {
+
+constexpr int kBlockSize = 8;
+
+struct Rig {
+  std::unique_ptr<testing::ToyModel> model;
+  std::unique_ptr<ModelExecutor> executor;
+  std::unique_ptr<Engine> engine;
+};
+
+Rig MakeRig(const model::Tokenizer* tokenizer, int num_blocks) {
+  EngineOptions o;
+  o.scheduler.num_blocks = num_blocks;
+  o.scheduler.block_size = kBlockSize;
+  o.scheduler.max_batch_tokens = 64;
+  o.scheduler.max_num_seqs = 8;
+  o.max_context_tokens = 512;
+  Rig rig;
+  rig.model = std::make_unique<testing::ToyModel>(tokenizer->vocab_size());
+  rig.executor =
+      std::make_unique<ModelExecutor>(rig.model.get(), kBlockSize, num_blocks);
+  rig.engine = std::make_unique<Engine>(rig.executor.get(), tokenizer, o,
+                                        testing::FifoQueues());
+  return rig;
+}
+
+// Eight prompts of 20-35 tokens, the even ones sharing a 16-token (two
+// block) prefix.
+std::vector<GenerationRequest> Requests(int max_tokens) {
+  std::vector<GenerationRequest> out;
+  for (int i = 0; i < 8; ++i) {
+    GenerationRequest r;
+    for (int j = 0; j < 20 + 2 * i; ++j) {
+      r.prompt.push_back(i % 2 == 0 && j < 16 ? 300 + j : 1000 + 37 * i + j);
+    }
+    r.max_tokens = max_tokens;
+    r.ignore_eos = true;
+    r.arrival = absl::Now();
+    out.push_back(std::move(r));
+  }
+  return out;
+}
+
+std::vector<int32_t> Expected(const GenerationRequest& r, int n_vocab) {
+  std::vector<int32_t> context = r.prompt, out;
+  for (int i = 0; i < r.max_tokens; ++i) {
+    out.push_back(testing::ToyModel::Next(context, n_vocab));
+    context.push_back(out.back());
+  }
+  return out;
+}
+
+std::vector<std::vector<int32_t>> RunTogether(
+    Engine& engine, const std::vector<GenerationRequest>& requests) {
+  std::vector<std::shared_ptr<testing::RecordingSink>> sinks;
+  for (const GenerationRequest& r : requests) {
+    sinks.push_back(std::make_shared<testing::RecordingSink>());
+    EXPECT_TRUE(engine.Submit(r, sinks.back()).ok());
+  }
+  std::vector<std::vector<int32_t>> out;
+  for (auto& s : sinks) {
+    EXPECT_EQ(s->WaitFinal(absl::Seconds(300)).finish_reason,
+              FinishReason::kLength);
+    out.push_back(s->Tokens());
+  }
+  return out;
+}
+
+void ExpectIdle(const Engine& engine) {
+  const EngineStats s = engine.Stats();
+  EXPECT_EQ(s.requests, 0);
+  EXPECT_EQ(s.running, 0);
+  EXPECT_EQ(s.kv_blocks_free, s.kv_blocks_total);
+}
+
+TEST(EngineSeamTest, ASecondModelImplementationServesThroughTheEngine) {
+  std::unique_ptr<model::Tokenizer> tokenizer = testing::LoadTestTokenizer();
+  ASSERT_NE(tokenizer, nullptr);
+  const int n_vocab = tokenizer->vocab_size();
+  const std::vector<GenerationRequest> requests = Requests(24);
+  Rig big = MakeRig(tokenizer.get(), 128);
+  const std::vector<std::vector<int32_t>> alone =
+      RunTogether(*big.engine, {requests[0]});
+  EXPECT_EQ(alone[0], Expected(requests[0], n_vocab));
+  const std::vector<std::vector<int32_t>> together =
+      RunTogether(*big.engine, requests);
+  for (size_t i = 0; i < requests.size(); ++i) {
+    EXPECT_EQ(together[i], Expected(requests[i], n_vocab)) << "request " << i;
+  }
+  EXPECT_GT(big.engine->Stats().prefix_hit_tokens, 0);
+  EXPECT_EQ(big.engine->Stats().preemptions, 0);
+  ExpectIdle(*big.engine);
+  EXPECT_EQ(big.executor->kv_cache().num_blocks(), 128);
+
+  // Eight requests of up to 59 tokens (8 blocks) in 16 blocks.
+  Rig small = MakeRig(tokenizer.get(), 16);
+  const std::vector<std::vector<int32_t>> squeezed =
+      RunTogether(*small.engine, requests);
+  EXPECT_GT(small.engine->Stats().preemptions, 0);
+  for (size_t i = 0; i < requests.size(); ++i) {
+    EXPECT_EQ(squeezed[i], Expected(requests[i], n_vocab)) << "request " << i;
+  }
+  ExpectIdle(*small.engine);
+}
+
+}  // namespace
+}  // namespace braid::batching
