@@ -2,6 +2,64 @@
 
 namespace braid::server {
 
+frontend::PromptSpec FromProto(const v1::Prompt& p) {
+  frontend::PromptSpec out;
+  switch (p.kind_case()) {
+    case v1::Prompt::kText:
+      out.kind = frontend::PromptSpec::Kind::kText;
+      out.text = p.text();
+      break;
+    case v1::Prompt::kTokens:
+      out.kind = frontend::PromptSpec::Kind::kTokens;
+      out.tokens.assign(p.tokens().ids().begin(), p.tokens().ids().end());
+      break;
+    case v1::Prompt::kChat:
+      out.kind = frontend::PromptSpec::Kind::kChat;
+      for (const v1::ChatMessage& m : p.chat().messages()) {
+        out.messages.push_back({m.role(), m.content()});
+      }
+      out.add_generation_prompt = !p.chat().no_generation_prompt();
+      break;
+    case v1::Prompt::KIND_NOT_SET:
+      break;
+  }
+  if (p.has_add_special_tokens()) {
+    out.add_special_tokens = p.add_special_tokens();
+  }
+  return out;
+}
+
+frontend::SamplingSpec FromProto(const v1::SamplingParams& p) {
+  frontend::SamplingSpec s;
+  s.temperature = p.temperature();
+  s.top_k = p.top_k();
+  s.top_p = p.top_p();
+  s.min_p = p.min_p();
+  s.repetition_penalty = p.repetition_penalty();
+  s.frequency_penalty = p.frequency_penalty();
+  s.presence_penalty = p.presence_penalty();
+  if (p.has_seed()) s.seed = p.seed();
+  s.logprobs = p.logprobs();
+  s.top_logprobs = p.top_logprobs();
+  s.stop.assign(p.stop().begin(), p.stop().end());
+  s.stop_token_ids.assign(p.stop_token_ids().begin(), p.stop_token_ids().end());
+  s.ignore_eos = p.ignore_eos();
+  if (p.has_max_tokens()) s.max_tokens = p.max_tokens();
+  s.reasoning_budget = p.reasoning_budget();
+  s.hide_reasoning = p.hide_reasoning();
+  return s;
+}
+
+frontend::GenerateSpec FromProto(const v1::GenerateRequest& r) {
+  frontend::GenerateSpec g;
+  g.request_id = r.request_id();
+  g.tenant = r.tenant();
+  g.priority = r.priority();
+  if (r.has_prompt()) g.prompt = FromProto(r.prompt());
+  g.sampling = FromProto(r.sampling());
+  return g;
+}
+
 v1::FinishReason ToProto(batching::FinishReason reason) {
   switch (reason) {
     case batching::FinishReason::kEos:

@@ -1,13 +1,21 @@
-// Engine values -> braid.v1 messages, shared by the Generate and Session
-// calls. Stateless; thread-safe.
+// Between braid.v1 messages and the values below the transport: requests
+// into frontend/request.h's specs (validated by frontend::RequestBuilder),
+// engine values into messages. Shared by the Generate and Session calls.
+// Stateless; thread-safe.
 #ifndef BRAID_SERVER_CONVERT_H_
 #define BRAID_SERVER_CONVERT_H_
 
 #include "batching/request.h"
 #include "batching/sampler.h"
+#include "frontend/request.h"
 #include "proto/braid/v1/braid.pb.h"
 
 namespace braid::server {
+
+// The messages as they are: nothing is checked here.
+frontend::PromptSpec FromProto(const v1::Prompt& prompt);
+frontend::SamplingSpec FromProto(const v1::SamplingParams& sampling);
+frontend::GenerateSpec FromProto(const v1::GenerateRequest& request);
 
 v1::FinishReason ToProto(batching::FinishReason reason);
 

@@ -1,4 +1,4 @@
-#include "server/request_builder.h"
+#include "frontend/request_builder.h"
 
 #include <cmath>
 #include <cstdlib>
@@ -9,20 +9,22 @@
 #include "model/testing/smollm2.h"
 #include "model/tokenizer/gguf_loader.h"
 #include "model/tokenizer/testing/vocab_file.h"
+#include "server/convert.h"
 
 namespace braid::server {
 namespace {
 
 TEST(Utf8Test, ValidAndInvalid) {
-  EXPECT_TRUE(IsValidUtf8("plain"));
-  EXPECT_TRUE(IsValidUtf8("caf\xC3\xA9 \xE4\xB8\x96 \xF0\x9F\x91\x8B"));
-  EXPECT_FALSE(IsValidUtf8("\xFF"));
-  EXPECT_FALSE(IsValidUtf8("\xC3"));              // truncated
-  EXPECT_FALSE(IsValidUtf8("\xC0\xAF"));          // overlong
-  EXPECT_FALSE(IsValidUtf8("\xED\xA0\x80"));      // surrogate
-  EXPECT_FALSE(IsValidUtf8("\xF4\x90\x80\x80"));  // > U+10FFFF
-  EXPECT_EQ(SanitizeUtf8("a\xFF"
-                         "b\xE4\xB8"),
+  EXPECT_TRUE(frontend::IsValidUtf8("plain"));
+  EXPECT_TRUE(
+      frontend::IsValidUtf8("caf\xC3\xA9 \xE4\xB8\x96 \xF0\x9F\x91\x8B"));
+  EXPECT_FALSE(frontend::IsValidUtf8("\xFF"));
+  EXPECT_FALSE(frontend::IsValidUtf8("\xC3"));              // truncated
+  EXPECT_FALSE(frontend::IsValidUtf8("\xC0\xAF"));          // overlong
+  EXPECT_FALSE(frontend::IsValidUtf8("\xED\xA0\x80"));      // surrogate
+  EXPECT_FALSE(frontend::IsValidUtf8("\xF4\x90\x80\x80"));  // > U+10FFFF
+  EXPECT_EQ(frontend::SanitizeUtf8("a\xFF"
+                                   "b\xE4\xB8"),
             "a\xEF\xBF\xBD"
             "b\xEF\xBF\xBD\xEF\xBF\xBD");
 }
@@ -35,8 +37,9 @@ class RequestBuilderTest : public ::testing::Test {
     tokenizer_ = loaded->tokenizer.release();
   }
 
-  RequestBuilder Builder() const {
-    return RequestBuilder(tokenizer_, nullptr, {.context_length = 64});
+  frontend::RequestBuilder Builder() const {
+    return frontend::RequestBuilder(tokenizer_, nullptr,
+                                    {.context_length = 64});
   }
 
   static v1::GenerateRequest Text(const std::string& text) {
@@ -47,7 +50,7 @@ class RequestBuilderTest : public ::testing::Test {
 
   void ExpectInvalid(const v1::GenerateRequest& r, const std::string& field) {
     SCOPED_TRACE(field);
-    auto built = Builder().BuildGenerate(r);
+    auto built = Builder().BuildGenerate(FromProto(r));
     ASSERT_FALSE(built.ok());
     EXPECT_EQ(built.status().code(), absl::StatusCode::kInvalidArgument);
     EXPECT_NE(built.status().message().find(field), std::string::npos)
@@ -58,7 +61,7 @@ class RequestBuilderTest : public ::testing::Test {
 };
 
 TEST_F(RequestBuilderTest, DefaultsFillTheContext) {
-  auto built = Builder().BuildGenerate(Text("Hello world"));
+  auto built = Builder().BuildGenerate(FromProto(Text("Hello world")));
   ASSERT_TRUE(built.ok()) << built.status();
   EXPECT_EQ(built->prompt, tokenizer_->Encode("Hello world", false, true));
   EXPECT_EQ(built->max_tokens, 64 - static_cast<int64_t>(built->prompt.size()));
@@ -106,7 +109,7 @@ TEST_F(RequestBuilderTest, TokenPromptsAreCheckedNotTokenized) {
   v1::GenerateRequest r;
   r.mutable_prompt()->mutable_tokens()->add_ids(1);
   r.mutable_prompt()->mutable_tokens()->add_ids(42);
-  auto built = Builder().BuildGenerate(r);
+  auto built = Builder().BuildGenerate(FromProto(r));
   ASSERT_TRUE(built.ok()) << built.status();
   EXPECT_EQ(built->prompt, (std::vector<int32_t>{1, 42}));
   r.mutable_prompt()->mutable_tokens()->add_ids(-1);
@@ -127,25 +130,26 @@ TEST(RequestBuilderSpecialTokensTest, BosWhereAContextStarts) {
   auto tok = model::Tokenizer::Create(*std::move(data));
   ASSERT_TRUE(tok.ok()) << tok.status();
   const int bos = (*tok)->bos_id();
-  const RequestBuilder builder(tok->get(), nullptr, {.context_length = 64});
+  const frontend::RequestBuilder builder(tok->get(), nullptr,
+                                         {.context_length = 64});
   v1::GenerateRequest r;
   r.mutable_prompt()->set_text("hello world");
-  auto generate = builder.BuildGenerate(r);
+  auto generate = builder.BuildGenerate(FromProto(r));
   ASSERT_TRUE(generate.ok()) << generate.status();
   EXPECT_EQ(generate->prompt.front(), bos);
-  auto tokenized = builder.Tokenize(r.prompt());
+  auto tokenized = builder.Tokenize(FromProto(r.prompt()));
   ASSERT_TRUE(tokenized.ok()) << tokenized.status();
   EXPECT_NE(tokenized->front(), bos);
   EXPECT_EQ(generate->prompt.size(), tokenized->size() + 1);
-  auto appended = builder.PromptTokens(r.prompt(), /*starts_context=*/false);
+  auto appended = builder.PromptTokens(FromProto(r.prompt()), false);
   ASSERT_TRUE(appended.ok()) << appended.status();
   EXPECT_EQ(*appended, *tokenized);
   r.mutable_prompt()->set_add_special_tokens(false);
-  auto without = builder.BuildGenerate(r);
+  auto without = builder.BuildGenerate(FromProto(r));
   ASSERT_TRUE(without.ok()) << without.status();
   EXPECT_EQ(without->prompt, *tokenized);
   r.mutable_prompt()->set_add_special_tokens(true);
-  auto with = builder.Tokenize(r.prompt());
+  auto with = builder.Tokenize(FromProto(r.prompt()));
   ASSERT_TRUE(with.ok()) << with.status();
   EXPECT_EQ(*with, generate->prompt);
 }

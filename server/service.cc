@@ -4,6 +4,7 @@
 #include <utility>
 
 #include "absl/time/clock.h"
+#include "server/convert.h"
 #include "server/status.h"
 
 namespace braid::server {
@@ -35,14 +36,15 @@ struct BraidService::Backend {
         tokenizer(tokenizer),
         engine(engine),
         builder(tokenizer, chat_template,
-                RequestBuilder::Limits{.context_length = info.context_length}),
+                frontend::RequestBuilder::Limits{.context_length =
+                                                     info.context_length}),
         streams(ModelStreamsOf(model)),
         info(std::move(info)) {}
 
   const model::ModelInfo model;
   const model::Tokenizer* tokenizer;
   batching::Engine* engine;
-  RequestBuilder builder;
+  frontend::RequestBuilder builder;
   ModelStreams streams;
   ServiceInfo info;
 };
@@ -108,7 +110,7 @@ grpc::ServerWriteReactor<v1::GenerateResponse>* BraidService::Generate(
     return new GenerateCall(ToGrpcStatus(backend.status()), hooks);
   }
   absl::StatusOr<batching::GenerationRequest> built =
-      (*backend)->builder.BuildGenerate(*request);
+      (*backend)->builder.BuildGenerate(FromProto(*request));
   if (!built.ok()) return new GenerateCall(ToGrpcStatus(built.status()), hooks);
   if (built->request_id.empty()) {
     built->request_id = std::string(context->peer()) + "#" +
@@ -154,11 +156,12 @@ grpc::ServerUnaryReactor* BraidService::Tokenize(
       Admit(context, Scope::kTokenize, "Tokenize");
   if (!backend.ok()) return Done(context, kRpc, backend.status());
   absl::StatusOr<std::vector<int32_t>> ids =
-      (*backend)->builder.Tokenize(request->prompt());
+      (*backend)->builder.Tokenize(FromProto(request->prompt()));
   if (!ids.ok()) return Done(context, kRpc, ids.status());
   for (int32_t id : *ids) {
     response->add_token_ids(id);
-    response->add_pieces(SanitizeUtf8((*backend)->tokenizer->TokenBytes(id)));
+    response->add_pieces(
+        frontend::SanitizeUtf8((*backend)->tokenizer->TokenBytes(id)));
   }
   return Done(context, kRpc, absl::OkStatus());
 }
@@ -170,12 +173,15 @@ grpc::ServerUnaryReactor* BraidService::Detokenize(
   absl::StatusOr<const Backend*> backend =
       Admit(context, Scope::kDetokenize, "Detokenize");
   if (!backend.ok()) return Done(context, kRpc, backend.status());
-  absl::Status status =
-      (*backend)->builder.CheckTokenIds(request->token_ids(), "token_ids");
+  absl::Status status = (*backend)->builder.CheckTokenIds(
+      absl::MakeConstSpan(request->token_ids().data(),
+                          request->token_ids().size()),
+      "token_ids");
   if (!status.ok()) return Done(context, kRpc, status);
   std::vector<int32_t> ids(request->token_ids().begin(),
                            request->token_ids().end());
-  response->set_text(SanitizeUtf8((*backend)->tokenizer->Decode(ids)));
+  response->set_text(
+      frontend::SanitizeUtf8((*backend)->tokenizer->Decode(ids)));
   return Done(context, kRpc, absl::OkStatus());
 }
 

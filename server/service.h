@@ -7,6 +7,7 @@
 
 #include "absl/time/time.h"
 #include "batching/engine.h"
+#include "frontend/request_builder.h"
 #include "metrics/server_metrics.h"
 #include "model/model.h"
 #include "model/tokenizer/chat_template.h"
@@ -14,7 +15,6 @@
 #include "proto/braid/v1/braid.grpc.pb.h"
 #include "server/auth.h"
 #include "server/generate_call.h"
-#include "server/request_builder.h"
 #include "server/session_call.h"
 
 namespace braid::server {
@@ -38,8 +38,8 @@ struct ServiceOptions {
 };
 
 // The braid.v1.Braid service on gRPC's callback API. A thin layer: auth,
-// proto <-> engine types, validation through RequestBuilder, errors through
-// ToGrpcStatus. Reactions never block and never run model code.
+// proto <-> engine types, validation through frontend::RequestBuilder, errors
+// through ToGrpcStatus. Reactions never block and never run model code.
 //
 // Lifecycle: it serves before the model is loaded (every RPC gets
 // UNAVAILABLE until SetReady), then serves, then drains (StartDrain: new

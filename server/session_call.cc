@@ -18,7 +18,7 @@ v1::SessionEvent ErrorEvent(const absl::Status& status) {
   v1::SessionEvent event;
   v1::SessionError* error = event.mutable_error();
   error->set_code(static_cast<int>(status.code()));
-  error->set_message(SanitizeUtf8(status.message()));
+  error->set_message(frontend::SanitizeUtf8(status.message()));
   return event;
 }
 
@@ -228,7 +228,7 @@ class SessionCall::Outbox : public batching::SessionSink,
         t->set_stream(e.reasoning ? v1::STREAM_KIND_REASONING
                                   : v1::STREAM_KIND_OUTPUT);
         t->set_first_position(e.first_position);
-        t->set_text(SanitizeUtf8(e.text));
+        t->set_text(frontend::SanitizeUtf8(e.text));
         const bool logprobs = info != nullptr && info->logprobs;
         for (const batching::SampledToken& s : e.tokens) {
           t->add_token_ids(s.token_id);
@@ -254,14 +254,14 @@ class SessionCall::Outbox : public batching::SessionSink,
           t->set_stream(e.reasoning ? v1::STREAM_KIND_REASONING
                                     : v1::STREAM_KIND_OUTPUT);
           t->set_first_position(e.first_position);
-          t->set_text(SanitizeUtf8(e.text));
+          t->set_text(frontend::SanitizeUtf8(e.text));
           queue_.push_back(std::move(text));
         }
         v1::TurnEnd* end = out.mutable_turn_end();
         end->set_stream_id(stream_id);
         v1::FinalInfo* final = end->mutable_info();
         final->set_finish_reason(ToProto(e.finish_reason));
-        final->set_matched_stop(SanitizeUtf8(e.matched_stop));
+        final->set_matched_stop(frontend::SanitizeUtf8(e.matched_stop));
         final->set_seed(e.seed);
         final->mutable_usage()->set_output_tokens(e.output_tokens);
         final->mutable_usage()->set_reasoning_tokens(e.reasoning_tokens);
@@ -444,7 +444,8 @@ bool SessionCall::Act(const v1::SessionRequest& request) {
         return true;
       }
       absl::StatusOr<std::vector<int32_t>> tokens =
-          backend_.builder->PromptTokens(a.input(), /*starts_context=*/false);
+          backend_.builder->PromptTokens(FromProto(a.input()),
+                                         /*starts_context=*/false);
       if (!tokens.ok()) {
         outbox_->PushError(UnderField("append.input", tokens.status()));
         return true;

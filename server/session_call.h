@@ -5,10 +5,10 @@
 #include <string>
 
 #include "batching/engine.h"
+#include "frontend/request_builder.h"
 #include "grpcpp/grpcpp.h"
 #include "proto/braid/v1/braid.grpc.pb.h"
 #include "server/generate_call.h"
-#include "server/request_builder.h"
 #include "server/session_streams.h"
 
 namespace braid::server {
@@ -18,9 +18,9 @@ namespace braid::server {
 //
 // Reads: the first client message must be `open` (else INVALID_ARGUMENT);
 // it is validated (stream ids unique and non-empty, kinds and roles
-// consistent, prefix and per-stream sampling through RequestBuilder like a
-// Generate request; for a multi-stream model, the aligned layout and each
-// stream bound to a model stream by BindModelStreams, session_streams.h)
+// consistent, prefix and per-stream sampling through frontend::RequestBuilder
+// like a Generate request; for a multi-stream model, the aligned layout and
+// each stream bound to a model stream by BindModelStreams, session_streams.h)
 // and opens the engine session under the client's
 // identity (Backend::owner), or, with `resume`, reattaches that client's
 // kept session (Engine::ResumeSession: NOT_FOUND, FAILED_PRECONDITION when
@@ -52,7 +52,7 @@ class SessionCall
  public:
   struct Backend {
     batching::Engine* engine = nullptr;
-    const RequestBuilder* builder = nullptr;
+    const frontend::RequestBuilder* builder = nullptr;
     int context_length = 0;
     std::string owner;           // the client identity (ClientIdentity, auth.h)
     ModelStreams model_streams;  // the loaded model's braid.streams.*

@@ -6,6 +6,7 @@
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/strings/str_cat.h"
+#include "server/convert.h"
 
 namespace braid::server {
 namespace {
@@ -36,7 +37,7 @@ absl::Status UnderField(absl::string_view where, const absl::Status& status) {
 }
 
 absl::Status BuildSession(const v1::SessionOpen& open,
-                          const RequestBuilder& builder,
+                          const frontend::RequestBuilder& builder,
                           const ModelStreams& model,
                           batching::SessionOptions* out,
                           std::vector<SessionStreamInfo>* streams) {
@@ -73,7 +74,7 @@ absl::Status BuildSession(const v1::SessionOpen& open,
                         "one token)");
   }
   absl::StatusOr<std::vector<int32_t>> prefix =
-      builder.PromptTokens(open.prefix(), /*starts_context=*/true);
+      builder.PromptTokens(FromProto(open.prefix()), /*starts_context=*/true);
   if (!prefix.ok()) return UnderField("open.prefix", prefix.status());
   out->prefix = *std::move(prefix);
 
@@ -147,7 +148,8 @@ absl::Status BuildSession(const v1::SessionOpen& open,
     }
     batching::GenerationRequest sampled;
     if (absl::Status s = builder.FillSampling(
-            spec.sampling(), static_cast<int>(out->prefix.size()), &sampled);
+            FromProto(spec.sampling()), static_cast<int>(out->prefix.size()),
+            &sampled);
         !s.ok()) {
       return UnderField(field, s);
     }

@@ -11,8 +11,8 @@
 #include "absl/status/status.h"
 #include "absl/strings/string_view.h"
 #include "batching/session.h"
+#include "frontend/request_builder.h"
 #include "proto/braid/v1/braid.pb.h"
-#include "server/request_builder.h"
 #include "server/session_streams.h"
 
 namespace braid::server {
@@ -20,8 +20,9 @@ namespace braid::server {
 // INVALID_ARGUMENT "<field>: <why>".
 absl::Status InvalidField(absl::string_view field, absl::string_view why);
 
-// Prefixes a RequestBuilder error (which names fields from the request's
-// root, e.g. "sampling.top_k: ...") with where it sits in the session.
+// Prefixes a frontend::RequestBuilder error (which names fields from the
+// request's root, e.g. "sampling.top_k: ...") with where it sits in the
+// session.
 absl::Status UnderField(absl::string_view where, const absl::Status& status);
 
 // What a call knows of each stream; index 0 is the prefix.
@@ -36,7 +37,7 @@ struct SessionStreamInfo {
 // sampling through `builder` like a Generate request, a multi-stream
 // model's streams bound by BindModelStreams).
 absl::Status BuildSession(const v1::SessionOpen& open,
-                          const RequestBuilder& builder,
+                          const frontend::RequestBuilder& builder,
                           const ModelStreams& model,
                           batching::SessionOptions* out,
                           std::vector<SessionStreamInfo>* streams);

@@ -1,4 +1,4 @@
-#include "server/request_builder.h"
+#include "frontend/request_builder.h"
 
 #include <cmath>
 #include <random>
@@ -6,7 +6,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 
-namespace braid::server {
+namespace braid::frontend {
 namespace {
 
 absl::Status Invalid(absl::string_view field, absl::string_view why) {
@@ -82,10 +82,9 @@ RequestBuilder::RequestBuilder(const model::Tokenizer* tokenizer,
                                Limits limits)
     : tokenizer_(tokenizer), chat_template_(chat_template), limits_(limits) {}
 
-absl::Status RequestBuilder::CheckTokenIds(
-    const google::protobuf::RepeatedField<int32_t>& ids,
-    absl::string_view field) const {
-  for (int i = 0; i < ids.size(); ++i) {
+absl::Status RequestBuilder::CheckTokenIds(absl::Span<const int32_t> ids,
+                                           absl::string_view field) const {
+  for (size_t i = 0; i < ids.size(); ++i) {
     if (ids[i] < 0 || ids[i] >= tokenizer_->vocab_size()) {
       return Invalid(field, absl::StrCat("token id ", ids[i], " at index ", i,
                                          " is outside the vocabulary [0, ",
@@ -96,62 +95,61 @@ absl::Status RequestBuilder::CheckTokenIds(
 }
 
 absl::StatusOr<std::vector<int32_t>> RequestBuilder::Tokenize(
-    const v1::Prompt& prompt, bool starts_context) const {
+    const PromptSpec& prompt, bool starts_context) const {
   std::string text;
-  switch (prompt.kind_case()) {
-    case v1::Prompt::kText:
-      if (auto s = CheckUtf8(prompt.text(), "prompt.text"); !s.ok()) return s;
-      text = prompt.text();
+  switch (prompt.kind) {
+    case PromptSpec::Kind::kText:
+      if (auto s = CheckUtf8(prompt.text, "prompt.text"); !s.ok()) return s;
+      text = prompt.text;
       break;
-    case v1::Prompt::kChat: {
+    case PromptSpec::Kind::kChat: {
       if (chat_template_ == nullptr) {
         return Invalid("prompt.chat",
                        "this model's chat template is not recognised; send a "
                        "raw prompt in prompt.text rendered as the model "
                        "expects");
       }
-      if (prompt.chat().messages().empty()) {
+      if (prompt.messages.empty()) {
         return Invalid("prompt.chat.messages", "must not be empty");
       }
       std::vector<model::ChatMessage> messages;
-      for (int i = 0; i < prompt.chat().messages_size(); ++i) {
-        const v1::ChatMessage& m = prompt.chat().messages(i);
+      for (size_t i = 0; i < prompt.messages.size(); ++i) {
+        const ChatMessageSpec& m = prompt.messages[i];
         const std::string field = absl::StrCat("prompt.chat.messages[", i, "]");
-        if (auto s = CheckUtf8(m.content(), field + ".content"); !s.ok()) {
+        if (auto s = CheckUtf8(m.content, field + ".content"); !s.ok()) {
           return s;
         }
-        if (auto s = CheckUtf8(m.role(), field + ".role"); !s.ok()) return s;
-        messages.push_back({m.role(), m.content()});
+        if (auto s = CheckUtf8(m.role, field + ".role"); !s.ok()) return s;
+        messages.push_back({m.role, m.content});
       }
-      absl::StatusOr<std::string> rendered = chat_template_->Render(
-          messages, !prompt.chat().no_generation_prompt());
+      absl::StatusOr<std::string> rendered =
+          chat_template_->Render(messages, prompt.add_generation_prompt);
       if (!rendered.ok()) {
         return Invalid("prompt.chat", rendered.status().message());
       }
       text = *std::move(rendered);
       break;
     }
-    case v1::Prompt::kTokens:
+    case PromptSpec::Kind::kTokens:
       return Invalid("prompt", "token ids cannot be tokenized; send text");
-    default:
+    case PromptSpec::Kind::kNone:
       return Invalid("prompt", "one of text, tokens or chat must be set");
   }
   const bool add_special =
-      prompt.has_add_special_tokens()
-          ? prompt.add_special_tokens()
-          : starts_context && prompt.kind_case() == v1::Prompt::kText;
+      prompt.add_special_tokens.has_value()
+          ? *prompt.add_special_tokens
+          : starts_context && prompt.kind == PromptSpec::Kind::kText;
   return tokenizer_->Encode(text, add_special, /*parse_special=*/true);
 }
 
 absl::StatusOr<std::vector<int32_t>> RequestBuilder::PromptTokens(
-    const v1::Prompt& prompt, bool starts_context) const {
+    const PromptSpec& prompt, bool starts_context) const {
   std::vector<int32_t> ids;
-  if (prompt.kind_case() == v1::Prompt::kTokens) {
-    if (auto s = CheckTokenIds(prompt.tokens().ids(), "prompt.tokens.ids");
-        !s.ok()) {
+  if (prompt.kind == PromptSpec::Kind::kTokens) {
+    if (auto s = CheckTokenIds(prompt.tokens, "prompt.tokens.ids"); !s.ok()) {
       return s;
     }
-    ids.assign(prompt.tokens().ids().begin(), prompt.tokens().ids().end());
+    ids = prompt.tokens;
   } else {
     absl::StatusOr<std::vector<int32_t>> tokens =
         Tokenize(prompt, starts_context);
@@ -170,62 +168,61 @@ absl::StatusOr<std::vector<int32_t>> RequestBuilder::PromptTokens(
 }
 
 absl::Status RequestBuilder::FillSampling(
-    const v1::SamplingParams& p, int prompt_tokens,
+    const SamplingSpec& p, int prompt_tokens,
     batching::GenerationRequest* out) const {
   batching::SamplingOptions& s = out->sampling;
-  if (!Finite(p.temperature()) || p.temperature() < 0 ||
-      p.temperature() > 100) {
+  if (!Finite(p.temperature) || p.temperature < 0 || p.temperature > 100) {
     return Invalid("sampling.temperature",
                    absl::StrCat("must be a finite number in [0, 100], got ",
-                                p.temperature()));
+                                p.temperature));
   }
-  s.temperature = p.temperature();
-  if (p.top_k() < 0) return Invalid("sampling.top_k", "must be >= 0");
-  s.top_k = p.top_k();
-  if (!Finite(p.top_p()) || p.top_p() < 0 || p.top_p() > 1) {
+  s.temperature = p.temperature;
+  if (p.top_k < 0) return Invalid("sampling.top_k", "must be >= 0");
+  s.top_k = p.top_k;
+  if (!Finite(p.top_p) || p.top_p < 0 || p.top_p > 1) {
     return Invalid("sampling.top_p", "must be in [0, 1] (0 means unset)");
   }
-  s.top_p = p.top_p() == 0 ? 1.0f : p.top_p();
-  if (!Finite(p.min_p()) || p.min_p() < 0 || p.min_p() > 1) {
+  s.top_p = p.top_p == 0 ? 1.0f : p.top_p;
+  if (!Finite(p.min_p) || p.min_p < 0 || p.min_p > 1) {
     return Invalid("sampling.min_p", "must be in [0, 1]");
   }
-  s.min_p = p.min_p();
-  if (!Finite(p.repetition_penalty()) || p.repetition_penalty() < 0 ||
-      p.repetition_penalty() > 10) {
+  s.min_p = p.min_p;
+  if (!Finite(p.repetition_penalty) || p.repetition_penalty < 0 ||
+      p.repetition_penalty > 10) {
     return Invalid("sampling.repetition_penalty",
                    "must be in (0, 10] (0 means unset)");
   }
   s.repetition_penalty =
-      p.repetition_penalty() == 0 ? 1.0f : p.repetition_penalty();
+      p.repetition_penalty == 0 ? 1.0f : p.repetition_penalty;
   for (auto [value, name] :
-       {std::pair{p.frequency_penalty(), "sampling.frequency_penalty"},
-        std::pair{p.presence_penalty(), "sampling.presence_penalty"}}) {
+       {std::pair{p.frequency_penalty, "sampling.frequency_penalty"},
+        std::pair{p.presence_penalty, "sampling.presence_penalty"}}) {
     if (!Finite(value) || value < -2 || value > 2) {
       return Invalid(name, "must be in [-2, 2]");
     }
   }
-  s.frequency_penalty = p.frequency_penalty();
-  s.presence_penalty = p.presence_penalty();
-  s.seed = p.has_seed() ? p.seed() : std::random_device{}();
-  if (p.top_logprobs() < 0 || p.top_logprobs() > limits_.max_top_logprobs) {
+  s.frequency_penalty = p.frequency_penalty;
+  s.presence_penalty = p.presence_penalty;
+  s.seed = p.seed.has_value() ? *p.seed : std::random_device{}();
+  if (p.top_logprobs < 0 || p.top_logprobs > limits_.max_top_logprobs) {
     return Invalid(
         "sampling.top_logprobs",
         absl::StrCat("must be in [0, ", limits_.max_top_logprobs, "]"));
   }
-  if (p.top_logprobs() > 0 && !p.logprobs()) {
+  if (p.top_logprobs > 0 && !p.logprobs) {
     return Invalid("sampling.top_logprobs", "requires sampling.logprobs");
   }
-  s.logprobs = p.logprobs();
-  s.top_logprobs = p.top_logprobs();
+  s.logprobs = p.logprobs;
+  s.top_logprobs = p.top_logprobs;
 
-  if (p.stop_size() > limits_.max_stop_strings) {
+  if (static_cast<int>(p.stop.size()) > limits_.max_stop_strings) {
     return Invalid(
         "sampling.stop",
         absl::StrCat("at most ", limits_.max_stop_strings, " stop strings"));
   }
-  for (int i = 0; i < p.stop_size(); ++i) {
+  for (size_t i = 0; i < p.stop.size(); ++i) {
     const std::string field = absl::StrCat("sampling.stop[", i, "]");
-    const std::string& stop = p.stop(i);
+    const std::string& stop = p.stop[i];
     if (stop.empty() ||
         static_cast<int>(stop.size()) > limits_.max_stop_bytes) {
       return Invalid(
@@ -234,57 +231,57 @@ absl::Status RequestBuilder::FillSampling(
     if (auto st = CheckUtf8(stop, field); !st.ok()) return st;
     out->stop.push_back(stop);
   }
-  if (auto st = CheckTokenIds(p.stop_token_ids(), "sampling.stop_token_ids");
+  if (auto st = CheckTokenIds(p.stop_token_ids, "sampling.stop_token_ids");
       !st.ok()) {
     return st;
   }
-  out->stop_token_ids.assign(p.stop_token_ids().begin(),
-                             p.stop_token_ids().end());
-  out->ignore_eos = p.ignore_eos();
+  out->stop_token_ids = p.stop_token_ids;
+  out->ignore_eos = p.ignore_eos;
 
   const int64_t room = limits_.context_length - prompt_tokens;
-  if (p.has_max_tokens()) {
-    if (p.max_tokens() < 1 || p.max_tokens() > room) {
+  if (p.max_tokens.has_value()) {
+    if (*p.max_tokens < 1 || *p.max_tokens > room) {
       return Invalid(
           "sampling.max_tokens",
           absl::StrCat("must be in [1, ", room, "] (context ",
                        limits_.context_length, " minus ", prompt_tokens,
-                       " prompt tokens), got ", p.max_tokens()));
+                       " prompt tokens), got ", *p.max_tokens));
     }
-    out->max_tokens = p.max_tokens();
+    out->max_tokens = static_cast<int>(*p.max_tokens);
   } else {
     out->max_tokens = room;
   }
-  if (p.reasoning_budget() < 0) {
+  if (p.reasoning_budget < 0) {
     return Invalid("sampling.reasoning_budget", "must be >= 0");
   }
-  out->reasoning.budget = p.reasoning_budget();
-  out->reasoning.hide = p.hide_reasoning();
+  out->reasoning.budget = p.reasoning_budget;
+  out->reasoning.hide = p.hide_reasoning;
   return absl::OkStatus();
 }
 
 absl::StatusOr<batching::GenerationRequest> RequestBuilder::BuildGenerate(
-    const v1::GenerateRequest& request) const {
+    const GenerateSpec& request) const {
   batching::GenerationRequest out;
   out.arrival = absl::Now();
-  if (request.request_id().size() > 128) {
+  if (request.request_id.size() > 128) {
     return Invalid("request_id", "must be at most 128 bytes");
   }
-  if (auto s = CheckUtf8(request.request_id(), "request_id"); !s.ok()) return s;
-  out.request_id = request.request_id();
-  if (request.tenant().size() > 64) {
+  if (auto s = CheckUtf8(request.request_id, "request_id"); !s.ok()) return s;
+  out.request_id = request.request_id;
+  if (request.tenant.size() > 64) {
     return Invalid("tenant", "must be at most 64 bytes");
   }
-  out.tenant = request.tenant();
-  if (request.priority() < -100 || request.priority() > 100) {
+  out.tenant = request.tenant;
+  if (request.priority < -100 || request.priority > 100) {
     return Invalid("priority", "must be in [-100, 100]");
   }
-  out.priority = request.priority();
-  if (!request.has_prompt()) return Invalid("prompt", "is required");
-  absl::StatusOr<std::vector<int32_t>> prompt = PromptTokens(request.prompt(), /*starts_context=*/true);
+  out.priority = request.priority;
+  if (!request.prompt.has_value()) return Invalid("prompt", "is required");
+  absl::StatusOr<std::vector<int32_t>> prompt =
+      PromptTokens(*request.prompt, /*starts_context=*/true);
   if (!prompt.ok()) return prompt.status();
   out.prompt = *std::move(prompt);
-  if (auto s = FillSampling(request.sampling(),
+  if (auto s = FillSampling(request.sampling,
                             static_cast<int>(out.prompt.size()), &out);
       !s.ok()) {
     return s;
@@ -292,4 +289,4 @@ absl::StatusOr<batching::GenerationRequest> RequestBuilder::BuildGenerate(
   return out;
 }
 
-}  // namespace braid::server
+}  // namespace braid::frontend

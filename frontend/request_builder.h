@@ -1,5 +1,5 @@
-#ifndef BRAID_SERVER_REQUEST_BUILDER_H_
-#define BRAID_SERVER_REQUEST_BUILDER_H_
+#ifndef BRAID_FRONTEND_REQUEST_BUILDER_H_
+#define BRAID_FRONTEND_REQUEST_BUILDER_H_
 
 #include <cstdint>
 #include <optional>
@@ -8,16 +8,19 @@
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "absl/types/span.h"
 #include "batching/request.h"
+#include "frontend/request.h"
 #include "model/tokenizer/chat_template.h"
 #include "model/tokenizer/tokenizer.h"
-#include "proto/braid/v1/braid.pb.h"
 
-namespace braid::server {
+namespace braid::frontend {
 
-// Validates API requests and turns them into engine requests. Every rejection
-// is INVALID_ARGUMENT with a message that names the field and the rule.
-// Immutable after construction; thread-safe.
+// Validates requests (frontend/request.h, whatever front end parsed them)
+// and turns them into engine requests. Every rejection is INVALID_ARGUMENT
+// with a message that names the field (the API's path, e.g.
+// "sampling.top_p") and the rule. Immutable after construction;
+// thread-safe.
 class RequestBuilder {
  public:
   struct Limits {
@@ -33,29 +36,28 @@ class RequestBuilder {
                  const model::ChatTemplate* chat_template, Limits limits);
 
   absl::StatusOr<batching::GenerationRequest> BuildGenerate(
-      const v1::GenerateRequest& request) const;
+      const GenerateSpec& request) const;
 
   // Text or chat prompt -> token ids (token-id prompts are rejected).
   // `starts_context`: the prompt begins a context (a Generate prompt, a
   // session's prefix), so a text prompt that leaves add_special_tokens
   // unset gets the model's special tokens (v1::Prompt).
   absl::StatusOr<std::vector<int32_t>> Tokenize(
-      const v1::Prompt& prompt, bool starts_context = false) const;
+      const PromptSpec& prompt, bool starts_context = false) const;
 
   // Checks each id is in the vocabulary.
-  absl::Status CheckTokenIds(
-      const google::protobuf::RepeatedField<int32_t>& ids,
-      absl::string_view field) const;
+  absl::Status CheckTokenIds(absl::Span<const int32_t> ids,
+                             absl::string_view field) const;
 
   // The pieces of BuildGenerate, shared with the Session RPC (a session's
   // prefix and appended input are prompts; each output stream's sampling is
   // checked like a Generate request's, against `prompt_tokens` of context).
   // Any prompt kind -> token ids: non-empty and shorter than the context.
-  absl::StatusOr<std::vector<int32_t>> PromptTokens(
-      const v1::Prompt& prompt, bool starts_context) const;
+  absl::StatusOr<std::vector<int32_t>> PromptTokens(const PromptSpec& prompt,
+                                                    bool starts_context) const;
   // Fills out->sampling, stop, stop_token_ids, ignore_eos, max_tokens and
   // reasoning.
-  absl::Status FillSampling(const v1::SamplingParams& params, int prompt_tokens,
+  absl::Status FillSampling(const SamplingSpec& params, int prompt_tokens,
                             batching::GenerationRequest* out) const;
 
  private:
@@ -72,6 +74,6 @@ bool IsValidUtf8(absl::string_view s);
 // a proto string field.
 std::string SanitizeUtf8(absl::string_view s);
 
-}  // namespace braid::server
+}  // namespace braid::frontend
 
-#endif  // BRAID_SERVER_REQUEST_BUILDER_H_
+#endif  // BRAID_FRONTEND_REQUEST_BUILDER_H_

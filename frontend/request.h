@@ -1,0 +1,62 @@
+// A request as any front end states it (the gRPC API's braid.v1 messages,
+// an HTTP JSON body), before validation: plain values, with the API's
+// field names in the comments. frontend::RequestBuilder validates them and
+// makes engine requests; a front end only parses its wire format into these.
+#ifndef BRAID_FRONTEND_REQUEST_H_
+#define BRAID_FRONTEND_REQUEST_H_
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace braid::frontend {
+
+struct ChatMessageSpec {
+  std::string role;     // bytes as received (checked for UTF-8)
+  std::string content;  // bytes as received (checked for UTF-8)
+};
+
+// prompt: exactly one kind.
+struct PromptSpec {
+  enum class Kind { kNone, kText, kTokens, kChat };
+  Kind kind = Kind::kNone;
+  std::string text;                       // kText: bytes as received
+  std::vector<int32_t> tokens;            // kTokens
+  std::vector<ChatMessageSpec> messages;  // kChat
+  bool add_generation_prompt = true;      // kChat
+  // Unset: the model's special tokens on raw text that starts a context.
+  std::optional<bool> add_special_tokens;
+};
+
+// sampling: every field's zero value is its documented default.
+struct SamplingSpec {
+  float temperature = 0;  // 0 = greedy
+  int32_t top_k = 0;      // 0 = off
+  float top_p = 0;        // 0 = unset (1)
+  float min_p = 0;
+  float repetition_penalty = 0;  // 0 = unset (1)
+  float frequency_penalty = 0;
+  float presence_penalty = 0;
+  std::optional<uint64_t> seed;  // unset: a random one
+  bool logprobs = false;
+  int32_t top_logprobs = 0;
+  std::vector<std::string> stop;
+  std::vector<int32_t> stop_token_ids;
+  bool ignore_eos = false;
+  std::optional<int64_t> max_tokens;  // unset: the rest of the context
+  int32_t reasoning_budget = 0;       // 0 = no budget
+  bool hide_reasoning = false;
+};
+
+struct GenerateSpec {
+  std::string request_id;
+  std::string tenant;
+  int32_t priority = 0;
+  std::optional<PromptSpec> prompt;
+  SamplingSpec sampling;
+};
+
+}  // namespace braid::frontend
+
+#endif  // BRAID_FRONTEND_REQUEST_H_
