@@ -10,7 +10,6 @@
 #include "absl/functional/function_ref.h"
 #include "absl/status/statusor.h"
 #include "batching/engine.h"
-#include "metrics/engine_metrics.h"
 #include "model/tokenizer/tokenizer.h"
 
 namespace braid::server {
@@ -45,17 +44,6 @@ struct EngineFlags {
 absl::StatusOr<batching::EngineOptions> MakeEngineOptions(
     const EngineFlags& flags, absl::FunctionRef<int64_t(int)> kv_block_bytes,
     const model::Tokenizer* tokenizer);
-
-// One line of JSON with every counter of `stats`.
-std::string StatsJson(const batching::EngineStats& stats);
-
-// The gauges' view of `stats`: per queue, requests holding KV blocks
-// (running) and the rest (waiting).
-metrics::EngineGauges ToGauges(const batching::EngineStats& stats);
-
-// Writes StatsJson atomically (temp file + rename); errors are ignored.
-void WriteStatsFile(const std::string& path,
-                    const batching::EngineStats& stats);
 
 }  // namespace braid::server
 

@@ -1,0 +1,48 @@
+// braidd's command line: every flag is defined in flags.cc and read once,
+// after parsing, into one DaemonFlags value that the composition root
+// (main.cc) hands to the parts it builds.
+#ifndef BRAID_SERVER_FLAGS_H_
+#define BRAID_SERVER_FLAGS_H_
+
+#include <string>
+
+#include "server/credentials.h"
+#include "server/engine_config.h"
+#include "server/limits.h"
+
+namespace braid::server {
+
+struct DaemonFlags {
+  // The model.
+  std::string model_path;  // --model, else $BRAID_MODEL; empty: none
+  int threads = 0;         // 0: one a hardware thread
+  bool packed_matmul = false;
+  int context_length = 4096;  // capped by the model's training context
+  // The engine (context_length is set once the model is loaded).
+  EngineFlags engine;
+  std::string queue_policy;
+  // The gRPC server.
+  std::string listen;
+  TlsFlags tls;
+  ServerLimits limits;
+  bool reflection = false;
+  std::string auth_token_file;  // empty: no authentication
+  int drain_grace_seconds = 30;
+  int max_request_seconds = 600;  // 0: no limit
+  // Observability and tests.
+  std::string metrics_listen;  // empty: no /metrics endpoint
+  bool metrics_vllm_names = false;
+  std::string stats_file, port_file, metrics_port_file;
+  int debug_load_delay_ms = 0;
+};
+
+// The parsed command line (absl::ParseCommandLine has run).
+DaemonFlags ReadFlags();
+
+// --help (braidd's own flags), --version and the usage message; call
+// before absl::ParseCommandLine.
+void ConfigureUsage(const char* version);
+
+}  // namespace braid::server
+
+#endif  // BRAID_SERVER_FLAGS_H_

@@ -1,0 +1,93 @@
+#include "server/load_model.h"
+
+#include <sys/stat.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <string>
+#include <thread>
+#include <utility>
+#include <vector>
+
+#include "absl/strings/str_join.h"
+#include "model/cpu/llama.h"
+#include "model/gguf.h"
+#include "model/tokenizer/gguf_loader.h"
+
+namespace braid::server {
+namespace {
+
+// The chat template of the file, when braid recognises it.
+void LoadChatTemplate(const model::GgufFile& file, LoadedModel* m) {
+  absl::StatusOr<std::string> source =
+      file.GetString("tokenizer.chat_template");
+  if (!source.ok()) return;
+  auto t = model::ChatTemplate::FromSource(
+      *source, m->tokenizer->TokenBytes(m->tokenizer->bos_id()),
+      m->tokenizer->TokenBytes(m->tokenizer->eos_id()));
+  if (!t.ok()) {
+    std::fprintf(stderr, "braidd: chat prompts disabled: %s\n",
+                 std::string(t.status().message()).c_str());
+    return;
+  }
+  m->chat_template = std::make_unique<model::ChatTemplate>(*std::move(t));
+  m->info.chat_template_name = std::string(m->chat_template->name());
+}
+
+// What the CPU model made of the file, for the load log.
+void LogCpuModel(const model::LlamaModel& llama) {
+  const model::LlamaConfig& config = llama.config();
+  // Weights stay in the file's types; only norms, biases and rope factors
+  // are read as f32.
+  std::fprintf(stderr,
+               "braidd: tensors %s (matrices multiplied in their own types; "
+               "norms, biases and rope factors read as F32)\n",
+               llama.DescribeTensorTypes().c_str());
+  if (config.sliding_window > 0) {
+    int sliding = 0;
+    for (int il = 0; il < config.n_layer; ++il) sliding += config.Slides(il);
+    std::fprintf(stderr,
+                 "braidd: sliding-window attention over %d positions on %d of "
+                 "%d layers (their K/V kept whole)\n",
+                 config.sliding_window, sliding, config.n_layer);
+  }
+  if (const std::vector<std::string> unused = llama.UnusedTensors();
+      !unused.empty()) {
+    std::fprintf(stderr, "braidd: %zu tensors not used: %s\n", unused.size(),
+                 absl::StrJoin(unused, ", ").c_str());
+  }
+}
+
+}  // namespace
+
+absl::StatusOr<LoadedModel> LoadModel(const DaemonFlags& flags) {
+  const std::string& path = flags.model_path;
+  LoadedModel m;
+  auto file = model::GgufFile::Open(path);
+  if (!file.ok()) return file.status();
+  auto tokenizer_data = model::TokenizerDataFromGguf(**file);
+  if (!tokenizer_data.ok()) return tokenizer_data.status();
+  auto tokenizer = model::Tokenizer::Create(*std::move(tokenizer_data));
+  if (!tokenizer.ok()) return tokenizer.status();
+  m.tokenizer = *std::move(tokenizer);
+  LoadChatTemplate(**file, &m);
+  model::LoadOptions load_options;
+  load_options.num_threads = flags.threads;
+  load_options.packed_matmul = flags.packed_matmul;
+  auto llama = model::LlamaModel::Load(*std::move(file), load_options);
+  if (!llama.ok()) return llama.status();
+  LogCpuModel(**llama);
+  m.model = *std::move(llama);
+  m.info.model_path = path;
+  struct stat st;
+  if (stat(path.c_str(), &st) == 0) m.info.file_size_bytes = st.st_size;
+  m.info.context_length =
+      std::min<int>(flags.context_length, m.model->info().n_ctx_train);
+  m.info.num_threads =
+      load_options.num_threads > 0
+          ? load_options.num_threads
+          : static_cast<int>(std::thread::hardware_concurrency());
+  return m;
+}
+
+}  // namespace braid::server
