@@ -57,6 +57,55 @@ struct GenerateSpec {
   SamplingSpec sampling;
 };
 
+// The API's enums (braid.v1.StreamRole, StreamKind, Visibility,
+// DuplexPolicy) as their numbers, so an unknown value reaches validation and
+// is named there.
+enum StreamRole : int {
+  kRoleUnspecified = 0,
+  kRoleSystem = 1,
+  kRoleUser = 2,
+  kRoleTool = 3,
+  kRoleReasoning = 4,
+  kRoleOutput = 5,
+};
+enum StreamKind : int {
+  kKindUnspecified = 0,
+  kKindOutput = 1,
+  kKindReasoning = 2,
+  kKindInput = 3,
+};
+enum Visibility : int {
+  kVisibilityUnspecified = 0,  // ALL for multi-stream models, else BRANCH
+  kVisibilityAll = 1,
+  kVisibilityBranch = 2,
+};
+enum DuplexPolicy : int {
+  kDuplexUnspecified = 0,  // INTERJECT
+  kDuplexInterject = 1,
+  kDuplexInterrupt = 2,
+  kDuplexQueue = 3,
+};
+
+// open.streams[i]
+struct StreamSpec {
+  std::string stream_id;
+  int role = kRoleUnspecified;  // a StreamRole
+  int kind = kKindUnspecified;  // a StreamKind
+  int visibility = kVisibilityUnspecified;
+  std::optional<SamplingSpec> sampling;  // OUTPUT and REASONING streams
+};
+
+// A Session call's open.
+struct SessionOpenSpec {
+  std::string session_id;
+  std::optional<PromptSpec> prefix;
+  std::vector<StreamSpec> streams;
+  int duplex_policy = kDuplexUnspecified;  // a DuplexPolicy
+  int32_t priority = 0;
+  std::string tenant;
+  bool resume = false;
+};
+
 }  // namespace braid::frontend
 
 #endif  // BRAID_FRONTEND_REQUEST_H_

@@ -1,5 +1,7 @@
 #include "server/convert.h"
 
+#include <utility>
+
 namespace braid::server {
 
 frontend::PromptSpec FromProto(const v1::Prompt& p) {
@@ -58,6 +60,26 @@ frontend::GenerateSpec FromProto(const v1::GenerateRequest& r) {
   if (r.has_prompt()) g.prompt = FromProto(r.prompt());
   g.sampling = FromProto(r.sampling());
   return g;
+}
+
+frontend::SessionOpenSpec FromProto(const v1::SessionOpen& open) {
+  frontend::SessionOpenSpec o;
+  o.session_id = open.session_id();
+  if (open.has_prefix()) o.prefix = FromProto(open.prefix());
+  for (const v1::StreamSpec& s : open.streams()) {
+    frontend::StreamSpec spec;
+    spec.stream_id = s.stream_id();
+    spec.role = s.role();
+    spec.kind = s.kind();
+    spec.visibility = s.visibility();
+    if (s.has_sampling()) spec.sampling = FromProto(s.sampling());
+    o.streams.push_back(std::move(spec));
+  }
+  o.duplex_policy = open.duplex_policy();
+  o.priority = open.priority();
+  o.tenant = open.tenant();
+  o.resume = open.resume();
+  return o;
 }
 
 v1::FinishReason ToProto(batching::FinishReason reason) {

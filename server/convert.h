@@ -16,6 +16,7 @@ namespace braid::server {
 frontend::PromptSpec FromProto(const v1::Prompt& prompt);
 frontend::SamplingSpec FromProto(const v1::SamplingParams& sampling);
 frontend::GenerateSpec FromProto(const v1::GenerateRequest& request);
+frontend::SessionOpenSpec FromProto(const v1::SessionOpen& open);
 
 v1::FinishReason ToProto(batching::FinishReason reason);
 

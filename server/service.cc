@@ -38,14 +38,14 @@ struct BraidService::Backend {
         builder(tokenizer, chat_template,
                 frontend::RequestBuilder::Limits{.context_length =
                                                      info.context_length}),
-        streams(ModelStreamsOf(model)),
+        streams(frontend::ModelStreamsOf(model)),
         info(std::move(info)) {}
 
   const model::ModelInfo model;
   const model::Tokenizer* tokenizer;
   batching::Engine* engine;
   frontend::RequestBuilder builder;
-  ModelStreams streams;
+  frontend::ModelStreams streams;
   ServiceInfo info;
 };
 

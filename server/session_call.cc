@@ -7,11 +7,18 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
+#include "frontend/session_open.h"
 #include "server/convert.h"
-#include "server/session_open.h"
 #include "server/status.h"
 
 namespace braid::server {
+
+using frontend::BuildSession;
+using frontend::CheckResume;
+using frontend::InvalidField;
+using frontend::SessionStreamInfo;
+using frontend::StreamTable;
+using frontend::UnderField;
 namespace {
 
 v1::SessionEvent ErrorEvent(const absl::Status& status) {
@@ -369,7 +376,7 @@ bool SessionCall::Open(const v1::SessionOpen& open) {
   if (open.resume()) return Resume(open);
   batching::SessionOptions options;
   std::vector<SessionStreamInfo> streams;
-  if (absl::Status s = BuildSession(open, *backend_.builder,
+  if (absl::Status s = BuildSession(FromProto(open), *backend_.builder,
                                     backend_.model_streams, &options, &streams);
       !s.ok()) {
     outbox_->FinishNow(ToGrpcStatus(s));
@@ -389,7 +396,7 @@ bool SessionCall::Open(const v1::SessionOpen& open) {
 }
 
 bool SessionCall::Resume(const v1::SessionOpen& open) {
-  if (absl::Status s = CheckResume(open); !s.ok()) {
+  if (absl::Status s = CheckResume(FromProto(open)); !s.ok()) {
     outbox_->FinishNow(ToGrpcStatus(s));
     return false;
   }

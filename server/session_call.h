@@ -6,10 +6,10 @@
 
 #include "batching/engine.h"
 #include "frontend/request_builder.h"
+#include "frontend/session_streams.h"
 #include "grpcpp/grpcpp.h"
 #include "proto/braid/v1/braid.grpc.pb.h"
 #include "server/generate_call.h"
-#include "server/session_streams.h"
 
 namespace braid::server {
 
@@ -20,8 +20,8 @@ namespace braid::server {
 // it is validated (stream ids unique and non-empty, kinds and roles
 // consistent, prefix and per-stream sampling through frontend::RequestBuilder
 // like a Generate request; for a multi-stream model, the aligned layout and
-// each stream bound to a model stream by BindModelStreams, session_streams.h)
-// and opens the engine session under the client's
+// each stream bound to a model stream by BindModelStreams,
+// frontend/session_streams.h) and opens the engine session under the client's
 // identity (Backend::owner), or, with `resume`, reattaches that client's
 // kept session (Engine::ResumeSession: NOT_FOUND, FAILED_PRECONDITION when
 // it is open). Then one read stays in flight: `append` (its prompt
@@ -55,7 +55,7 @@ class SessionCall
     const frontend::RequestBuilder* builder = nullptr;
     int context_length = 0;
     std::string owner;           // the client identity (ClientIdentity, auth.h)
-    ModelStreams model_streams;  // the loaded model's braid.streams.*
+    frontend::ModelStreams model_streams;  // the loaded model's braid.streams.*
   };
 
   // Starts reading the `open` message. `default_session_id` is used when

@@ -1,14 +1,18 @@
-#include "server/session_streams.h"
+#include "frontend/session_streams.h"
 
 #include <string>
 #include <vector>
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "server/convert.h"
 
 namespace braid::server {
 namespace {
 
+using ::braid::frontend::BindModelStreams;
+using ::braid::frontend::ModelStreams;
+using ::braid::frontend::ModelStreamsOf;
 using ::testing::HasSubstr;
 
 ModelStreams FourStreams() {
@@ -67,7 +71,7 @@ TEST(BindModelStreamsTest, SingleStreamModelKeepsTheLinearLayout) {
   *open.add_streams() =
       Spec("out", v1::STREAM_ROLE_OUTPUT, v1::STREAM_KIND_OUTPUT);
   batching::SessionOptions o = Options(open);
-  ASSERT_TRUE(BindModelStreams(open, ModelStreams{}, &o).ok());
+  ASSERT_TRUE(BindModelStreams(FromProto(open), ModelStreams{}, &o).ok());
   EXPECT_FALSE(o.aligned);
   EXPECT_EQ(o.model_streams, 0);
 }
@@ -82,7 +86,7 @@ TEST(BindModelStreamsTest, ByRoleCaseInsensitiveAndByOrder) {
   *open.add_streams() =
       Spec("think", v1::STREAM_ROLE_UNSPECIFIED, v1::STREAM_KIND_REASONING);
   batching::SessionOptions o = Options(open);
-  ASSERT_TRUE(BindModelStreams(open, FourStreams(), &o).ok());
+  ASSERT_TRUE(BindModelStreams(FromProto(open), FourStreams(), &o).ok());
   EXPECT_TRUE(o.aligned);
   EXPECT_EQ(o.model_streams, 4);
   EXPECT_EQ(o.streams[0].model_stream, 3);
@@ -103,7 +107,7 @@ TEST(BindModelStreamsTest, RowsLayoutAndBranchesAreServed) {
   rows.layout = "rows";
   rows.silence_token_id = 3;
   batching::SessionOptions o = Options(open);
-  ASSERT_TRUE(BindModelStreams(open, rows, &o).ok());
+  ASSERT_TRUE(BindModelStreams(FromProto(open), rows, &o).ok());
   EXPECT_TRUE(o.aligned);
   EXPECT_TRUE(o.rows);
   EXPECT_EQ(o.silence_token_id, 3);
@@ -152,7 +156,7 @@ TEST(BindModelStreamsTest, ErrorsNameTheField) {
     v1::SessionOpen open;
     for (const v1::StreamSpec& s : c.streams) *open.add_streams() = s;
     batching::SessionOptions o = Options(open);
-    const absl::Status s = BindModelStreams(open, c.model, &o);
+    const absl::Status s = BindModelStreams(FromProto(open), c.model, &o);
     EXPECT_EQ(s.code(), c.code) << c.name << ": " << s;
     EXPECT_THAT(s.message(), HasSubstr(c.error)) << c.name;
   }

@@ -1,24 +1,24 @@
-#include "server/session_streams.h"
+#include "frontend/session_streams.h"
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 
-namespace braid::server {
+namespace braid::frontend {
 namespace {
 
 // The model role a StreamRole names (braid.streams.roles spelling).
-const char* RoleName(v1::StreamRole role) {
+const char* RoleName(int role) {
   switch (role) {
-    case v1::STREAM_ROLE_SYSTEM:
+    case kRoleSystem:
       return "system";
-    case v1::STREAM_ROLE_USER:
+    case kRoleUser:
       return "user";
-    case v1::STREAM_ROLE_TOOL:
+    case kRoleTool:
       return "tool";
-    case v1::STREAM_ROLE_REASONING:
+    case kRoleReasoning:
       return "reasoning";
-    case v1::STREAM_ROLE_OUTPUT:
+    case kRoleOutput:
       return "output";
     default:
       return "";
@@ -60,14 +60,15 @@ ModelStreams ModelStreamsOf(const model::ModelInfo& config) {
 // so a BRANCH output stream makes its model stream a branch (it sees the
 // prefix, the input streams and itself; input streams do not see it): one
 // branch per model stream, never two branches of one role.
-absl::Status BindModelStreams(const v1::SessionOpen& open,
+absl::Status BindModelStreams(const SessionOpenSpec& open,
                               const ModelStreams& model,
                               batching::SessionOptions* out) {
   if (!model.multi()) return absl::OkStatus();
-  if (open.streams_size() > model.count) {
+  const int n = static_cast<int>(open.streams.size());
+  if (n > model.count) {
     return absl::InvalidArgumentError(absl::StrCat(
-        "open.streams: ", open.streams_size(), " streams, but the model has ",
-        model.count, " (braid.streams.count; ", RolesList(model), ")"));
+        "open.streams: ", n, " streams, but the model has ", model.count,
+        " (braid.streams.count; ", RolesList(model), ")"));
   }
   out->aligned = true;
   out->model_streams = model.count;
@@ -76,12 +77,12 @@ absl::Status BindModelStreams(const v1::SessionOpen& open,
     out->silence_token_id = model.silence_token_id;
   }
   std::vector<int> bound(model.count, -1);  // open.streams index
-  for (int i = 0; i < open.streams_size(); ++i) {
-    const v1::StreamSpec& spec = open.streams(i);
+  for (int i = 0; i < n; ++i) {
+    const StreamSpec& spec = open.streams[i];
     const std::string field = absl::StrCat("open.streams[", i, "]");
     int m = i;
-    if (spec.role() != v1::STREAM_ROLE_UNSPECIFIED) {
-      const char* role = RoleName(spec.role());
+    if (spec.role != kRoleUnspecified) {
+      const char* role = RoleName(spec.role);
       m = -1;
       for (int k = 0; k < static_cast<int>(model.roles.size()); ++k) {
         if (absl::EqualsIgnoreCase(model.roles[k], role)) m = k;
@@ -104,4 +105,4 @@ absl::Status BindModelStreams(const v1::SessionOpen& open,
   return absl::OkStatus();
 }
 
-}  // namespace braid::server
+}  // namespace braid::frontend

@@ -1,17 +1,17 @@
 // How a Session's streams map onto a multi-stream model's streams
 // (docs/MULTISTREAM.md, "Model metadata"). Plain functions; thread-safe.
-#ifndef BRAID_SERVER_SESSION_STREAMS_H_
-#define BRAID_SERVER_SESSION_STREAMS_H_
+#ifndef BRAID_FRONTEND_SESSION_STREAMS_H_
+#define BRAID_FRONTEND_SESSION_STREAMS_H_
 
 #include <string>
 #include <vector>
 
 #include "absl/status/status.h"
 #include "batching/session.h"
+#include "frontend/request.h"
 #include "model/model.h"
-#include "proto/braid/v1/braid.pb.h"
 
-namespace braid::server {
+namespace braid::frontend {
 
 // The loaded model's streams, from its braid.streams.* keys.
 struct ModelStreams {
@@ -39,10 +39,10 @@ ModelStreams ModelStreamsOf(const model::ModelInfo& config);
 // batching/session.h). Errors name the field: INVALID_ARGUMENT for more
 // streams than the model has (open.streams), a role the model does not have
 // (open.streams[i].role) and two streams bound to one model stream.
-absl::Status BindModelStreams(const v1::SessionOpen& open,
+absl::Status BindModelStreams(const SessionOpenSpec& open,
                               const ModelStreams& model,
                               batching::SessionOptions* out);
 
-}  // namespace braid::server
+}  // namespace braid::frontend
 
-#endif  // BRAID_SERVER_SESSION_STREAMS_H_
+#endif  // BRAID_FRONTEND_SESSION_STREAMS_H_

@@ -1,4 +1,4 @@
-#include "server/session_open.h"
+#include "frontend/session_open.h"
 
 #include <string>
 #include <utility>
@@ -6,23 +6,29 @@
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/strings/str_cat.h"
-#include "server/convert.h"
 
-namespace braid::server {
+namespace braid::frontend {
 namespace {
 
-bool InputRole(v1::StreamRole role) {
-  return role == v1::STREAM_ROLE_UNSPECIFIED ||
-         role == v1::STREAM_ROLE_SYSTEM || role == v1::STREAM_ROLE_USER ||
-         role == v1::STREAM_ROLE_TOOL;
+bool InputRole(int role) {
+  return role == kRoleUnspecified || role == kRoleSystem || role == kRoleUser ||
+         role == kRoleTool;
 }
 
-bool OutputRole(v1::StreamRole role) {
-  return role == v1::STREAM_ROLE_UNSPECIFIED ||
-         role == v1::STREAM_ROLE_OUTPUT || role == v1::STREAM_ROLE_REASONING;
+bool OutputRole(int role) {
+  return role == kRoleUnspecified || role == kRoleOutput ||
+         role == kRoleReasoning;
 }
 
-constexpr int kMaxStreams = 64;
+// The API's name of a StreamRole (empty for an unknown one).
+const char* RoleApiName(int role) {
+  static constexpr const char* kNames[] = {
+      "STREAM_ROLE_UNSPECIFIED", "STREAM_ROLE_SYSTEM",    "STREAM_ROLE_USER",
+      "STREAM_ROLE_TOOL",        "STREAM_ROLE_REASONING", "STREAM_ROLE_OUTPUT"};
+  return role >= 0 && role <= kRoleOutput ? kNames[role] : "";
+}
+
+constexpr size_t kMaxStreams = 64;
 
 }  // namespace
 
@@ -36,79 +42,79 @@ absl::Status UnderField(absl::string_view where, const absl::Status& status) {
                       absl::StrCat(where, ".", status.message()));
 }
 
-absl::Status BuildSession(const v1::SessionOpen& open,
-                          const frontend::RequestBuilder& builder,
+absl::Status BuildSession(const SessionOpenSpec& open,
+                          const RequestBuilder& builder,
                           const ModelStreams& model,
                           batching::SessionOptions* out,
                           std::vector<SessionStreamInfo>* streams) {
-  if (open.session_id().size() > 128) {
+  if (open.session_id.size() > 128) {
     return InvalidField("open.session_id", "must be at most 128 bytes");
   }
-  out->session_id = open.session_id();
-  if (open.tenant().size() > 64) {
+  out->session_id = open.session_id;
+  if (open.tenant.size() > 64) {
     return InvalidField("open.tenant", "must be at most 64 bytes");
   }
-  out->tenant = open.tenant();
-  if (open.priority() < -100 || open.priority() > 100) {
+  out->tenant = open.tenant;
+  if (open.priority < -100 || open.priority > 100) {
     return InvalidField("open.priority", "must be in [-100, 100]");
   }
-  out->priority = open.priority();
-  switch (open.duplex_policy()) {
-    case v1::DUPLEX_POLICY_UNSPECIFIED:
-    case v1::DUPLEX_POLICY_INTERJECT:
+  out->priority = open.priority;
+  switch (open.duplex_policy) {
+    case kDuplexUnspecified:
+    case kDuplexInterject:
       out->duplex = batching::DuplexPolicy::kInterject;
       break;
-    case v1::DUPLEX_POLICY_INTERRUPT:
+    case kDuplexInterrupt:
       out->duplex = batching::DuplexPolicy::kInterrupt;
       break;
-    case v1::DUPLEX_POLICY_QUEUE:
+    case kDuplexQueue:
       out->duplex = batching::DuplexPolicy::kQueue;
       break;
     default:
       return InvalidField("open.duplex_policy",
-                          absl::StrCat("unknown value ", open.duplex_policy()));
+                          absl::StrCat("unknown value ", open.duplex_policy));
   }
-  if (!open.has_prefix()) {
+  if (!open.prefix.has_value()) {
     return InvalidField("open.prefix",
                         "is required (the shared prompt, at least "
                         "one token)");
   }
   absl::StatusOr<std::vector<int32_t>> prefix =
-      builder.PromptTokens(FromProto(open.prefix()), /*starts_context=*/true);
+      builder.PromptTokens(*open.prefix, /*starts_context=*/true);
   if (!prefix.ok()) return UnderField("open.prefix", prefix.status());
   out->prefix = *std::move(prefix);
 
-  if (open.streams().empty()) {
+  if (open.streams.empty()) {
     return InvalidField("open.streams", "must name at least one stream");
   }
-  if (open.streams_size() > kMaxStreams) {
+  if (open.streams.size() > kMaxStreams) {
     return InvalidField("open.streams",
                         absl::StrCat("at most ", kMaxStreams, " streams"));
   }
   streams->assign(1, SessionStreamInfo{});
   absl::flat_hash_map<std::string, int> seen;
-  for (int i = 0; i < open.streams_size(); ++i) {
-    const v1::StreamSpec& spec = open.streams(i);
+  for (size_t i = 0; i < open.streams.size(); ++i) {
+    const StreamSpec& spec = open.streams[i];
     const std::string field = absl::StrCat("open.streams[", i, "]");
-    if (spec.stream_id().empty() || spec.stream_id().size() > 64) {
+    if (spec.stream_id.empty() || spec.stream_id.size() > 64) {
       return InvalidField(field + ".stream_id", "must be 1..64 bytes");
     }
-    if (auto [it, added] = seen.emplace(spec.stream_id(), i); !added) {
+    if (auto [it, added] = seen.emplace(spec.stream_id, i); !added) {
       return InvalidField(
           field + ".stream_id",
-          absl::StrCat("\"", spec.stream_id(),
-                       "\" is already the id of streams[", it->second, "]"));
+          absl::StrCat("\"", spec.stream_id, "\" is already the id of streams[",
+                       it->second, "]"));
     }
     batching::SessionStreamOptions o;
-    o.name = spec.stream_id();
+    o.name = spec.stream_id;
     SessionStreamInfo info;
-    info.id = spec.stream_id();
-    switch (spec.kind()) {
-      case v1::STREAM_KIND_INPUT:
+    info.id = spec.stream_id;
+    switch (spec.kind) {
+      case kKindInput:
         o.output = false;
         break;
-      case v1::STREAM_KIND_OUTPUT:
-      case v1::STREAM_KIND_REASONING:
+      case kKindOutput:
+      case kKindReasoning:
         o.output = true;
         break;
       default:
@@ -116,40 +122,40 @@ absl::Status BuildSession(const v1::SessionOpen& open,
                             "must be INPUT, OUTPUT or REASONING");
     }
     info.output = o.output;
-    if (o.output ? !OutputRole(spec.role()) : !InputRole(spec.role())) {
+    if (o.output ? !OutputRole(spec.role) : !InputRole(spec.role)) {
       return InvalidField(
           field + ".role",
-          absl::StrCat(v1::StreamRole_Name(spec.role()), " does not fit a ",
+          absl::StrCat(RoleApiName(spec.role), " does not fit a ",
                        o.output ? "sampled (OUTPUT/REASONING)" : "INPUT",
                        " stream"));
     }
     if (!o.output) {
-      if (spec.has_sampling()) {
+      if (spec.sampling.has_value()) {
         return InvalidField(field + ".sampling", "is only for OUTPUT streams");
       }
       out->streams.push_back(std::move(o));
       streams->push_back(std::move(info));
       continue;
     }
-    switch (spec.visibility()) {
-      case v1::VISIBILITY_UNSPECIFIED:  // ALL for multi-stream models
+    switch (spec.visibility) {
+      case kVisibilityUnspecified:  // ALL for multi-stream models
         o.visibility = model.multi() ? batching::StreamVisibility::kAll
                                      : batching::StreamVisibility::kBranch;
         break;
-      case v1::VISIBILITY_BRANCH:
+      case kVisibilityBranch:
         o.visibility = batching::StreamVisibility::kBranch;
         break;
-      case v1::VISIBILITY_ALL:
+      case kVisibilityAll:
         o.visibility = batching::StreamVisibility::kAll;
         break;
       default:
         return InvalidField(field + ".visibility",
-                            absl::StrCat("unknown value ", spec.visibility()));
+                            absl::StrCat("unknown value ", spec.visibility));
     }
     batching::GenerationRequest sampled;
     if (absl::Status s = builder.FillSampling(
-            FromProto(spec.sampling()), static_cast<int>(out->prefix.size()),
-            &sampled);
+            spec.sampling.value_or(SamplingSpec{}),
+            static_cast<int>(out->prefix.size()), &sampled);
         !s.ok()) {
       return UnderField(field, s);
     }
@@ -168,14 +174,14 @@ absl::Status BuildSession(const v1::SessionOpen& open,
   return BindModelStreams(open, model, out);
 }
 
-absl::Status CheckResume(const v1::SessionOpen& open) {
-  if (open.session_id().empty()) {
+absl::Status CheckResume(const SessionOpenSpec& open) {
+  if (open.session_id.empty()) {
     return InvalidField("open.session_id",
                         "is required with resume (the id of the kept session)");
   }
-  if (open.has_prefix() || !open.streams().empty() ||
-      open.duplex_policy() != v1::DUPLEX_POLICY_UNSPECIFIED ||
-      open.priority() != 0 || !open.tenant().empty()) {
+  if (open.prefix.has_value() || !open.streams.empty() ||
+      open.duplex_policy != kDuplexUnspecified || open.priority != 0 ||
+      !open.tenant.empty()) {
     return InvalidField("open",
                         "with resume only session_id may be set: a resumed "
                         "session keeps its prefix, streams and settings");
@@ -193,4 +199,4 @@ std::vector<SessionStreamInfo> StreamTable(
   return streams;
 }
 
-}  // namespace braid::server
+}  // namespace braid::frontend

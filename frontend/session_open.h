@@ -2,8 +2,8 @@
 // engine's SessionOptions and the call's stream table from it, every bad
 // field an INVALID_ARGUMENT naming it (from the request's root, e.g.
 // "open.streams[2].sampling.top_k: ..."). Pure functions; thread-safe.
-#ifndef BRAID_SERVER_SESSION_OPEN_H_
-#define BRAID_SERVER_SESSION_OPEN_H_
+#ifndef BRAID_FRONTEND_SESSION_OPEN_H_
+#define BRAID_FRONTEND_SESSION_OPEN_H_
 
 #include <string>
 #include <vector>
@@ -11,16 +11,16 @@
 #include "absl/status/status.h"
 #include "absl/strings/string_view.h"
 #include "batching/session.h"
+#include "frontend/request.h"
 #include "frontend/request_builder.h"
-#include "proto/braid/v1/braid.pb.h"
-#include "server/session_streams.h"
+#include "frontend/session_streams.h"
 
-namespace braid::server {
+namespace braid::frontend {
 
 // INVALID_ARGUMENT "<field>: <why>".
 absl::Status InvalidField(absl::string_view field, absl::string_view why);
 
-// Prefixes a frontend::RequestBuilder error (which names fields from the
+// Prefixes a RequestBuilder error (which names fields from the
 // request's root, e.g. "sampling.top_k: ...") with where it sits in the
 // session.
 absl::Status UnderField(absl::string_view where, const absl::Status& status);
@@ -36,20 +36,20 @@ struct SessionStreamInfo {
 // and non-empty, kinds and roles consistent, the prefix and per-stream
 // sampling through `builder` like a Generate request, a multi-stream
 // model's streams bound by BindModelStreams).
-absl::Status BuildSession(const v1::SessionOpen& open,
-                          const frontend::RequestBuilder& builder,
+absl::Status BuildSession(const SessionOpenSpec& open,
+                          const RequestBuilder& builder,
                           const ModelStreams& model,
                           batching::SessionOptions* out,
                           std::vector<SessionStreamInfo>* streams);
 
 // open with resume names a kept session and nothing else: the session keeps
 // its prefix, streams and settings.
-absl::Status CheckResume(const v1::SessionOpen& open);
+absl::Status CheckResume(const SessionOpenSpec& open);
 
 // The call's stream table of a session's options.
 std::vector<SessionStreamInfo> StreamTable(
     const batching::SessionOptions& options);
 
-}  // namespace braid::server
+}  // namespace braid::frontend
 
-#endif  // BRAID_SERVER_SESSION_OPEN_H_
+#endif  // BRAID_FRONTEND_SESSION_OPEN_H_
