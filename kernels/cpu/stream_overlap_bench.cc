@@ -12,7 +12,7 @@
 // as the tiles load theirs (xq, the scale-product table).
 //   bazel run -c opt //kernels/cpu:stream_overlap_bench -- --triples=10
 //     [--prefetch_bytes=8192] [--table_loads] [--threads=2]
-// docs/PERFORMANCE.md (session 11) has what it measured here.
+// docs/perf-log/2026-11-29-to-12-01.md (session 11) has what it measured here.
 #include <immintrin.h>
 
 // GCC 12's AVX-512 intrinsics trip -Wmaybe-uninitialized / -Wuninitialized

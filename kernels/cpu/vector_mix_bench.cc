@@ -6,7 +6,7 @@
 // activation operand comes from a small L1 table through a pointer the
 // compiler cannot see through, so every group does its own work.
 //   bazel run -c opt //kernels/cpu:vector_mix_bench
-// docs/PERFORMANCE.md (issue 3, session 14) has what it measured here.
+// docs/perf-log/2026-11-29-to-12-01.md (issue 3, session 14) has what it measured here.
 #include <immintrin.h>
 
 // GCC 12's AVX-512 intrinsics trip -Wmaybe-uninitialized on their own

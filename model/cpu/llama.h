@@ -40,7 +40,8 @@ struct LoadOptions {
   // How long idle pool workers spin before sleeping (kernels::cpu::ThreadPool).
   int spin_us = 200;
   // Matrix products on weights repacked at load (kernels/cpu/packed_gemm.h)
-  // where the CPU has AVX-512 + VNNI: 2.5-3.5x faster products, the same
+  // where the CPU has AVX-512 + VNNI: prompts ~1.6-1.8x and batched decoding ~1.3-1.7x faster end to end
+  // (docs/PERFORMANCE.md), the same
   // determinism and batch invariance, but not ggml's float rounding, so
   // logits are not bit-identical to llama.cpp's (see docs/ARCHITECTURE.md).
   // Off: every product has ggml's arithmetic bit for bit.
@@ -126,7 +127,7 @@ class LlamaModel : public Model {
   // part a thread (sequences that see a block another writes in the step,
   // such as a session's streams, in the same part): each thread runs the
   // whole forward pass of its sequences alone, so no data crosses between
-  // threads inside the step. At 4-7 tokens a thread it runs so when that has
+  // threads inside the step. At 2-7 tokens a thread it runs so when that has
   // been the faster way lately (SplitChooser). Otherwise every section of
   // the pass is split over the pool (row-parallel). The logits are the same
   // bits either way.
@@ -261,9 +262,8 @@ class LlamaModel : public Model {
   // on its first run of section `id` (each section a new id), instead of
   // by one thread in a serial section before the product: the other
   // threads no longer wait, and no thread writes lines another holds.
-  // Same operations, same bits. Against the serial section, steps
-  // alternating (llama_bench, docs/PERFORMANCE.md session 16): one stream
-  // 1.7% and 4 sequences 1.9% less a step.
+  // Same operations, same bits, a little less time a step
+  // (docs/perf-log/code-notes.md).
   static constexpr int kLocalInputTokens = 4;
   const kernels::cpu::QuantizedActivations* LocalInputsFor(
       int slot, uint64_t id, const float* x, const float* weight, int n,

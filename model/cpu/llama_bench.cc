@@ -14,7 +14,7 @@
 //   weight_bytes / kv bytes: what one decode step reads;
 //   handoff_ns: the round trip of a cache line between two threads on CPUs
 //             0 and 1 (pinned), ~100 ns on one core complex, ~400 on two:
-//             this VM's vCPUs move between the two placements, which moves
+//             a VM's vCPUs can move between the two placements, which moves
 //             every ratio of batched to one-stream decode (the batched step
 //             is compute-bound, its ~150 parallel sections hand data across).
 // Each phase runs --reps times; the best run is reported. Prints one JSON

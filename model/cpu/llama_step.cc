@@ -42,19 +42,13 @@ int64_t EntrySlot(const BatchSequence& seq, int64_t e, int64_t block_size) {
 }
 
 // Data-parallel steps (LlamaModel::data_parallel_steps): at least this many
-// tokens a thread, so each thread's products still take 8-token tiles.
-// Against the row-parallel step (llama_bench, steps alternating,
-// docs/PERFORMANCE.md): 16 sequences 0.1-2.3% less time a step with the two
-// threads on one core complex and 12-15% on two, 32 sequences 9% on one
-// (the 16-token parts take each weight row once, 32 row-parallel tokens
-// twice).
+// tokens a thread, so each thread's products still take 8-token tiles
+// (a 16-token part takes each weight row once, 32 row-parallel tokens
+// twice; figures in docs/perf-log/code-notes.md).
 constexpr int kDataParallelTokens = 8;
 // From this many tokens a thread to kDataParallelTokens, the step runs the
-// way that has been faster (SplitChooser): 8 sequences (4 a thread) took
-// 11-17% less time data-parallel with the threads on two core complexes,
-// 6-9% more on one in session 10 and about the same there now; 4 (2 a
-// thread, a session's 4 branches) 9-13% less on two complexes and ~20%
-// more on one, where probing it one step in 32 costs ~0.6%.
+// way that has been faster (SplitChooser): which one wins there depends on
+// the threads' placement.
 constexpr int kMeasuredTokens = 2;
 // Decode-sized sequences only (decode steps, a session's lockstep streams):
 // their costs are alike, so contiguous parts balance.

@@ -1,14 +1,12 @@
 // Which way to run a forward step that can run either row-parallel (every
 // section split over the pool) or data-parallel (the sequences in parts, one
-// a thread), when neither always wins: at 4-7 tokens a thread the faster one
-// depends on where the machine runs the pool's threads (on this project's
-// 2-vCPU VM, 8 sequences ran 11-17% faster data-parallel with the vCPUs on
-// two core complexes, and from 6-9% slower to about the same on one, and
-// the placement changes while a process runs). So the step time of each
-// way is kept for every batch size, as an average of recent steps, and the
-// faster way runs, the other one step in kProbeEvery to keep its time
-// current (on one complex this VM's 8-sequence rate came out 0.6% below
-// always row-parallel). Either way
+// a thread), when neither always wins: at 2-7 tokens a thread the faster one
+// depends on where the machine runs the pool's threads (on two core
+// complexes or one; a VM's vCPUs can move between them while a process
+// runs). So the step time of each way is kept for every batch size, as an
+// average of recent steps, and the faster way runs, the other one step in
+// kProbeEvery to keep its time current (what that costs and gains:
+// docs/perf-log/code-notes.md). Either way
 // gives the same bits (LlamaModel's batch invariance); only the speed
 // depends on the choice. Not thread-safe (one forward pass at a time).
 #ifndef BRAID_MODEL_CPU_SPLIT_CHOOSER_H_

@@ -14,8 +14,8 @@ from other processes hits both alike, and prints each figure and the ratios:
                 tok/s, and each one's ratio to its own decode1; braid's again
                 in a second driver run with one stream's and the batch's
                 steps alternating (--interleave), so both come from the same
-                minutes: this VM's speed drifts by 20-30% between phases, the
-                one-stream and batched steps not alike
+                minutes: a VM's speed can drift by 20-30% between phases,
+                the one-stream and batched steps not alike
   rss           braid: VmRSS of the driver process holding the model and a
                 --kv_tokens paged KV pool; llama.cpp: VmRSS with n_ctx =
                 --kv_tokens
@@ -44,8 +44,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 # attention "auto": on for this CPU backend), the same token ids as
 # llama_bench, greedy argmax of the logits llama_decode returns. (The `Llama`
 # class, used before, turns flash attention off unless asked and adds its
-# eval() bookkeeping: one stream 77.1 tok/s that way, 92.4 this way, on the
-# Intel VM of session 23.)
+# eval() bookkeeping: about 17% slower one stream; docs/perf-log.)
 # decodeN: --seqs sequences in one llama_batch per step, each its own seq_id
 # in a context with n_seq_max = --seqs and llama.cpp's default per-sequence
 # KV (kv_unified off: 10% faster at 8 sequences than one shared cache there).
@@ -152,8 +151,7 @@ def run_braid(a):
 
 # llama-cpp-python 0.3.36 built for the machine (-march=native) takes ggml's
 # AMX path on CPUs with AMX-INT8, and that path crashed on the first matrix
-# product on a 2-vCPU Xeon (session 22; ggml-org/llama.cpp#20824, closed
-# unfixed). Built without it, llama.cpp runs its AVX-512 VNNI kernels.
+# product on a 2-vCPU Xeon (ggml-org/llama.cpp#20824, closed unfixed). Built without it, llama.cpp runs its AVX-512 VNNI kernels.
 NO_AMX_BUILD = (
     'CMAKE_ARGS="-DGGML_NATIVE=OFF -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON '
     '-DGGML_F16C=ON -DGGML_BMI2=ON -DGGML_AVX_VNNI=ON -DGGML_AVX512=ON '
