@@ -8,16 +8,14 @@
 #include "absl/strings/str_cat.h"
 #include "batching/engine.h"
 #include "batching/model_executor.h"
+#include "batching/testing/engine_runs.h"
 #include "batching/testing/fifo_queue.h"
-#include "batching/testing/recording_sink.h"
 #include "gtest/gtest.h"
 #include "model/gguf.h"
 #include "model/testing/smollm2.h"
 
 namespace braid::batching {
 namespace {
-
-using testing::RecordingSink;
 
 constexpr int kBlockSize = 16;
 
@@ -61,29 +59,13 @@ class EngineModelTest : public ::testing::Test {
     return r;
   }
 
-  // Runs the requests concurrently (all submitted before the engine can
-  // finish any) and returns each one's tokens.
   static std::vector<std::vector<int32_t>> RunTogether(
       Engine& engine, const std::vector<GenerationRequest>& requests) {
-    std::vector<std::shared_ptr<RecordingSink>> sinks;
-    for (const GenerationRequest& r : requests) {
-      sinks.push_back(std::make_shared<RecordingSink>());
-      EXPECT_TRUE(engine.Submit(r, sinks.back()).ok());
-    }
-    std::vector<std::vector<int32_t>> out;
-    for (auto& s : sinks) {
-      EXPECT_EQ(s->WaitFinal(absl::Seconds(300)).finish_reason,
-                FinishReason::kLength);
-      out.push_back(s->Tokens());
-    }
-    return out;
+    return testing::RunTogether(engine, requests);
   }
 
   static void ExpectIdle(const Engine& engine) {
-    EngineStats s = engine.Stats();
-    EXPECT_EQ(s.requests, 0);
-    EXPECT_EQ(s.running, 0);
-    EXPECT_EQ(s.kv_blocks_free, s.kv_blocks_total);
+    testing::ExpectEngineIdle(engine);
   }
 
   static std::vector<GenerationRequest> Prompts(int n, int max_tokens) {

@@ -9,8 +9,8 @@
 
 #include "batching/engine.h"
 #include "batching/model_executor.h"
+#include "batching/testing/engine_runs.h"
 #include "batching/testing/fifo_queue.h"
-#include "batching/testing/recording_sink.h"
 #include "batching/testing/tokenizer.h"
 #include "batching/testing/toy_model.h"
 #include "gtest/gtest.h"
@@ -68,28 +68,8 @@ std::vector<int32_t> Expected(const GenerationRequest& r, int n_vocab) {
   return out;
 }
 
-std::vector<std::vector<int32_t>> RunTogether(
-    Engine& engine, const std::vector<GenerationRequest>& requests) {
-  std::vector<std::shared_ptr<testing::RecordingSink>> sinks;
-  for (const GenerationRequest& r : requests) {
-    sinks.push_back(std::make_shared<testing::RecordingSink>());
-    EXPECT_TRUE(engine.Submit(r, sinks.back()).ok());
-  }
-  std::vector<std::vector<int32_t>> out;
-  for (auto& s : sinks) {
-    EXPECT_EQ(s->WaitFinal(absl::Seconds(300)).finish_reason,
-              FinishReason::kLength);
-    out.push_back(s->Tokens());
-  }
-  return out;
-}
-
-void ExpectIdle(const Engine& engine) {
-  const EngineStats s = engine.Stats();
-  EXPECT_EQ(s.requests, 0);
-  EXPECT_EQ(s.running, 0);
-  EXPECT_EQ(s.kv_blocks_free, s.kv_blocks_total);
-}
+using testing::ExpectEngineIdle;
+using testing::RunTogether;
 
 TEST(EngineSeamTest, ASecondModelImplementationServesThroughTheEngine) {
   std::unique_ptr<model::Tokenizer> tokenizer = testing::LoadTestTokenizer();
@@ -107,7 +87,7 @@ TEST(EngineSeamTest, ASecondModelImplementationServesThroughTheEngine) {
   }
   EXPECT_GT(big.engine->Stats().prefix_hit_tokens, 0);
   EXPECT_EQ(big.engine->Stats().preemptions, 0);
-  ExpectIdle(*big.engine);
+  ExpectEngineIdle(*big.engine);
   EXPECT_EQ(big.executor->kv_cache().num_blocks(), 128);
 
   // Eight requests of up to 59 tokens (8 blocks) in 16 blocks.
@@ -118,7 +98,7 @@ TEST(EngineSeamTest, ASecondModelImplementationServesThroughTheEngine) {
   for (size_t i = 0; i < requests.size(); ++i) {
     EXPECT_EQ(squeezed[i], Expected(requests[i], n_vocab)) << "request " << i;
   }
-  ExpectIdle(*small.engine);
+  ExpectEngineIdle(*small.engine);
 }
 
 }  // namespace

@@ -12,6 +12,7 @@
 
 #include "absl/time/clock.h"
 #include "batching/engine.h"
+#include "batching/testing/engine_runs.h"
 #include "batching/testing/fake_executor.h"
 #include "batching/testing/fifo_queue.h"
 #include "batching/testing/tokenizer.h"
@@ -54,14 +55,7 @@ class FakeEngineTest : public ::testing::Test {
                                     engine_metrics);
   }
 
-  static void ExpectIdle(const Engine& engine) {
-    EngineStats s = engine.Stats();
-    EXPECT_EQ(s.requests, 0);
-    EXPECT_EQ(s.waiting, 0);
-    EXPECT_EQ(s.waiting_tokens, 0);
-    EXPECT_EQ(s.running, 0);
-    EXPECT_EQ(s.kv_blocks_free, s.kv_blocks_total);
-  }
+  static void ExpectIdle(const Engine& engine) { ExpectEngineIdle(engine); }
 
   // The token of the byte 0xE2 alone: the first of a three-byte
   // character, so text stops before it until the character is complete.

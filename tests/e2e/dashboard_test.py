@@ -12,7 +12,6 @@ import json
 import math
 import os
 import shutil
-import socket
 import subprocess
 import sys
 import tempfile
@@ -32,12 +31,6 @@ pb, pb_grpc = harness.load_stubs()
 LOAD_SECONDS = 15
 VLLM = ["vllm:num_requests_waiting", "vllm:num_requests_running",
         "vllm:kv_cache_usage_perc"]
-
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def get_json(url, timeout=10):
@@ -65,7 +58,7 @@ class Prometheus:
             f.write(config)
         self.log = open(os.path.join(self.dir, "prometheus.log"), "w")
         for _ in range(3):  # the free port may be taken meanwhile
-            self.port = free_port()
+            self.port = harness.free_port()
             self.proc = subprocess.Popen(
                 [binary, f"--config.file={cfg}",
                  f"--storage.tsdb.path={os.path.join(self.dir, 'data')}",

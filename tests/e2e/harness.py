@@ -48,6 +48,14 @@ def load_stubs():
     return braid_pb2, braid_pb2_grpc
 
 
+def free_port():
+    """A loopback port no process listens on right now."""
+    import socket
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
 def wait_for(condition, timeout, what, interval=0.02):
     """Polls `condition` until it returns a true value (returned) or
     `timeout` seconds pass (AssertionError naming `what`)."""
