@@ -386,27 +386,51 @@ void LlamaModel::ReserveLocalInputs() const {
 // runs per sequence over the paged cache. Five parallel sections per layer.
 void LlamaModel::RunLayer(int il, const KvEntryMeta* meta, int n,
                           const KvView& kv, const Exec& exec) {
+  SectionClock clock(exec.profile);
+  RunQkv(il, n, kv, exec, clock);
+  RunAttentionOut(il, meta, n, kv, exec, clock);
+  RunFfn(il, n, exec, clock);
+}
+
+LlamaModel::SectionClock::SectionClock(SectionProfile* profile)
+    : profile_(profile),
+      last_(profile != nullptr ? std::chrono::steady_clock::now()
+                               : std::chrono::steady_clock::time_point{}) {}
+
+void LlamaModel::SectionClock::Mark(Section part) {
+  if (profile_ == nullptr) return;
+  const auto now = std::chrono::steady_clock::now();
+  profile_->seconds[part] += std::chrono::duration<double>(now - last_).count();
+  last_ = now;
+}
+
+// With post-norms (Gemma) a product goes to h, is normed there and then
+// added to the residual; otherwise the product added into it directly.
+void LlamaModel::AddPostNormed(const std::vector<float>& post_norm, int n,
+                               const Exec& exec) {
+  if (post_norm.empty()) return;
+  const LlamaConfig& c = config_;
+  Scratch& s = *exec.scratch;
+  exec.pool->ParallelFor(n, [&](int64_t t) {
+    float* h = s.h.data() + t * c.n_embd;
+    k::RmsNorm(h, post_norm.data(), 1, c.n_embd, c.rms_eps, h);
+    k::AddInPlace(s.x.data() + t * c.n_embd, h, c.n_embd);
+  });
+}
+
+// Q, K and V: the norm and quantization of the layer's input, the products
+// with their epilogues, K and V into the pool.
+void LlamaModel::RunQkv(int il, int n, const KvView& kv, const Exec& exec,
+                        SectionClock& clock) {
   const LlamaConfig& c = config_;
   const Layer& l = layers_[il];
   Scratch& s = *exec.scratch;
   k::ThreadPool& pool = *exec.pool;
-  SectionProfile* const profile = exec.profile;
   const int64_t hd = c.head_dim;
   const int64_t q_dim = c.n_head * hd;
   const int64_t kv_dim = c.kv_dim();
 
   const k::WeightMatrix* qkv[3] = {&l.wq, &l.wk, &l.wv};
-  // Section timing (SetSectionProfile): mark(part) adds the time since the
-  // last mark.
-  auto t_last = profile != nullptr ? std::chrono::steady_clock::now()
-                                   : std::chrono::steady_clock::time_point{};
-  auto mark = [&](Section part) {
-    if (profile == nullptr) return;
-    const auto now = std::chrono::steady_clock::now();
-    profile->seconds[part] +=
-        std::chrono::duration<double>(now - t_last).count();
-    t_last = now;
-  };
   // The products' inputs: see LocalInputsFor.
   const bool local = n <= kLocalInputTokens && pool.num_threads() > 1;
   k::QuantizedActivations qkv_in[3];
@@ -416,7 +440,7 @@ void LlamaModel::RunLayer(int il, const KvEntryMeta* meta, int n,
   } else {
     NormQuantizeFor(s.x.data(), l.attn_norm.data(), n, qkv, 3, qkv_in, exec);
   }
-  mark(kNormQkv);
+  clock.Mark(kNormQkv);
   uint16_t* k_layer = kv.k + il * kv.layer_stride;
   uint16_t* v_layer = kv.v + il * kv.layer_stride;
   // The rows of Q, then K, then V, in units of 16 (of a head when the
@@ -497,7 +521,22 @@ void LlamaModel::RunLayer(int il, const KvEntryMeta* meta, int n,
     }
   };
   pool.ParallelRanges(units, k::kMatMulRunRows / unit, qkv_rows);
-  mark(kQkv);
+  clock.Mark(kQkv);
+}
+
+// Attention over the paged cache, then the O projection into the residual.
+void LlamaModel::RunAttentionOut(int il, const KvEntryMeta* meta, int n,
+                                 const KvView& kv, const Exec& exec,
+                                 SectionClock& clock) {
+  const LlamaConfig& c = config_;
+  const Layer& l = layers_[il];
+  Scratch& s = *exec.scratch;
+  k::ThreadPool& pool = *exec.pool;
+  const int64_t hd = c.head_dim;
+  const int64_t q_dim = c.n_head * hd;
+  const bool slides = c.Slides(il);
+  uint16_t* k_layer = kv.k + il * kv.layer_stride;
+  uint16_t* v_layer = kv.v + il * kv.layer_stride;
   k::AttentionShape shape{c.n_head, c.n_head_kv, c.head_dim};
   shape.scale = c.q_scale > 0 ? 1.0f : 0.0f;  // (Q is scaled: Gemma)
   shape.softcap = c.attn_softcap;
@@ -519,17 +558,7 @@ void LlamaModel::RunLayer(int il, const KvEntryMeta* meta, int n,
                                                      o_in, c0, c1, t0, t1);
                       }
                     });
-  mark(kAttention);
-  // With post-norms (Gemma) a product goes to h, is normed there and then
-  // added to the residual; otherwise it adds into the residual directly.
-  auto residual_add = [&](const std::vector<float>& post_norm) {
-    if (post_norm.empty()) return;
-    pool.ParallelFor(n, [&](int64_t t) {
-      float* h = s.h.data() + t * c.n_embd;
-      k::RmsNorm(h, post_norm.data(), 1, c.n_embd, c.rms_eps, h);
-      k::AddInPlace(s.x.data() + t * c.n_embd, h, c.n_embd);
-    });
-  };
+  clock.Mark(kAttention);
   float* const o_out = l.post_attn_norm.empty() ? s.x.data() : s.h.data();
   const bool o_acc = l.post_attn_norm.empty();
   if (fuse_o) {
@@ -537,9 +566,18 @@ void LlamaModel::RunLayer(int il, const KvEntryMeta* meta, int n,
   } else {
     k::MatMul(l.wo, s.attn.data(), n, o_out, o_acc, &pool, &s.matmul);
   }
-  residual_add(l.post_attn_norm);
-  mark(kOut);
+  AddPostNormed(l.post_attn_norm, n, exec);
+  clock.Mark(kOut);
+}
 
+// The gated FFN: norm and quantization, gate and up with the activation,
+// the down projection into the residual.
+void LlamaModel::RunFfn(int il, int n, const Exec& exec, SectionClock& clock) {
+  const LlamaConfig& c = config_;
+  const Layer& l = layers_[il];
+  Scratch& s = *exec.scratch;
+  k::ThreadPool& pool = *exec.pool;
+  const bool local = n <= kLocalInputTokens && pool.num_threads() > 1;
   const k::WeightMatrix* gate_up[2] = {&l.w_gate, &l.w_up};
   k::QuantizedActivations ffn_in[2];
   uint64_t ffn_id = 0;
@@ -548,7 +586,7 @@ void LlamaModel::RunLayer(int il, const KvEntryMeta* meta, int n,
   } else {
     NormQuantizeFor(s.x.data(), l.ffn_norm.data(), n, gate_up, 2, ffn_in, exec);
   }
-  mark(kNormFfn);
+  clock.Mark(kNormFfn);
   // The down projection's input is quantized by the runs that write it,
   // each its own blocks (k::StartActivations; in s.matmul3, which the FFN's
   // two inputs leave unused), not in a pass after the section: no parallel
@@ -583,7 +621,7 @@ void LlamaModel::RunLayer(int il, const KvEntryMeta* meta, int n,
     }
   };
   pool.ParallelRanges(ffn_units, k::kMatMulRunRows / 64, ffn_rows);
-  mark(kGateUp);
+  clock.Mark(kGateUp);
   float* const down_out = l.post_ffn_norm.empty() ? s.x.data() : s.h.data();
   const bool down_acc = l.post_ffn_norm.empty();
   if (fused) {
@@ -591,8 +629,8 @@ void LlamaModel::RunLayer(int il, const KvEntryMeta* meta, int n,
   } else {
     k::MatMul(l.w_down, s.gate.data(), n, down_out, down_acc, &pool, &s.matmul);
   }
-  residual_add(l.post_ffn_norm);
-  mark(kDown);
+  AddPostNormed(l.post_ffn_norm, n, exec);
+  clock.Mark(kDown);
 }
 
 const char* LlamaModel::SectionName(Section s) {

@@ -15,6 +15,7 @@
 #ifndef BRAID_MODEL_CPU_LLAMA_H_
 #define BRAID_MODEL_CPU_LLAMA_H_
 
+#include <chrono>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -239,6 +240,27 @@ class LlamaModel : public Model {
                     const Exec& exec, float* logits);
   void RunLayer(int il, const KvEntryMeta* meta, int n, const KvView& kv,
                 const Exec& exec);
+  // Section timing (SetSectionProfile): Mark(part) adds the time since the
+  // last mark to `part`.
+  class SectionClock {
+   public:
+    explicit SectionClock(SectionProfile* profile);
+    void Mark(Section part);
+
+   private:
+    SectionProfile* const profile_;
+    std::chrono::steady_clock::time_point last_;
+  };
+  // RunLayer's three sections, in order.
+  void RunQkv(int il, int n, const KvView& kv, const Exec& exec,
+              SectionClock& clock);
+  void RunAttentionOut(int il, const KvEntryMeta* meta, int n, const KvView& kv,
+                       const Exec& exec, SectionClock& clock);
+  void RunFfn(int il, int n, const Exec& exec, SectionClock& clock);
+  // x += RmsNorm(h) * post_norm for the n tokens (nothing when post_norm is
+  // empty: the product added into x itself).
+  void AddPostNormed(const std::vector<float>& post_norm, int n,
+                     const Exec& exec);
   // Quantizes h = RmsNorm(x) * weight [n, ws[i]->cols] (into scratch h)
   // once per distinct activation type (and packing) of ws into out[i] for
   // ws[i]; the norm runs in the first quantization's parallel tasks.
