@@ -250,6 +250,112 @@ void AddRows(const AttentionShape& shape, const float* q, float* out, int64_t t,
   }
 }
 
+// A one-token sequence over a long context (a decode step, a one-token
+// prompt chunk).
+bool LongOne(const PagedAttentionSeq& seq) {
+  return seq.num_tokens == 1 && seq.num_ctx >= kSplitMinEntries;
+}
+
+// Whether a call's long one-token sequences take the long-context phases:
+// where the kernels have them (AVX-512, head_dim 64 or 128, a KV head's
+// query heads in one task), with two or more threads, and only while the
+// call's sequences are too few to keep the pool busy as whole tasks (one
+// per KV head): the split costs three more parallel sections, which a busy
+// call (say, decoding streams beside a long prompt's one-token chunk) does
+// not win back.
+bool UseLongSplit(const AttentionShape& shape, const PagedAttentionSeq* seqs,
+                  const int32_t* token_seq, int64_t n_tok, ThreadPool* pool) {
+  if (pool == nullptr || pool->num_threads() <= 1 || !UseAvx512() ||
+      !(shape.head_dim == 64 || shape.head_dim == 128) ||
+      shape.n_head / shape.n_kv_head > kMaxRows) {
+    return false;
+  }
+  int64_t num_long = 0, num_seqs = 0;
+  for (int64_t t = 0; t < n_tok; ++t) {
+    num_long += LongOne(seqs[token_seq[t]]);
+    num_seqs += t == 0 || token_seq[t] != token_seq[t - 1];
+  }
+  return num_long > 0 && num_seqs * shape.n_kv_head < 4 * pool->num_threads();
+}
+
+// The entries each token of `run` (of `seq`) sees, into slot (RunView).
+void BuildRunView(const AttentionShape& shape, const PagedEntries& entries,
+                  const PagedAttentionSeq& seq, const KvEntryMeta* q_meta,
+                  const TokenRun& run, ViewSlot& slot) {
+  RunView& view = slot.view;
+  KvEntryMeta* metas = Scratch(tls.metas, seq.num_ctx);
+  int32_t* keys = Scratch(tls.keys, seq.num_ctx);
+  int32_t* ents = Scratch(slot.entries, run.count * seq.num_ctx);
+  // The entries token t sees, in context order, into list (metas too);
+  // returns their count. *windowed counts the entries it would see but
+  // for the sliding window.
+  int64_t cut = 0;
+  auto gather = [&](int64_t t, int32_t* list, int64_t* windowed) {
+    int64_t n = 0;
+    for (int64_t j = 0; j < seq.num_ctx; ++j) {
+      const int64_t e = entries.Slot(seq, j);
+      const KvEntryMeta m = entries.Meta(e, j);
+      if (!EntryVisible(seq, q_meta[t], m)) continue;
+      if (shape.window > 0 && int64_t{q_meta[t].y} - m.y >= shape.window) {
+        ++*windowed;
+        continue;
+      }
+      metas[n] = m;
+      list[n++] = static_cast<int32_t>(e);
+    }
+    return n;
+  };
+  // The run's last token's entries serve every token that sees exactly a
+  // prefix of them; others go alone. A token of the last token's stream
+  // at y <= its y sees a subset of them: entry m iff key(m) <= its y, with
+  // key = y for the stream's own entries and y + 1 for others' (it sees
+  // those strictly below). When keys never decrease along the list (one
+  // causal stream; branches), every such subset is a prefix.
+  const int64_t last = run.first + run.count - 1;
+  view.n_last = gather(last, ents, &cut);
+  const int64_t n_last = view.n_last;
+  const KvEntryMeta ql = q_meta[last];
+  bool monotone = true;
+  for (int64_t j = 0; j < n_last; ++j) {
+    keys[j] = metas[j].stream == ql.stream ? metas[j].y : metas[j].y + 1;
+    monotone = monotone && (j == 0 || keys[j] >= keys[j - 1]);
+  }
+  // (Under a sliding window an earlier token also sees some of the
+  // entries the window took from the last token's: it goes alone then.)
+  auto sees_prefix = [&](int64_t t, int64_t* nt) {
+    const KvEntryMeta qt = q_meta[t];
+    if (qt.stream != ql.stream || qt.y > ql.y) return false;
+    if (cut > 0 && qt.y != ql.y) return false;
+    if (monotone) {
+      *nt = std::upper_bound(keys, keys + n_last, qt.y) - keys;
+      return true;
+    }
+    *nt = 0;
+    while (*nt < n_last && keys[*nt] <= qt.y) ++*nt;
+    for (int64_t j = *nt; j < n_last; ++j) {
+      if (keys[j] <= qt.y) return false;
+    }
+    return true;
+  };
+  view.num_prefix = view.num_alone = 0;
+  int64_t at = n_last;
+  for (int64_t t = run.first; t < last; ++t) {
+    int64_t nt = 0;
+    if (sees_prefix(t, &nt)) {
+      view.prefix_t[view.num_prefix] = t;
+      view.prefix_n[view.num_prefix++] = nt;
+    } else {
+      const int i = view.num_alone++;
+      view.alone_t[i] = t;
+      view.alone_at[i] = at;
+      int64_t unused = 0;
+      view.alone_n[i] = gather(t, ents + at, &unused);
+      at += view.alone_n[i];
+    }
+  }
+  view.num_entries = at;
+}
+
 }  // namespace
 
 namespace internal {
@@ -342,111 +448,17 @@ void PagedAttention(
     absl::FunctionRef<void(int64_t, int64_t, int64_t, int64_t)> done) {
   const PagedEntries entries(shape, kv);
   const float scale = internal::ScoreScale(shape);
-  // One-token sequences over long contexts (decode steps, one-token prompt
-  // chunks) go through the long-context phases (attention_long.cc), the
-  // rest one task per query-row group.
-  const bool split_long = pool != nullptr && pool->num_threads() > 1 &&
-                          UseAvx512() &&
-                          (shape.head_dim == 64 || shape.head_dim == 128) &&
-                          shape.n_head / shape.n_kv_head <= kMaxRows;
-  auto long_one = [&](int64_t t) {
-    const PagedAttentionSeq& seq = seqs[token_seq[t]];
-    return seq.num_tokens == 1 && seq.num_ctx >= kSplitMinEntries;
+  // One-token sequences over long contexts take the long-context phases
+  // (attention_long.cc) when the call splits them (UseLongSplit), the rest
+  // one task per query-row group.
+  const bool use_split = UseLongSplit(shape, seqs, token_seq, n_tok, pool);
+  auto long_single = [&](int64_t t) {
+    return use_split && LongOne(seqs[token_seq[t]]);
   };
-  // Only while the call's sequences are too few to keep the pool busy as
-  // whole tasks (one per KV head): the split costs three more parallel
-  // sections, which a busy call (say, decoding streams beside a long
-  // prompt's one-token chunk) does not win back.
-  int64_t num_long = 0, num_seqs = 0;
-  if (split_long) {
-    for (int64_t t = 0; t < n_tok; ++t) {
-      num_long += long_one(t);
-      num_seqs += t == 0 || token_seq[t] != token_seq[t - 1];
-    }
-  }
-  const bool use_split =
-      num_long > 0 && num_seqs * shape.n_kv_head < 4 * pool->num_threads();
-  auto long_single = [&](int64_t t) { return use_split && long_one(t); };
   const TaskSplit split(
       shape, n_tok, pool,
       [&](int64_t t) { return token_seq[t] == token_seq[t - 1]; },
       [&](int64_t t) { return seqs[token_seq[t]].num_ctx; }, long_single);
-  // A run's RunView, into slot.
-  auto build_view = [&](const TokenRun& run, const PagedAttentionSeq& seq,
-                        ViewSlot& slot) {
-    RunView& view = slot.view;
-    KvEntryMeta* metas = Scratch(tls.metas, seq.num_ctx);
-    int32_t* keys = Scratch(tls.keys, seq.num_ctx);
-    int32_t* ents = Scratch(slot.entries, run.count * seq.num_ctx);
-    // The entries token t sees, in context order, into list (metas too);
-    // returns their count. *windowed counts the entries it would see but
-    // for the sliding window.
-    int64_t cut = 0;
-    auto gather = [&](int64_t t, int32_t* list, int64_t* windowed) {
-      int64_t n = 0;
-      for (int64_t j = 0; j < seq.num_ctx; ++j) {
-        const int64_t e = entries.Slot(seq, j);
-        const KvEntryMeta m = entries.Meta(e, j);
-        if (!EntryVisible(seq, q_meta[t], m)) continue;
-        if (shape.window > 0 && int64_t{q_meta[t].y} - m.y >= shape.window) {
-          ++*windowed;
-          continue;
-        }
-        metas[n] = m;
-        list[n++] = static_cast<int32_t>(e);
-      }
-      return n;
-    };
-    // The run's last token's entries serve every token that sees exactly a
-    // prefix of them; others go alone. A token of the last token's stream
-    // at y <= its y sees a subset of them: entry m iff key(m) <= its y, with
-    // key = y for the stream's own entries and y + 1 for others' (it sees
-    // those strictly below). When keys never decrease along the list (one
-    // causal stream; branches), every such subset is a prefix.
-    const int64_t last = run.first + run.count - 1;
-    view.n_last = gather(last, ents, &cut);
-    const int64_t n_last = view.n_last;
-    const KvEntryMeta ql = q_meta[last];
-    bool monotone = true;
-    for (int64_t j = 0; j < n_last; ++j) {
-      keys[j] = metas[j].stream == ql.stream ? metas[j].y : metas[j].y + 1;
-      monotone = monotone && (j == 0 || keys[j] >= keys[j - 1]);
-    }
-    // (Under a sliding window an earlier token also sees some of the
-    // entries the window took from the last token's: it goes alone then.)
-    auto sees_prefix = [&](int64_t t, int64_t* nt) {
-      const KvEntryMeta qt = q_meta[t];
-      if (qt.stream != ql.stream || qt.y > ql.y) return false;
-      if (cut > 0 && qt.y != ql.y) return false;
-      if (monotone) {
-        *nt = std::upper_bound(keys, keys + n_last, qt.y) - keys;
-        return true;
-      }
-      *nt = 0;
-      while (*nt < n_last && keys[*nt] <= qt.y) ++*nt;
-      for (int64_t j = *nt; j < n_last; ++j) {
-        if (keys[j] <= qt.y) return false;
-      }
-      return true;
-    };
-    view.num_prefix = view.num_alone = 0;
-    int64_t at = n_last;
-    for (int64_t t = run.first; t < last; ++t) {
-      int64_t nt = 0;
-      if (sees_prefix(t, &nt)) {
-        view.prefix_t[view.num_prefix] = t;
-        view.prefix_n[view.num_prefix++] = nt;
-      } else {
-        const int i = view.num_alone++;
-        view.alone_t[i] = t;
-        view.alone_at[i] = at;
-        int64_t unused = 0;
-        view.alone_n[i] = gather(t, ents + at, &unused);
-        at += view.alone_n[i];
-      }
-    }
-    view.num_entries = at;
-  };
   auto attend = [&](const TokenRun& run, int64_t run_index, int64_t kvh,
                     int64_t h0, int g, bool first) {
     const PagedAttentionSeq& seq = seqs[token_seq[run.first]];
@@ -468,13 +480,13 @@ void PagedAttention(
       slot = &tls.passes[run_index];
       if (slot->pass != kv.view_pass || slot->first != run.first ||
           slot->count != run.count) {
-        build_view(run, seq, *slot);
+        BuildRunView(shape, entries, seq, q_meta, run, *slot);
         slot->pass = kv.view_pass;
         slot->first = run.first;
         slot->count = run.count;
       }
     } else if (first) {
-      build_view(run, seq, *slot);
+      BuildRunView(shape, entries, seq, q_meta, run, *slot);
     }
     // At a thread's first task of a run: the entries its tokens see (the
     // RunView), then their rows, all KV heads, from memory at once
