@@ -5,6 +5,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
+#include "util/status_macros.h"
 
 namespace braid::frontend {
 namespace {
@@ -99,7 +100,7 @@ absl::StatusOr<std::vector<int32_t>> RequestBuilder::Tokenize(
   std::string text;
   switch (prompt.kind) {
     case PromptSpec::Kind::kText:
-      if (auto s = CheckUtf8(prompt.text, "prompt.text"); !s.ok()) return s;
+      BRAID_RETURN_IF_ERROR(CheckUtf8(prompt.text, "prompt.text"));
       text = prompt.text;
       break;
     case PromptSpec::Kind::kChat: {
@@ -116,10 +117,8 @@ absl::StatusOr<std::vector<int32_t>> RequestBuilder::Tokenize(
       for (size_t i = 0; i < prompt.messages.size(); ++i) {
         const ChatMessageSpec& m = prompt.messages[i];
         const std::string field = absl::StrCat("prompt.chat.messages[", i, "]");
-        if (auto s = CheckUtf8(m.content, field + ".content"); !s.ok()) {
-          return s;
-        }
-        if (auto s = CheckUtf8(m.role, field + ".role"); !s.ok()) return s;
+        BRAID_RETURN_IF_ERROR(CheckUtf8(m.content, field + ".content"));
+        BRAID_RETURN_IF_ERROR(CheckUtf8(m.role, field + ".role"));
         messages.push_back({m.role, m.content});
       }
       absl::StatusOr<std::string> rendered =
@@ -146,9 +145,7 @@ absl::StatusOr<std::vector<int32_t>> RequestBuilder::PromptTokens(
     const PromptSpec& prompt, bool starts_context) const {
   std::vector<int32_t> ids;
   if (prompt.kind == PromptSpec::Kind::kTokens) {
-    if (auto s = CheckTokenIds(prompt.tokens, "prompt.tokens.ids"); !s.ok()) {
-      return s;
-    }
+    BRAID_RETURN_IF_ERROR(CheckTokenIds(prompt.tokens, "prompt.tokens.ids"));
     ids = prompt.tokens;
   } else {
     absl::StatusOr<std::vector<int32_t>> tokens =
@@ -228,13 +225,11 @@ absl::Status RequestBuilder::FillSampling(
       return Invalid(
           field, absl::StrCat("must be 1..", limits_.max_stop_bytes, " bytes"));
     }
-    if (auto st = CheckUtf8(stop, field); !st.ok()) return st;
+    BRAID_RETURN_IF_ERROR(CheckUtf8(stop, field));
     out->stop.push_back(stop);
   }
-  if (auto st = CheckTokenIds(p.stop_token_ids, "sampling.stop_token_ids");
-      !st.ok()) {
-    return st;
-  }
+  BRAID_RETURN_IF_ERROR(
+      CheckTokenIds(p.stop_token_ids, "sampling.stop_token_ids"));
   out->stop_token_ids = p.stop_token_ids;
   out->ignore_eos = p.ignore_eos;
 
@@ -266,7 +261,7 @@ absl::StatusOr<batching::GenerationRequest> RequestBuilder::BuildGenerate(
   if (request.request_id.size() > 128) {
     return Invalid("request_id", "must be at most 128 bytes");
   }
-  if (auto s = CheckUtf8(request.request_id, "request_id"); !s.ok()) return s;
+  BRAID_RETURN_IF_ERROR(CheckUtf8(request.request_id, "request_id"));
   out.request_id = request.request_id;
   if (request.tenant.size() > 64) {
     return Invalid("tenant", "must be at most 64 bytes");
@@ -281,11 +276,8 @@ absl::StatusOr<batching::GenerationRequest> RequestBuilder::BuildGenerate(
       PromptTokens(*request.prompt, /*starts_context=*/true);
   if (!prompt.ok()) return prompt.status();
   out.prompt = *std::move(prompt);
-  if (auto s = FillSampling(request.sampling,
-                            static_cast<int>(out.prompt.size()), &out);
-      !s.ok()) {
-    return s;
-  }
+  BRAID_RETURN_IF_ERROR(FillSampling(
+      request.sampling, static_cast<int>(out.prompt.size()), &out));
   return out;
 }
 

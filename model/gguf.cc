@@ -14,6 +14,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/string_view.h"
+#include "util/status_macros.h"
 
 namespace braid::model {
 namespace {
@@ -22,11 +23,13 @@ constexpr uint32_t kMagic = 0x46554747;  // "GGUF" little-endian.
 constexpr int kMaxDims = 4;
 constexpr int kMaxArrayNesting = 3;
 
+}  // namespace
+
 // Bounds-checked little-endian cursor over the file bytes. Every failure names
 // the field being read and its byte offset.
-class Cursor {
+class internal::GgufCursor {
  public:
-  Cursor(const uint8_t* base, size_t size, size_t pos = 0)
+  GgufCursor(const uint8_t* base, size_t size, size_t pos = 0)
       : base_(base), size_(size), pos_(pos) {}
 
   size_t pos() const { return pos_; }
@@ -72,6 +75,10 @@ class Cursor {
   size_t size_;
   size_t pos_;
 };
+
+namespace {
+
+using Cursor = internal::GgufCursor;
 
 // Size in bytes of a scalar value type; 0 for string/array, -1 for unknown.
 int ScalarSize(uint32_t type) {
@@ -332,45 +339,55 @@ absl::StatusOr<std::unique_ptr<GgufFile>> GgufFile::FromBytes(
   return file;
 }
 
-// Parse walks the header, metadata and tensor table once, validating as it
-// goes, and only then computes tensor data pointers, so no pointer into the
-// file is ever formed from an unchecked offset.
 absl::Status GgufFile::Parse() {
   Cursor c(base_, size_);
+  uint64_t n_tensors = 0, n_kv = 0;
+  BRAID_RETURN_IF_ERROR(ParseHeader(c, &n_tensors, &n_kv));
+  BRAID_RETURN_IF_ERROR(ParseMetadata(c, n_kv));
+  BRAID_RETURN_IF_ERROR(ReadAlignment());
+  std::vector<RawTensor> raw(n_tensors);
+  tensors_.reserve(n_tensors);
+  for (RawTensor& r : raw) BRAID_RETURN_IF_ERROR(ParseTensorInfo(c, &r));
+  return PlaceTensorData(c.pos(), raw);
+}
+
+absl::Status GgufFile::ParseHeader(Cursor& c, uint64_t* n_tensors,
+                                   uint64_t* n_kv) {
   uint32_t magic = 0;
-  if (absl::Status s = c.Read(&magic, "magic"); !s.ok()) return s;
+  BRAID_RETURN_IF_ERROR(c.Read(&magic, "magic"));
   if (magic != kMagic) {
     return absl::InvalidArgumentError("not a GGUF file (bad magic at byte 0)");
   }
-  if (absl::Status s = c.Read(&version_, "version"); !s.ok()) return s;
+  BRAID_RETURN_IF_ERROR(c.Read(&version_, "version"));
   if (version_ != 2 && version_ != 3) {
     return absl::InvalidArgumentError(absl::StrCat(
         "unsupported GGUF version ", version_, " at byte 4 (need 2 or 3)"));
   }
-  uint64_t n_tensors = 0, n_kv = 0;
-  if (absl::Status s = c.Read(&n_tensors, "tensor count"); !s.ok()) return s;
-  if (absl::Status s = c.Read(&n_kv, "metadata count"); !s.ok()) return s;
+  BRAID_RETURN_IF_ERROR(c.Read(n_tensors, "tensor count"));
+  BRAID_RETURN_IF_ERROR(c.Read(n_kv, "metadata count"));
   // Minimum encodings: kv = key length + type + 1 byte; tensor = name length +
   // n_dims + 1 dim + type + offset.
-  if (n_kv > c.remaining() / 13) {
+  if (*n_kv > c.remaining() / 13) {
     return absl::DataLossError(absl::StrCat(
-        "metadata count ", n_kv, " at byte 16 exceeds the file size"));
+        "metadata count ", *n_kv, " at byte 16 exceeds the file size"));
   }
-  if (n_tensors > c.remaining() / 32) {
+  if (*n_tensors > c.remaining() / 32) {
     return absl::DataLossError(absl::StrCat(
-        "tensor count ", n_tensors, " at byte 8 exceeds the file size"));
+        "tensor count ", *n_tensors, " at byte 8 exceeds the file size"));
   }
+  return absl::OkStatus();
+}
 
+absl::Status GgufFile::ParseMetadata(Cursor& c, uint64_t n_kv) {
   keys_.reserve(n_kv);
   for (uint64_t i = 0; i < n_kv; ++i) {
     const size_t at = c.pos();
     absl::string_view key;
-    if (absl::Status s = c.ReadString(&key, "metadata key"); !s.ok()) return s;
+    BRAID_RETURN_IF_ERROR(c.ReadString(&key, "metadata key"));
     uint32_t type = 0;
-    if (absl::Status s = c.Read(&type, "metadata value type"); !s.ok())
-      return s;
+    BRAID_RETURN_IF_ERROR(c.Read(&type, "metadata value type"));
     const size_t value_offset = c.pos();
-    if (absl::Status s = SkipValue(c, type, key, 0); !s.ok()) return s;
+    BRAID_RETURN_IF_ERROR(SkipValue(c, type, key, 0));
     if (!kv_.emplace(std::string(key),
                      KvEntry{static_cast<GgufValueType>(type), value_offset})
              .second) {
@@ -379,96 +396,98 @@ absl::Status GgufFile::Parse() {
     }
     keys_.emplace_back(key);
   }
+  return absl::OkStatus();
+}
 
-  if (Has("general.alignment")) {
-    absl::StatusOr<int64_t> a = GetInt("general.alignment");
-    if (!a.ok()) return a.status();
-    if (*a <= 0 || (*a & (*a - 1)) != 0 || *a > (1 << 30)) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "general.alignment ", *a, " is not a power of two in [1, 2^30]"));
-    }
-    alignment_ = static_cast<size_t>(*a);
+absl::Status GgufFile::ReadAlignment() {
+  if (!Has("general.alignment")) return absl::OkStatus();
+  BRAID_ASSIGN_OR_RETURN(const int64_t a, GetInt("general.alignment"));
+  if (a <= 0 || (a & (a - 1)) != 0 || a > (1 << 30)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "general.alignment ", a, " is not a power of two in [1, 2^30]"));
   }
+  alignment_ = static_cast<size_t>(a);
+  return absl::OkStatus();
+}
 
-  struct RawTensor {
-    uint64_t offset = 0;
-    size_t info_pos;
-  };
-  std::vector<RawTensor> raw;
-  tensors_.reserve(n_tensors);
-  raw.reserve(n_tensors);
-  for (uint64_t i = 0; i < n_tensors; ++i) {
-    const size_t at = c.pos();
-    absl::string_view name;
-    if (absl::Status s = c.ReadString(&name, "tensor name"); !s.ok()) return s;
-    const std::string where =
-        absl::StrCat("tensor '", name, "' (info at byte ", at, ")");
-    uint32_t n_dims = 0;
-    if (absl::Status s = c.Read(&n_dims, "tensor n_dims"); !s.ok()) return s;
-    if (n_dims == 0 || n_dims > kMaxDims) {
-      return absl::InvalidArgumentError(
-          absl::StrCat(where, ": n_dims ", n_dims, " not in [1, 4]"));
-    }
-    GgufTensor t;
-    t.name = std::string(name);
-    int64_t n_elements = 1;
-    for (uint32_t d = 0; d < n_dims; ++d) {
-      uint64_t dim = 0;
-      if (absl::Status s = c.Read(&dim, "tensor dim"); !s.ok()) return s;
-      if (dim == 0 ||
-          dim > static_cast<uint64_t>(std::numeric_limits<int64_t>::max())) {
-        return absl::InvalidArgumentError(
-            absl::StrCat(where, ": dim ", d, " = ", dim, " is invalid"));
-      }
-      if (static_cast<int64_t>(dim) >
-          std::numeric_limits<int64_t>::max() / n_elements) {
-        return absl::InvalidArgumentError(
-            absl::StrCat(where, ": element count overflows"));
-      }
-      n_elements *= static_cast<int64_t>(dim);
-      t.dims.push_back(static_cast<int64_t>(dim));
-    }
-    uint32_t type = 0;
-    if (absl::Status s = c.Read(&type, "tensor type"); !s.ok()) return s;
-    const TensorTypeInfo* info = FindTensorType(type);
-    if (info == nullptr) {
-      return absl::InvalidArgumentError(
-          absl::StrCat(where, ": unsupported tensor type ", GgmlTypeName(type),
-                       " (", type, "); braid reads ", SupportedTensorTypes()));
-    }
-    t.type = info->type;
-    const int64_t block = info->block, block_bytes = info->bytes;
-    if (t.dims[0] % block != 0) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          where, ": row length ", t.dims[0], " is not a multiple of the ",
-          GgmlTypeName(type), " block size ", block));
-    }
-    const uint64_t n_blocks = static_cast<uint64_t>(n_elements / block);
-    if (n_blocks > std::numeric_limits<uint64_t>::max() / block_bytes ||
-        n_blocks * block_bytes > size_) {
-      return absl::InvalidArgumentError(
-          absl::StrCat(where, ": data size exceeds the file size"));
-    }
-    t.size_bytes = n_blocks * block_bytes;
-    uint64_t offset = 0;
-    if (absl::Status s = c.Read(&offset, "tensor offset"); !s.ok()) return s;
-    if (offset % alignment_ != 0) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          where, ": offset ", offset, " is not aligned to ", alignment_));
-    }
-    if (!tensor_index_.emplace(t.name, tensors_.size()).second) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("duplicate tensor name '", name, "' at byte ", at));
-    }
-    tensors_.push_back(std::move(t));
-    raw.push_back({offset, at});
+// One tensor's info: name, shape, type and data offset, each checked; the
+// tensor appended to tensors_.
+absl::Status GgufFile::ParseTensorInfo(Cursor& c, RawTensor* raw) {
+  const size_t at = c.pos();
+  absl::string_view name;
+  BRAID_RETURN_IF_ERROR(c.ReadString(&name, "tensor name"));
+  const std::string where =
+      absl::StrCat("tensor '", name, "' (info at byte ", at, ")");
+  uint32_t n_dims = 0;
+  BRAID_RETURN_IF_ERROR(c.Read(&n_dims, "tensor n_dims"));
+  if (n_dims == 0 || n_dims > kMaxDims) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(where, ": n_dims ", n_dims, " not in [1, 4]"));
   }
+  GgufTensor t;
+  t.name = std::string(name);
+  int64_t n_elements = 1;
+  for (uint32_t d = 0; d < n_dims; ++d) {
+    uint64_t dim = 0;
+    BRAID_RETURN_IF_ERROR(c.Read(&dim, "tensor dim"));
+    if (dim == 0 ||
+        dim > static_cast<uint64_t>(std::numeric_limits<int64_t>::max())) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(where, ": dim ", d, " = ", dim, " is invalid"));
+    }
+    if (static_cast<int64_t>(dim) >
+        std::numeric_limits<int64_t>::max() / n_elements) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(where, ": element count overflows"));
+    }
+    n_elements *= static_cast<int64_t>(dim);
+    t.dims.push_back(static_cast<int64_t>(dim));
+  }
+  uint32_t type = 0;
+  BRAID_RETURN_IF_ERROR(c.Read(&type, "tensor type"));
+  const TensorTypeInfo* info = FindTensorType(type);
+  if (info == nullptr) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(where, ": unsupported tensor type ", GgmlTypeName(type),
+                     " (", type, "); braid reads ", SupportedTensorTypes()));
+  }
+  t.type = info->type;
+  const int64_t block = info->block, block_bytes = info->bytes;
+  if (t.dims[0] % block != 0) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        where, ": row length ", t.dims[0], " is not a multiple of the ",
+        GgmlTypeName(type), " block size ", block));
+  }
+  const uint64_t n_blocks = static_cast<uint64_t>(n_elements / block);
+  if (n_blocks > std::numeric_limits<uint64_t>::max() / block_bytes ||
+      n_blocks * block_bytes > size_) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(where, ": data size exceeds the file size"));
+  }
+  t.size_bytes = n_blocks * block_bytes;
+  uint64_t offset = 0;
+  BRAID_RETURN_IF_ERROR(c.Read(&offset, "tensor offset"));
+  if (offset % alignment_ != 0) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        where, ": offset ", offset, " is not aligned to ", alignment_));
+  }
+  if (!tensor_index_.emplace(t.name, tensors_.size()).second) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("duplicate tensor name '", name, "' at byte ", at));
+  }
+  tensors_.push_back(std::move(t));
+  *raw = {offset, at};
+  return absl::OkStatus();
+}
 
-  // Tensor data starts at the next multiple of the alignment.
-  const size_t info_end = c.pos();
+// The data section starts at the next multiple of the alignment after the
+// infos (info_end); every tensor's data must lie inside it, and no two
+// tensors may share bytes.
+absl::Status GgufFile::PlaceTensorData(size_t info_end,
+                                       const std::vector<RawTensor>& raw) {
   const size_t data_start =
       (info_end + alignment_ - 1) / alignment_ * alignment_;
-  if (n_tensors > 0 && (data_start < info_end || data_start > size_)) {
+  if (!raw.empty() && (data_start < info_end || data_start > size_)) {
     return absl::DataLossError(
         absl::StrCat("truncated GGUF: tensor data section would start at byte ",
                      data_start, " of ", size_));
@@ -484,7 +503,6 @@ absl::Status GgufFile::Parse() {
     }
     t.data = base_ + data_start + raw[i].offset;
   }
-  // No two tensors may share bytes.
   std::vector<size_t> order(tensors_.size());
   for (size_t i = 0; i < order.size(); ++i) order[i] = i;
   std::sort(order.begin(), order.end(),

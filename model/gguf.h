@@ -24,6 +24,10 @@
 
 namespace braid::model {
 
+namespace internal {
+class GgufCursor;  // gguf.cc
+}  // namespace internal
+
 // Tensor element types this reader accepts (values are ggml's). Files with any
 // other tensor type are rejected at load with an error naming the type.
 enum class GgmlType : uint32_t {
@@ -121,8 +125,23 @@ class GgufFile {
     size_t value_offset;  // Byte offset of the value (after the type field).
   };
 
+  // Where a tensor's info said its data lies (PlaceTensorData checks it).
+  struct RawTensor {
+    uint64_t offset = 0;
+    size_t info_pos = 0;
+  };
+
   GgufFile() = default;
+  // Walks the header, metadata and tensor table once, validating as it
+  // goes, in these steps.
   absl::Status Parse();
+  absl::Status ParseHeader(internal::GgufCursor& c, uint64_t* n_tensors,
+                           uint64_t* n_kv);
+  absl::Status ParseMetadata(internal::GgufCursor& c, uint64_t n_kv);
+  absl::Status ReadAlignment();
+  absl::Status ParseTensorInfo(internal::GgufCursor& c, RawTensor* raw);
+  absl::Status PlaceTensorData(size_t info_end,
+                               const std::vector<RawTensor>& raw);
   absl::StatusOr<const KvEntry*> Find(absl::string_view key) const;
 
   // Backing storage: either owned bytes or an mmap.

@@ -7,6 +7,7 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "util/status_macros.h"
 
 namespace braid::model {
 namespace {
@@ -159,18 +160,12 @@ absl::Status ReadWindowAndCaps(const GgufFile& f, const std::string& p,
   c->attn_softcap = t.attn_softcap;
   c->final_softcap = t.final_softcap;
   if (t.attn_softcap > 0) {  // (llama.cpp reads it where it caps by default)
-    if (absl::Status s = ReadOptionalPositive(f, p + "attn_logit_softcapping",
-                                              &c->attn_softcap);
-        !s.ok()) {
-      return s;
-    }
+    BRAID_RETURN_IF_ERROR(ReadOptionalPositive(f, p + "attn_logit_softcapping",
+                                               &c->attn_softcap));
   }
   if (t.gemma) {
-    if (absl::Status s = ReadOptionalPositive(f, p + "final_logit_softcapping",
-                                              &c->final_softcap);
-        !s.ok()) {
-      return s;
-    }
+    BRAID_RETURN_IF_ERROR(ReadOptionalPositive(f, p + "final_logit_softcapping",
+                                               &c->final_softcap));
     const int scalar = c->n_layer == t.gemma_wide_scale_layers
                            ? c->n_embd / c->n_head
                            : c->head_dim;
@@ -220,15 +215,12 @@ absl::StatusOr<LlamaConfig> LlamaConfig::FromGguf(const GgufFile& f) {
                             {"block_count", &c.n_layer},
                             {"feed_forward_length", &c.n_ff},
                             {"attention.head_count", &c.n_head}}) {
-    if (absl::Status s = ReadPositive(f, p + key, field); !s.ok()) return s;
+    BRAID_RETURN_IF_ERROR(ReadPositive(f, p + key, field));
   }
   c.n_head_kv = c.n_head;
   if (f.Has(p + "attention.head_count_kv")) {
-    if (absl::Status s =
-            ReadPositive(f, p + "attention.head_count_kv", &c.n_head_kv);
-        !s.ok()) {
-      return s;
-    }
+    BRAID_RETURN_IF_ERROR(
+        ReadPositive(f, p + "attention.head_count_kv", &c.n_head_kv));
   }
   if (c.n_head % c.n_head_kv != 0) {
     return absl::InvalidArgumentError(
@@ -237,18 +229,12 @@ absl::StatusOr<LlamaConfig> LlamaConfig::FromGguf(const GgufFile& f) {
   }
   if (f.Has(p + "attention.key_length")) {
     // A head size of its own (qwen3: 128 with n_embd / n_head = 64).
-    if (absl::Status s =
-            ReadPositive(f, p + "attention.key_length", &c.head_dim);
-        !s.ok()) {
-      return s;
-    }
+    BRAID_RETURN_IF_ERROR(
+        ReadPositive(f, p + "attention.key_length", &c.head_dim));
     int value_length = c.head_dim;
     if (f.Has(p + "attention.value_length")) {
-      if (absl::Status s =
-              ReadPositive(f, p + "attention.value_length", &value_length);
-          !s.ok()) {
-        return s;
-      }
+      BRAID_RETURN_IF_ERROR(
+          ReadPositive(f, p + "attention.value_length", &value_length));
     }
     if (value_length != c.head_dim) {
       return absl::InvalidArgumentError(absl::StrCat(
@@ -265,10 +251,8 @@ absl::StatusOr<LlamaConfig> LlamaConfig::FromGguf(const GgufFile& f) {
   }
   c.n_rot = c.head_dim;
   if (f.Has(p + "rope.dimension_count")) {
-    if (absl::Status s = ReadPositive(f, p + "rope.dimension_count", &c.n_rot);
-        !s.ok()) {
-      return s;
-    }
+    BRAID_RETURN_IF_ERROR(
+        ReadPositive(f, p + "rope.dimension_count", &c.n_rot));
     if (c.n_rot > c.head_dim || c.n_rot % 2 != 0) {
       return absl::InvalidArgumentError(
           absl::StrCat("model config: rope.dimension_count ", c.n_rot,
@@ -306,7 +290,7 @@ absl::StatusOr<LlamaConfig> LlamaConfig::FromGguf(const GgufFile& f) {
         "model config: missing or bad attention.layer_norm_rms_epsilon");
   }
   c.rms_eps = static_cast<float>(*eps);
-  if (absl::Status s = ReadWindowAndCaps(f, p, &c); !s.ok()) return s;
+  BRAID_RETURN_IF_ERROR(ReadWindowAndCaps(f, p, &c));
   const GgufTensor* emb = f.FindTensor("token_embd.weight");
   if (emb == nullptr || emb->dims.size() != 2) {
     return absl::InvalidArgumentError(
@@ -318,7 +302,7 @@ absl::StatusOr<LlamaConfig> LlamaConfig::FromGguf(const GgufFile& f) {
                      emb->dims[0], " != n_embd ", c.n_embd));
   }
   c.n_vocab = static_cast<int>(emb->dims[1]);
-  if (absl::Status s = ReadStreams(f, &c); !s.ok()) return s;
+  BRAID_RETURN_IF_ERROR(ReadStreams(f, &c));
   return c;
 }
 

@@ -7,6 +7,7 @@
 #include "absl/strings/str_cat.h"
 #include "grpcpp/security/tls_certificate_provider.h"
 #include "grpcpp/security/tls_credentials_options.h"
+#include "util/status_macros.h"
 
 namespace braid::server {
 namespace {
@@ -72,7 +73,7 @@ absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> MakeServerCredentials(
         std::pair{"tls_key_file", &flags.key_file},
         std::pair{"tls_client_ca_file", &flags.client_ca_file}}) {
     if (path->empty()) continue;
-    if (absl::Status s = CheckPemFile(flag, *path); !s.ok()) return s;
+    BRAID_RETURN_IF_ERROR(CheckPemFile(flag, *path));
   }
   const bool mutual = !flags.client_ca_file.empty();
   auto provider =

@@ -17,6 +17,7 @@
 #include "kernels/cpu/fp16.h"
 #include "kernels/cpu/ops.h"
 #include "kernels/cpu/quant.h"
+#include "util/status_macros.h"
 
 namespace braid::model {
 namespace {
@@ -112,30 +113,26 @@ absl::Status LlamaModel::BindWeights() {
   const GgufFile& f = *file_;
   const LlamaConfig& c = config_;
   const int q_dim = c.n_head * c.head_dim;
-#define BRAID_ASSIGN(lhs, expr)               \
-  {                                           \
-    auto result = (expr);                     \
-    if (!result.ok()) return result.status(); \
-    lhs = *std::move(result);                 \
-  }
-  BRAID_ASSIGN(token_embd_, Matrix(f, &read_tensors_, "token_embd.weight",
-                                   c.n_vocab, c.n_embd));
-  BRAID_ASSIGN(output_norm_,
-               Vector(f, &read_tensors_, "output_norm.weight", c.n_embd));
+  BRAID_ASSIGN_OR_RETURN(
+      token_embd_,
+      Matrix(f, &read_tensors_, "token_embd.weight", c.n_vocab, c.n_embd));
+  BRAID_ASSIGN_OR_RETURN(
+      output_norm_, Vector(f, &read_tensors_, "output_norm.weight", c.n_embd));
   if (f.FindTensor("rope_freqs.weight") != nullptr) {
-    BRAID_ASSIGN(rope_freqs_,
-                 Vector(f, &read_tensors_, "rope_freqs.weight", c.n_rot / 2));
+    BRAID_ASSIGN_OR_RETURN(
+        rope_freqs_,
+        Vector(f, &read_tensors_, "rope_freqs.weight", c.n_rot / 2));
   }
   if (f.FindTensor("output.weight") != nullptr) {
-    BRAID_ASSIGN(output_, Matrix(f, &read_tensors_, "output.weight", c.n_vocab,
-                                 c.n_embd));
+    BRAID_ASSIGN_OR_RETURN(output_, Matrix(f, &read_tensors_, "output.weight",
+                                           c.n_vocab, c.n_embd));
   } else {
     output_ = token_embd_;  // Tied embeddings.
   }
   if (f.FindTensor("stream_embd.weight") != nullptr) {
     k::WeightMatrix se;
-    BRAID_ASSIGN(se, Matrix(f, &read_tensors_, "stream_embd.weight",
-                            c.n_streams, c.n_embd));
+    BRAID_ASSIGN_OR_RETURN(se, Matrix(f, &read_tensors_, "stream_embd.weight",
+                                      c.n_streams, c.n_embd));
     stream_embd_.resize(static_cast<size_t>(c.n_streams) * c.n_embd);
     for (int s = 0; s < c.n_streams; ++s) {
       k::DequantizeRow(se.type, se.Row(s),
@@ -147,44 +144,52 @@ absl::Status LlamaModel::BindWeights() {
   for (int il = 0; il < c.n_layer; ++il) {
     Layer& l = layers_[il];
     const std::string p = absl::StrCat("blk.", il, ".");
-    BRAID_ASSIGN(l.attn_norm,
-                 Vector(f, &read_tensors_, p + "attn_norm.weight", c.n_embd));
-    BRAID_ASSIGN(l.ffn_norm,
-                 Vector(f, &read_tensors_, p + "ffn_norm.weight", c.n_embd));
-    BRAID_ASSIGN(
+    BRAID_ASSIGN_OR_RETURN(
+        l.attn_norm,
+        Vector(f, &read_tensors_, p + "attn_norm.weight", c.n_embd));
+    BRAID_ASSIGN_OR_RETURN(
+        l.ffn_norm, Vector(f, &read_tensors_, p + "ffn_norm.weight", c.n_embd));
+    BRAID_ASSIGN_OR_RETURN(
         l.wq, Matrix(f, &read_tensors_, p + "attn_q.weight", q_dim, c.n_embd));
-    BRAID_ASSIGN(l.wk, Matrix(f, &read_tensors_, p + "attn_k.weight",
-                              c.kv_dim(), c.n_embd));
-    BRAID_ASSIGN(l.wv, Matrix(f, &read_tensors_, p + "attn_v.weight",
-                              c.kv_dim(), c.n_embd));
-    BRAID_ASSIGN(l.wo, Matrix(f, &read_tensors_, p + "attn_output.weight",
-                              c.n_embd, q_dim));
-    BRAID_ASSIGN(l.w_gate, Matrix(f, &read_tensors_, p + "ffn_gate.weight",
-                                  c.n_ff, c.n_embd));
-    BRAID_ASSIGN(l.w_up, Matrix(f, &read_tensors_, p + "ffn_up.weight", c.n_ff,
-                                c.n_embd));
-    BRAID_ASSIGN(l.w_down, Matrix(f, &read_tensors_, p + "ffn_down.weight",
-                                  c.n_embd, c.n_ff));
+    BRAID_ASSIGN_OR_RETURN(l.wk, Matrix(f, &read_tensors_, p + "attn_k.weight",
+                                        c.kv_dim(), c.n_embd));
+    BRAID_ASSIGN_OR_RETURN(l.wv, Matrix(f, &read_tensors_, p + "attn_v.weight",
+                                        c.kv_dim(), c.n_embd));
+    BRAID_ASSIGN_OR_RETURN(
+        l.wo,
+        Matrix(f, &read_tensors_, p + "attn_output.weight", c.n_embd, q_dim));
+    BRAID_ASSIGN_OR_RETURN(
+        l.w_gate,
+        Matrix(f, &read_tensors_, p + "ffn_gate.weight", c.n_ff, c.n_embd));
+    BRAID_ASSIGN_OR_RETURN(
+        l.w_up,
+        Matrix(f, &read_tensors_, p + "ffn_up.weight", c.n_ff, c.n_embd));
+    BRAID_ASSIGN_OR_RETURN(
+        l.w_down,
+        Matrix(f, &read_tensors_, p + "ffn_down.weight", c.n_embd, c.n_ff));
     if (c.traits.qkv_bias) {
-      BRAID_ASSIGN(l.bq, Vector(f, &read_tensors_, p + "attn_q.bias", q_dim));
-      BRAID_ASSIGN(l.bk,
-                   Vector(f, &read_tensors_, p + "attn_k.bias", c.kv_dim()));
-      BRAID_ASSIGN(l.bv,
-                   Vector(f, &read_tensors_, p + "attn_v.bias", c.kv_dim()));
+      BRAID_ASSIGN_OR_RETURN(
+          l.bq, Vector(f, &read_tensors_, p + "attn_q.bias", q_dim));
+      BRAID_ASSIGN_OR_RETURN(
+          l.bk, Vector(f, &read_tensors_, p + "attn_k.bias", c.kv_dim()));
+      BRAID_ASSIGN_OR_RETURN(
+          l.bv, Vector(f, &read_tensors_, p + "attn_v.bias", c.kv_dim()));
     }
     if (c.traits.gemma) {
-      BRAID_ASSIGN(l.post_attn_norm,
-                   Vector(f, &read_tensors_, p + "post_attention_norm.weight",
-                          c.n_embd));
-      BRAID_ASSIGN(
+      BRAID_ASSIGN_OR_RETURN(
+          l.post_attn_norm, Vector(f, &read_tensors_,
+                                   p + "post_attention_norm.weight", c.n_embd));
+      BRAID_ASSIGN_OR_RETURN(
           l.post_ffn_norm,
           Vector(f, &read_tensors_, p + "post_ffw_norm.weight", c.n_embd));
     }
     if (c.traits.qk_norm) {
-      BRAID_ASSIGN(l.q_norm, Vector(f, &read_tensors_, p + "attn_q_norm.weight",
-                                    c.head_dim));
-      BRAID_ASSIGN(l.k_norm, Vector(f, &read_tensors_, p + "attn_k_norm.weight",
-                                    c.head_dim));
+      BRAID_ASSIGN_OR_RETURN(
+          l.q_norm,
+          Vector(f, &read_tensors_, p + "attn_q_norm.weight", c.head_dim));
+      BRAID_ASSIGN_OR_RETURN(
+          l.k_norm,
+          Vector(f, &read_tensors_, p + "attn_k_norm.weight", c.head_dim));
     }
     for (k::WeightMatrix* w :
          {&l.wq, &l.wk, &l.wv, &l.wo, &l.w_gate, &l.w_up, &l.w_down}) {
@@ -192,7 +197,6 @@ absl::Status LlamaModel::BindWeights() {
     }
   }
   Repack(f, &output_, packed_matmul_);
-#undef BRAID_ASSIGN
   return absl::OkStatus();
 }
 

@@ -4,6 +4,7 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "util/status_macros.h"
 
 namespace braid::model {
 namespace {
@@ -79,11 +80,8 @@ absl::StatusOr<TokenizerData> TokenizerDataFromGguf(const GgufFile& gguf) {
     if (!scores.ok()) return Annotate(scores.status(), Key("scores"));
     data.scores = *std::move(scores);
   }
-  if (absl::Status s =
-          ReadOptionalBool(gguf, "add_space_prefix", &data.add_space_prefix);
-      !s.ok()) {
-    return s;
-  }
+  BRAID_RETURN_IF_ERROR(
+      ReadOptionalBool(gguf, "add_space_prefix", &data.add_space_prefix));
   // llama.cpp's defaults: SentencePiece adds BOS, as do Llama 3's BPE
   // pre-tokenizers; add_bos_token (below) overrides.
   data.add_bos = data.model == "llama" || data.pre == "llama3" ||
@@ -94,16 +92,10 @@ absl::StatusOr<TokenizerData> TokenizerDataFromGguf(const GgufFile& gguf) {
                                  std::pair{"unknown_token_id", &data.unk_id},
                                  std::pair{"padding_token_id", &data.pad_id},
                                  std::pair{"eot_token_id", &data.eot_id}}) {
-    if (absl::Status s = ReadOptionalId(gguf, name, id); !s.ok()) return s;
+    BRAID_RETURN_IF_ERROR(ReadOptionalId(gguf, name, id));
   }
-  if (absl::Status s = ReadOptionalBool(gguf, "add_bos_token", &data.add_bos);
-      !s.ok()) {
-    return s;
-  }
-  if (absl::Status s = ReadOptionalBool(gguf, "add_eos_token", &data.add_eos);
-      !s.ok()) {
-    return s;
-  }
+  BRAID_RETURN_IF_ERROR(ReadOptionalBool(gguf, "add_bos_token", &data.add_bos));
+  BRAID_RETURN_IF_ERROR(ReadOptionalBool(gguf, "add_eos_token", &data.add_eos));
   return data;
 }
 

@@ -4,7 +4,7 @@ braidd_graph is `bazel query --output=graph` of braidd's libraries (a
 genquery, so it is the build's own graph). Every edge between braid's
 packages must point down: server > frontend > streams > batching > model >
 kernels
-(metrics, proto and third_party are leaves anyone above them may use; the
+(metrics, util, proto and third_party are leaves anyone above them may use; the
 API protos only server/ and tools/). Below the model seam (model/model.h),
 model/cpu is reached from above only by the composition root,
 //server:braidd, and the loader it calls (//server:load_model); model/ itself never reaches into it. Bazel `visibility`
@@ -24,7 +24,7 @@ RANKS = [  # (package prefix, rank): higher layers have lower ranks
     ("//model", 4),
     ("//kernels", 5),
 ]
-LEAVES = ("//metrics", "//third_party", "@")
+LEAVES = ("//metrics", "//third_party", "//util", "@")
 EDGE = re.compile(r'^\s*"([^"]+)"\s*->\s*"([^"]+)"')
 
 
