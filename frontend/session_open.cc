@@ -6,6 +6,7 @@
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/strings/str_cat.h"
+#include "util/status_macros.h"
 
 namespace braid::frontend {
 namespace {
@@ -40,6 +41,90 @@ absl::Status UnderField(absl::string_view where, const absl::Status& status) {
   if (status.ok()) return status;
   return absl::Status(status.code(),
                       absl::StrCat(where, ".", status.message()));
+}
+
+// open.streams[i] (`field`) into out->streams and the stream table; `seen`
+// maps the ids so far to their index.
+absl::Status BuildStream(const StreamSpec& spec, size_t i,
+                         const std::string& field,
+                         const RequestBuilder& builder,
+                         const ModelStreams& model,
+                         absl::flat_hash_map<std::string, int>& seen,
+                         batching::SessionOptions* out,
+                         std::vector<SessionStreamInfo>* streams) {
+  if (spec.stream_id.empty() || spec.stream_id.size() > 64) {
+    return InvalidField(field + ".stream_id", "must be 1..64 bytes");
+  }
+  if (auto [it, added] = seen.emplace(spec.stream_id, i); !added) {
+    return InvalidField(
+        field + ".stream_id",
+        absl::StrCat("\"", spec.stream_id, "\" is already the id of streams[",
+                     it->second, "]"));
+  }
+  batching::SessionStreamOptions o;
+  o.name = spec.stream_id;
+  SessionStreamInfo info;
+  info.id = spec.stream_id;
+  switch (spec.kind) {
+    case kKindInput:
+      o.output = false;
+      break;
+    case kKindOutput:
+    case kKindReasoning:
+      o.output = true;
+      break;
+    default:
+      return InvalidField(field + ".kind",
+                          "must be INPUT, OUTPUT or REASONING");
+  }
+  info.output = o.output;
+  if (o.output ? !OutputRole(spec.role) : !InputRole(spec.role)) {
+    return InvalidField(
+        field + ".role",
+        absl::StrCat(RoleApiName(spec.role), " does not fit a ",
+                     o.output ? "sampled (OUTPUT/REASONING)" : "INPUT",
+                     " stream"));
+  }
+  if (!o.output) {
+    if (spec.sampling.has_value()) {
+      return InvalidField(field + ".sampling", "is only for OUTPUT streams");
+    }
+    out->streams.push_back(std::move(o));
+    streams->push_back(std::move(info));
+    return absl::OkStatus();
+  }
+  switch (spec.visibility) {
+    case kVisibilityUnspecified:  // ALL for multi-stream models
+      o.visibility = model.multi() ? batching::StreamVisibility::kAll
+                                   : batching::StreamVisibility::kBranch;
+      break;
+    case kVisibilityBranch:
+      o.visibility = batching::StreamVisibility::kBranch;
+      break;
+    case kVisibilityAll:
+      o.visibility = batching::StreamVisibility::kAll;
+      break;
+    default:
+      return InvalidField(field + ".visibility",
+                          absl::StrCat("unknown value ", spec.visibility));
+  }
+  batching::GenerationRequest sampled;
+  if (absl::Status s =
+          builder.FillSampling(spec.sampling.value_or(SamplingSpec{}),
+                               static_cast<int>(out->prefix.size()), &sampled);
+      !s.ok()) {
+    return UnderField(field, s);
+  }
+  o.sampling = sampled.sampling;
+  o.max_tokens = sampled.max_tokens;
+  o.stop_token_ids = std::move(sampled.stop_token_ids);
+  o.stop = std::move(sampled.stop);
+  o.ignore_eos = sampled.ignore_eos;
+  o.reasoning = sampled.reasoning;
+  info.logprobs = sampled.sampling.logprobs;
+  out->streams.push_back(std::move(o));
+  streams->push_back(std::move(info));
+  return absl::OkStatus();
 }
 
 absl::Status BuildSession(const SessionOpenSpec& open,
@@ -94,80 +179,9 @@ absl::Status BuildSession(const SessionOpenSpec& open,
   streams->assign(1, SessionStreamInfo{});
   absl::flat_hash_map<std::string, int> seen;
   for (size_t i = 0; i < open.streams.size(); ++i) {
-    const StreamSpec& spec = open.streams[i];
-    const std::string field = absl::StrCat("open.streams[", i, "]");
-    if (spec.stream_id.empty() || spec.stream_id.size() > 64) {
-      return InvalidField(field + ".stream_id", "must be 1..64 bytes");
-    }
-    if (auto [it, added] = seen.emplace(spec.stream_id, i); !added) {
-      return InvalidField(
-          field + ".stream_id",
-          absl::StrCat("\"", spec.stream_id, "\" is already the id of streams[",
-                       it->second, "]"));
-    }
-    batching::SessionStreamOptions o;
-    o.name = spec.stream_id;
-    SessionStreamInfo info;
-    info.id = spec.stream_id;
-    switch (spec.kind) {
-      case kKindInput:
-        o.output = false;
-        break;
-      case kKindOutput:
-      case kKindReasoning:
-        o.output = true;
-        break;
-      default:
-        return InvalidField(field + ".kind",
-                            "must be INPUT, OUTPUT or REASONING");
-    }
-    info.output = o.output;
-    if (o.output ? !OutputRole(spec.role) : !InputRole(spec.role)) {
-      return InvalidField(
-          field + ".role",
-          absl::StrCat(RoleApiName(spec.role), " does not fit a ",
-                       o.output ? "sampled (OUTPUT/REASONING)" : "INPUT",
-                       " stream"));
-    }
-    if (!o.output) {
-      if (spec.sampling.has_value()) {
-        return InvalidField(field + ".sampling", "is only for OUTPUT streams");
-      }
-      out->streams.push_back(std::move(o));
-      streams->push_back(std::move(info));
-      continue;
-    }
-    switch (spec.visibility) {
-      case kVisibilityUnspecified:  // ALL for multi-stream models
-        o.visibility = model.multi() ? batching::StreamVisibility::kAll
-                                     : batching::StreamVisibility::kBranch;
-        break;
-      case kVisibilityBranch:
-        o.visibility = batching::StreamVisibility::kBranch;
-        break;
-      case kVisibilityAll:
-        o.visibility = batching::StreamVisibility::kAll;
-        break;
-      default:
-        return InvalidField(field + ".visibility",
-                            absl::StrCat("unknown value ", spec.visibility));
-    }
-    batching::GenerationRequest sampled;
-    if (absl::Status s = builder.FillSampling(
-            spec.sampling.value_or(SamplingSpec{}),
-            static_cast<int>(out->prefix.size()), &sampled);
-        !s.ok()) {
-      return UnderField(field, s);
-    }
-    o.sampling = sampled.sampling;
-    o.max_tokens = sampled.max_tokens;
-    o.stop_token_ids = std::move(sampled.stop_token_ids);
-    o.stop = std::move(sampled.stop);
-    o.ignore_eos = sampled.ignore_eos;
-    o.reasoning = sampled.reasoning;
-    info.logprobs = sampled.sampling.logprobs;
-    out->streams.push_back(std::move(o));
-    streams->push_back(std::move(info));
+    BRAID_RETURN_IF_ERROR(BuildStream(open.streams[i], i,
+                                      absl::StrCat("open.streams[", i, "]"),
+                                      builder, model, seen, out, streams));
   }
   // Multi-stream models: the aligned layout, streams bound to model streams
   // (single-stream models keep the linear layout).
