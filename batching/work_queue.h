@@ -6,7 +6,7 @@
 // and the I/O queue (decode steps of visible output). A queue holds the ids of
 // requests that have work of its kind and answers one question: in what order
 // should they be served now. The ordering policies (FIFO, priority, per-tenant
-// fair share) live in streams/ (streams/work_queues.h), which sits above
+// fair share) live in streams/ (queues/work_queues.h), which sits above
 // batching/; the engine receives the three queues from its owner, so the
 // scheduler depends only on this interface.
 //

@@ -26,7 +26,7 @@
 #include "server/load_model.h"
 #include "server/service.h"
 #include "server/stats.h"
-#include "streams/work_queues.h"
+#include "queues/work_queues.h"
 
 namespace braid {
 namespace {
@@ -92,7 +92,7 @@ int Run(const server::DaemonFlags& flags) {
       [&](int block_size) { return loaded->model->KvBlockBytes(block_size); },
       loaded->tokenizer.get());
   if (!engine_options.ok()) return Fail(engine_options.status());
-  auto policy = streams::ParseQueuePolicy(flags.queue_policy);
+  auto policy = queues::ParseQueuePolicy(flags.queue_policy);
   if (!policy.ok()) return Fail(policy.status());
   metrics::EngineMetrics engine_metrics(
       (*exporter)->registry(),
@@ -101,7 +101,7 @@ int Run(const server::DaemonFlags& flags) {
                                    engine_options->scheduler.block_size,
                                    engine_options->scheduler.num_blocks);
   batching::Engine engine(&executor, loaded->tokenizer.get(), *engine_options,
-                          streams::MakeWorkQueues(*policy), &engine_metrics);
+                          queues::MakeWorkQueues(*policy), &engine_metrics);
   std::fprintf(stderr, "braidd: KV cache: %d blocks of %d tokens (%.1f MiB)\n",
                engine_options->scheduler.num_blocks,
                engine_options->scheduler.block_size,

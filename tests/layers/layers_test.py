@@ -2,7 +2,7 @@
 
 braidd_graph is `bazel query --output=graph` of braidd's libraries (a
 genquery, so it is the build's own graph). Every edge between braid's
-packages must point down: server > frontend > streams > batching > model >
+packages must point down: server > frontend > queues > batching > model >
 kernels
 (metrics, util, proto and third_party are leaves anyone above them may use; the
 API protos only server/ and tools/). Below the model seam (model/model.h),
@@ -19,7 +19,7 @@ import unittest
 RANKS = [  # (package prefix, rank): higher layers have lower ranks
     ("//server", 0),
     ("//frontend", 1),
-    ("//streams", 2),
+    ("//queues", 2),
     ("//batching", 3),
     ("//model", 4),
     ("//kernels", 5),
@@ -82,7 +82,7 @@ class LayersTest(unittest.TestCase):
                      ("//server:service", "//model/cpu:llama"),
                      ("//model:model_config", "//model/cpu:paged_kv"),
                      ("//batching:engine", "//proto/braid/v1:braid_cc_proto"),
-                     ("//streams:work_queues", "//tools/loadgen:x"),
+                     ("//queues:work_queues", "//tools/loadgen:x"),
                      ("//frontend:request_builder", "//server:convert"),
                      ("//frontend:request_builder",
                       "//proto/braid/v1:braid_cc_proto")]:

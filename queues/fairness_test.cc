@@ -8,9 +8,9 @@
 #include "batching/scheduler.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "streams/work_queues.h"
+#include "queues/work_queues.h"
 
-namespace braid::streams {
+namespace braid::queues {
 namespace {
 
 using batching::Scheduler;
@@ -85,4 +85,4 @@ TEST(FairnessTest, PriorityComesBeforeFairShareAndArrival) {
 }
 
 }  // namespace
-}  // namespace braid::streams
+}  // namespace braid::queues

@@ -11,8 +11,8 @@
 // The queues are created here and handed to the engine (server/main.cc):
 // streams/ owns the policy, batching/ only sees the interface. Each queue is
 // used only on the engine thread; not thread-safe.
-#ifndef BRAID_STREAMS_WORK_QUEUES_H_
-#define BRAID_STREAMS_WORK_QUEUES_H_
+#ifndef BRAID_QUEUES_WORK_QUEUES_H_
+#define BRAID_QUEUES_WORK_QUEUES_H_
 
 #include <memory>
 #include <string>
@@ -22,7 +22,7 @@
 #include "absl/strings/string_view.h"
 #include "batching/work_queue.h"
 
-namespace braid::streams {
+namespace braid::queues {
 
 enum class QueuePolicy { kFifo, kPriority, kFairShare };
 
@@ -56,6 +56,6 @@ class PolicyQueue : public batching::WorkQueue {
 // The three queues, indexed by batching::QueueKind, all with `policy`.
 batching::WorkQueues MakeWorkQueues(QueuePolicy policy);
 
-}  // namespace braid::streams
+}  // namespace braid::queues
 
-#endif  // BRAID_STREAMS_WORK_QUEUES_H_
+#endif  // BRAID_QUEUES_WORK_QUEUES_H_

@@ -1,11 +1,11 @@
-#include "streams/work_queues.h"
+#include "queues/work_queues.h"
 
 #include <vector>
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
-namespace braid::streams {
+namespace braid::queues {
 namespace {
 
 using batching::WorkItem;
@@ -68,4 +68,4 @@ TEST(PolicyQueueTest, ParsesPolicyNames) {
 }
 
 }  // namespace
-}  // namespace braid::streams
+}  // namespace braid::queues

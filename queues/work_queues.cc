@@ -1,4 +1,4 @@
-#include "streams/work_queues.h"
+#include "queues/work_queues.h"
 
 #include <algorithm>
 #include <limits>
@@ -6,7 +6,7 @@
 
 #include "absl/strings/str_cat.h"
 
-namespace braid::streams {
+namespace braid::queues {
 
 absl::StatusOr<QueuePolicy> ParseQueuePolicy(absl::string_view name) {
   if (name == "fifo") return QueuePolicy::kFifo;
@@ -82,4 +82,4 @@ batching::WorkQueues MakeWorkQueues(QueuePolicy policy) {
   return queues;
 }
 
-}  // namespace braid::streams
+}  // namespace braid::queues
