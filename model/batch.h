@@ -39,9 +39,9 @@ struct BatchSequence {
   // or none (a prefill chunk that does not end the prompt).
   enum class Logits { kNone, kLast, kAll } logits = Logits::kLast;
   // The batch size that picks the attention kernels' summation order (see
-  // kernels/cpu/attention.h); 0 = num_tokens. A prompt computed in chunks
-  // gives each chunk its whole size, so any chunking (down to one token per
-  // step) yields the bits of the prompt computed in one call.
+  // kernels/cpu/attention/attention.h); 0 = num_tokens. A prompt computed in
+  // chunks gives each chunk its whole size, so any chunking (down to one token
+  // per step) yields the bits of the prompt computed in one call.
   int kernel_tokens = 0;
 };
 

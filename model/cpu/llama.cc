@@ -13,10 +13,10 @@
 #include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
-#include "kernels/cpu/attention.h"
+#include "kernels/cpu/attention/attention.h"
 #include "kernels/cpu/fp16.h"
 #include "kernels/cpu/ops.h"
-#include "kernels/cpu/quant.h"
+#include "kernels/cpu/quant/quant.h"
 #include "util/status_macros.h"
 
 namespace braid::model {
@@ -47,8 +47,8 @@ absl::StatusOr<k::WeightMatrix> Matrix(const GgufFile& f,
   return k::WeightMatrix{ToDType(t->type), t->data, rows, cols};
 }
 
-// Adds the packed copy of w (kernels/cpu/packed_gemm.h; packed) or its
-// quad layout (kernels/cpu/gemm_tile.h; the default) when this CPU takes
+// Adds the packed copy of w (kernels/cpu/gemm/packed_gemm.h; packed) or its
+// quad layout (kernels/cpu/gemm/gemm_tile.h; the default) when this CPU takes
 // it, then drops the file's pages of the original from this process (they
 // were read to repack them; kept, they would count twice in its memory).
 // The original stays mapped: a read faults its pages back in (the tied

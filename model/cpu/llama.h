@@ -25,7 +25,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "kernels/cpu/aligned_vector.h"
-#include "kernels/cpu/matmul.h"
+#include "kernels/cpu/gemm/matmul.h"
 #include "kernels/cpu/thread_pool.h"
 #include "model/batch.h"
 #include "model/cpu/paged_kv.h"
@@ -40,8 +40,9 @@ struct LoadOptions {
   int num_threads = 0;  // 0 = std::thread::hardware_concurrency().
   // How long idle pool workers spin before sleeping (kernels::cpu::ThreadPool).
   int spin_us = 200;
-  // Matrix products on weights repacked at load (kernels/cpu/packed_gemm.h)
-  // where the CPU has AVX-512 + VNNI: prompts ~1.6-1.8x and batched decoding ~1.3-1.7x faster end to end
+  // Matrix products on weights repacked at load
+  // (kernels/cpu/gemm/packed_gemm.h) where the CPU has AVX-512 + VNNI: prompts
+  // ~1.6-1.8x and batched decoding ~1.3-1.7x faster end to end
   // (docs/PERFORMANCE.md), the same
   // determinism and batch invariance, but not ggml's float rounding, so
   // logits are not bit-identical to llama.cpp's (see docs/ARCHITECTURE.md).

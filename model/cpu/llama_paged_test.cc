@@ -9,7 +9,7 @@
 
 #include "absl/status/status.h"
 #include "gtest/gtest.h"
-#include "kernels/cpu/packed_gemm.h"
+#include "kernels/cpu/gemm/packed_gemm.h"
 #include "model/batch.h"
 #include "model/cpu/llama.h"
 #include "model/cpu/paged_kv.h"

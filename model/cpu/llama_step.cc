@@ -10,10 +10,10 @@
 #include <memory>
 #include <vector>
 
-#include "kernels/cpu/attention.h"
-#include "kernels/cpu/matmul.h"
+#include "kernels/cpu/attention/attention.h"
+#include "kernels/cpu/gemm/matmul.h"
 #include "kernels/cpu/ops.h"
-#include "kernels/cpu/quant.h"
+#include "kernels/cpu/quant/quant.h"
 #include "kernels/cpu/thread_pool.h"
 #include "model/cpu/llama.h"
 

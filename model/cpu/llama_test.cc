@@ -100,10 +100,10 @@ TEST_P(KQuantModelTest, BatchedPrefillMatchesTokenByToken) {
   std::vector<float> step;
   for (size_t t = 0; t < prompt.size(); ++t) {
     ASSERT_TRUE(kv_step.Forward({&prompt[t], 1}, false, &step).ok());
-    // Batched attention sums in another order (kernels/cpu/attention.h);
-    // a last-bit difference can move one of a Q8_K block's 256 activation
-    // quants by a step (1/127 of the block's largest), so the bound is
-    // looser than RandomModelTest's.
+    // Batched attention sums in another order
+    // (kernels/cpu/attention/attention.h); a last-bit difference can move one
+    // of a Q8_K block's 256 activation quants by a step (1/127 of the block's
+    // largest), so the bound is looser than RandomModelTest's.
     EXPECT_LT(RelativeDiff(step.data(), &batch[t * n_vocab], n_vocab), 1e-2)
         << "position " << t;
   }

@@ -18,7 +18,7 @@
 #include <memory>
 #include <vector>
 
-#include "kernels/cpu/attention.h"
+#include "kernels/cpu/attention/attention.h"
 #include "model/model.h"
 
 namespace braid::model {

@@ -4,7 +4,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "kernels/cpu/quant.h"
+#include "kernels/cpu/quant/quant.h"
 #include "model/testing/gguf_writer.h"
 
 namespace braid::model::testing {

@@ -3,7 +3,7 @@
 #include <cstring>
 #include <fstream>
 
-#include "kernels/cpu/quant.h"
+#include "kernels/cpu/quant/quant.h"
 
 namespace braid::model::testing {
 namespace {

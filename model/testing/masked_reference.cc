@@ -5,7 +5,7 @@
 #include <string>
 
 #include "absl/strings/str_cat.h"
-#include "kernels/cpu/quant.h"
+#include "kernels/cpu/quant/quant.h"
 #include "model/gguf.h"
 #include "model/model_config.h"
 

@@ -384,7 +384,7 @@ class E2ETest(harness.DaemonTestCase):
 
 
 class PackedMatmulTest(harness.DaemonTestCase):
-    """braidd --packed_matmul (kernels/cpu/packed_gemm.h): serves, gives each
+    """braidd --packed_matmul (kernels/cpu/gemm/packed_gemm.h): serves, gives each
     request the tokens it gets alone when four run at once, and stays close
     to llama.cpp (its rounding differs from ggml's, so not token for token:
     docs/ARCHITECTURE.md)."""

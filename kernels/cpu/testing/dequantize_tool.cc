@@ -7,7 +7,7 @@
 #include <cstring>
 #include <vector>
 
-#include "kernels/cpu/quant.h"
+#include "kernels/cpu/quant/quant.h"
 
 namespace k = braid::kernels::cpu;
 

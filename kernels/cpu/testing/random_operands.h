@@ -9,7 +9,7 @@
 #include <random>
 #include <vector>
 
-#include "kernels/cpu/quant.h"
+#include "kernels/cpu/quant/quant.h"
 
 namespace braid::kernels::cpu::testing {
 

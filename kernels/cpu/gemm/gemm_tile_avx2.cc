@@ -1,0 +1,394 @@
+// AVX2 tiles for GemmTile. Per output element the operations are those of
+// dot_avx2.cc: per block, an integer block sum (maddubs + madd, or VNNI's
+// dpbusd where the CPU has it: the same exact integers), converted to float
+// and fused-multiply-added into one 8-lane accumulator in block order, then
+// HorizontalSum8; Q4_1 adds its min-term sum, accumulated in block order.
+#include <immintrin.h>
+
+#include <algorithm>
+#include <cstring>
+#include <vector>
+
+#include "kernels/cpu/avx2_blocks.h"
+#include "kernels/cpu/cpu_features.h"
+#include "kernels/cpu/gemm/gemm_tile.h"
+#include "kernels/cpu/gemm/scale_ring.h"
+#include "kernels/cpu/ggml_reduce.h"
+#include "kernels/cpu/prefetch.h"
+
+#define BRAID_AVX2 __attribute__((target("avx2,fma,f16c")))
+#define BRAID_VNNI __attribute__((target("avx2,fma,f16c,avxvnni")))
+
+namespace braid::kernels::cpu::internal {
+namespace {
+
+BRAID_AVX2 inline __m256i Load32(const int8_t* p) {
+  return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p));
+}
+
+// Integer sums of u8 x s8 products over groups of 4 bytes, as 8 floats.
+template <bool kVnni>
+BRAID_VNNI inline __m256 MulSumU8I8(__m256i ax, __m256i sy) {
+  if constexpr (kVnni) {
+    return _mm256_cvtepi32_ps(
+        _mm256_dpbusd_avx_epi32(_mm256_setzero_si256(), ax, sy));
+  } else {
+    const __m256i dot16 = _mm256_maddubs_epi16(ax, sy);
+    return _mm256_cvtepi32_ps(_mm256_madd_epi16(dot16, _mm256_set1_epi16(1)));
+  }
+}
+
+// Weight block formats. Prepare() loads what a weight block contributes;
+// Sum() gives the float block sum for one activation block.
+//
+// Formats with signed values against Q8_0 (Q4_0, Q8_0, Q5_0, IQ4_NL): |q|
+// and q, so maddubs takes |q| and the activations with q's signs.
+template <typename WBlock, typename Values>
+struct SignedFormat {
+  using W = WBlock;
+  using X = BlockQ8_0;
+  static constexpr bool kMin = false;
+  struct Prep {
+    __m256i abs_w, w;
+  };
+  BRAID_AVX2 static Prep Prepare(const W& b) {
+    const __m256i q = Values::Of(b);
+    return {_mm256_sign_epi8(q, q), q};
+  }
+  template <bool kVnni>
+  BRAID_VNNI static __m256 Sum(const Prep& p, const X& x) {
+    return MulSumU8I8<kVnni>(p.abs_w, _mm256_sign_epi8(Load32(x.qs), p.w));
+  }
+};
+
+// Each format's values of a block (Of), as a type for the templates.
+struct Q40Values {
+  BRAID_AVX2 static __m256i Of(const BlockQ4_0& b) {
+    return _mm256_sub_epi8(UnpackNibbles(b.qs), _mm256_set1_epi8(8));
+  }
+};
+struct Q80Values {
+  BRAID_AVX2 static __m256i Of(const BlockQ8_0& b) { return Load32(b.qs); }
+};
+struct Q50Values {
+  BRAID_AVX2 static __m256i Of(const BlockQ5_0& b) {
+    return _mm256_sub_epi8(
+        _mm256_or_si256(UnpackNibbles(b.qs), FifthBits(b.qh)),
+        _mm256_set1_epi8(16));
+  }
+};
+struct IQ4NLValues {
+  BRAID_AVX2 static __m256i Of(const BlockIQ4_NL& b) {
+    return _mm256_shuffle_epi8(Iq4NlTable(kIq4NlValues), UnpackNibbles(b.qs));
+  }
+};
+using Q40 = SignedFormat<BlockQ4_0, Q40Values>;
+using Q80 = SignedFormat<BlockQ8_0, Q80Values>;
+using Q50 = SignedFormat<BlockQ5_0, Q50Values>;
+using IQ4NL = SignedFormat<BlockIQ4_NL, IQ4NLValues>;
+
+// Formats with unsigned values and a min against Q8_1 (Q4_1, Q5_1; d and m
+// lead the block).
+template <typename WBlock, typename Values>
+struct MinFormat {
+  using W = WBlock;
+  using X = BlockQ8_1;
+  static constexpr bool kMin = true;
+  struct Prep {
+    __m256i w;
+  };
+  BRAID_AVX2 static Prep Prepare(const W& b) { return {Values::Of(b)}; }
+  template <bool kVnni>
+  BRAID_VNNI static __m256 Sum(const Prep& p, const X& x) {
+    return MulSumU8I8<kVnni>(p.w, Load32(x.qs));
+  }
+};
+
+struct Q41Values {
+  BRAID_AVX2 static __m256i Of(const BlockQ4_1& b) {
+    return UnpackNibbles(b.qs);
+  }
+};
+struct Q51Values {
+  BRAID_AVX2 static __m256i Of(const BlockQ5_1& b) {
+    return _mm256_or_si256(UnpackNibbles(b.qs), FifthBits(b.qh));
+  }
+};
+using Q41 = MinFormat<BlockQ4_1, Q41Values>;
+using Q51 = MinFormat<BlockQ5_1, Q51Values>;
+
+// The 4 bytes at p (a block's f16 d and m; for Q4_0 / Q8_0 d and two quants,
+// which are ignored).
+inline int32_t Load32Bits(const uint8_t* p) {
+  int32_t v;
+  std::memcpy(&v, p, 4);
+  return v;
+}
+
+// T floats at p (a token scale table's row) repeated over 8 lanes: lane k
+// holds p[k % T].
+template <int T>
+BRAID_AVX2 inline __m256 TokenLanes(const float* p) {
+  if constexpr (T == 1) {
+    return _mm256_broadcast_ss(p);
+  } else if constexpr (T == 2) {
+    return _mm256_castpd_ps(
+        _mm256_broadcast_sd(reinterpret_cast<const double*>(p)));
+  } else {
+    return _mm256_broadcast_ps(reinterpret_cast<const __m128*>(p));
+  }
+}
+
+// R rows x T tokens (R * T <= 8, T = 1, 2 or 4); element (r, t) follows the
+// row dot's order exactly. Its scales are lane k = r * T + t of 8: the
+// products d_w(r) * d_x(t) of a block come from one multiply (into a table
+// each step broadcasts from) and Q4_1's min terms m_w(r) * s_x(t) from one
+// fma, in block order. xd, xs: the activations' scales as f32, [block][token]
+// with ld_s tokens a block (xs only for Q4_1).
+template <typename F, int R, int T, bool kVnni>
+BRAID_VNNI void Tile(const uint8_t* w, size_t w_row_bytes, const uint8_t* x,
+                     size_t x_row_bytes, const float* xd, const float* xs,
+                     int64_t ld_s, int64_t nb, float* y, int64_t ld_y,
+                     bool accumulate) {
+  static_assert(R * T <= 8 && (T == 1 || T == 2 || T == 4), "tile shape");
+  constexpr int64_t kWB = sizeof(typename F::W);
+  constexpr int64_t kXB = sizeof(typename F::X);
+  __m256 acc[R][T];
+#pragma GCC unroll 8
+  for (int r = 0; r < R; ++r) {
+#pragma GCC unroll 8
+    for (int t = 0; t < T; ++t) acc[r][t] = _mm256_setzero_ps();
+  }
+  __m256 summs = _mm256_setzero_ps();
+  // Lane k = r * T + t takes row r's d (m) of [d0 m0 d1 m1 ...] (rows 0..3)
+  // or, for 8 rows, of the rows' d (m) in order.
+  alignas(32) int32_t pick_d[8], pick_m[8];
+  for (int k = 0; k < 8; ++k) {
+    const int r = R == 8 ? k : k / T;
+    pick_d[k] = R == 8 ? k : 2 * (r % 4);
+    pick_m[k] = pick_d[k] + (R == 8 ? 0 : 1);
+  }
+  const __m256i id =
+      _mm256_load_si256(reinterpret_cast<const __m256i*>(pick_d));
+  const __m256i im =
+      _mm256_load_si256(reinterpret_cast<const __m256i*>(pick_m));
+  // prod[RingSlot(i)][k] = lane k's d_w * d_x at block i (scale_ring.h).
+  alignas(32) float prod[kScaleRing][8];
+  // Block i's products into prod[RingSlot(i)], its min terms into summs.
+  auto scales = [&](int64_t i) BRAID_VNNI {
+    const uint8_t* wb = w + i * kWB;
+    // The rows' (d, m) as f32 lanes k.
+    __m256 dw, mw;
+    if constexpr (R == 8) {
+      const __m256 a = _mm256_cvtph_ps(_mm_set_epi32(
+          Load32Bits(wb + 3 * w_row_bytes), Load32Bits(wb + 2 * w_row_bytes),
+          Load32Bits(wb + w_row_bytes), Load32Bits(wb)));
+      const __m256 b = _mm256_cvtph_ps(_mm_set_epi32(
+          Load32Bits(wb + 7 * w_row_bytes), Load32Bits(wb + 6 * w_row_bytes),
+          Load32Bits(wb + 5 * w_row_bytes), Load32Bits(wb + 4 * w_row_bytes)));
+      // [d0 d1 d4 d5 | d2 d3 d6 d7] -> rows in order.
+      dw = _mm256_castpd_ps(_mm256_permute4x64_pd(
+          _mm256_castps_pd(_mm256_shuffle_ps(a, b, _MM_SHUFFLE(2, 0, 2, 0))),
+          _MM_SHUFFLE(3, 1, 2, 0)));
+      mw = _mm256_castpd_ps(_mm256_permute4x64_pd(
+          _mm256_castps_pd(_mm256_shuffle_ps(a, b, _MM_SHUFFLE(3, 1, 3, 1))),
+          _MM_SHUFFLE(3, 1, 2, 0)));
+    } else {
+      int32_t dm[4] = {0, 0, 0, 0};
+#pragma GCC unroll 4
+      for (int r = 0; r < R; ++r) dm[r] = Load32Bits(wb + r * w_row_bytes);
+      const __m256 a =
+          _mm256_cvtph_ps(_mm_set_epi32(dm[3], dm[2], dm[1], dm[0]));
+      dw = _mm256_permutevar8x32_ps(a, id);
+      mw = _mm256_permutevar8x32_ps(a, im);
+    }
+    _mm256_store_ps(prod[RingSlot(i)],
+                    _mm256_mul_ps(dw, TokenLanes<T>(xd + i * ld_s)));
+    if constexpr (F::kMin) {
+      summs = _mm256_fmadd_ps(mw, TokenLanes<T>(xs + i * ld_s), summs);
+    }
+  };
+  for (int64_t i = 0; i < std::min(kScalesAhead, nb); ++i) scales(i);
+  for (int64_t i = 0; i < nb; ++i) {
+    if (i + kScalesAhead < nb) scales(i + kScalesAhead);
+#pragma GCC unroll 8
+    for (int r = 0; r < R; ++r) {
+      const typename F::Prep p = F::Prepare(
+          reinterpret_cast<const typename F::W*>(w + r * w_row_bytes)[i]);
+#pragma GCC unroll 4
+      for (int t = 0; t < T; ++t) {
+        const auto& xb = *reinterpret_cast<const typename F::X*>(
+            x + t * x_row_bytes + i * kXB);
+        acc[r][t] =
+            _mm256_fmadd_ps(_mm256_broadcast_ss(&prod[RingSlot(i)][r * T + t]),
+                            F::template Sum<kVnni>(p, xb), acc[r][t]);
+      }
+    }
+  }
+  alignas(32) float mins[8];
+  _mm256_store_ps(mins, summs);
+#pragma GCC unroll 8
+  for (int t = 0; t < T; ++t) {
+#pragma GCC unroll 8
+    for (int r = 0; r < R; ++r) {
+      float v = HorizontalSum8(acc[r][t]);
+      if constexpr (F::kMin) v = v + mins[r * T + t];
+      float& out = y[t * ld_y + r];
+      out = accumulate ? out + v : v;
+    }
+  }
+}
+
+// The activations' scales of tokens [0, n_tok) as f32, [block][token], laid
+// out once per call: in `stack` (kStackScales floats each for d and s) when
+// they fit, which covers every decode-sized call (a thread's first call of
+// a new size allocates nothing, so steps allocate nothing whichever thread
+// takes which rows), else in thread_local vectors.
+constexpr int64_t kStackScales = 2048;
+template <typename F>
+BRAID_AVX2 void ScaleTables(const uint8_t* x, size_t x_row_bytes, int64_t nb,
+                            int64_t n_tok, float* stack, const float** xd,
+                            const float** xs) {
+  thread_local std::vector<float> heap_d, heap_s;
+  const int64_t need = nb * n_tok + 4;
+  float* d = stack;
+  float* s = stack + kStackScales;
+  if (need > kStackScales) {
+    if (heap_d.size() < static_cast<size_t>(need)) heap_d.resize(need);
+    if (F::kMin && heap_s.size() < static_cast<size_t>(need)) {
+      heap_s.resize(need);
+    }
+    d = heap_d.data();
+    s = heap_s.data();
+  }
+  for (int64_t t = 0; t < n_tok; ++t) {
+    const auto* xb =
+        reinterpret_cast<const typename F::X*>(x + t * x_row_bytes);
+    for (int64_t i = 0; i < nb; ++i) {
+      d[i * n_tok + t] = H2F(xb[i].d);
+      if constexpr (F::kMin) s[i * n_tok + t] = H2F(xb[i].s);
+    }
+  }
+  *xd = d;
+  *xs = F::kMin ? s : nullptr;
+}
+
+// Rows [r0, r1) in tiles of kR rows (then single rows), tokens in groups of
+// kT (then 2 and 1).
+template <typename F, bool kVnni, int kR, int kT>
+void RunTiles(const uint8_t* w, size_t w_row_bytes, const uint8_t* x,
+              size_t x_row_bytes, int64_t n, int64_t r0, int64_t r1,
+              int64_t n_tok, float* y, int64_t ld_y, bool accumulate,
+              int64_t prefetch_end) {
+  const int64_t nb = n / kQK;
+  const float *xd, *xs;
+  alignas(32) float stack[2 * kStackScales];
+  ScaleTables<F>(x, x_row_bytes, nb, n_tok, stack, &xd, &xs);
+  auto tokens = [&](auto tile1, auto tile2, auto tileT, const uint8_t* wr,
+                    int64_t r) {
+    int64_t t = 0;
+    for (; t + kT <= n_tok; t += kT) {
+      tileT(wr, w_row_bytes, x + t * x_row_bytes, x_row_bytes, xd + t,
+            xs != nullptr ? xs + t : nullptr, n_tok, nb, y + t * ld_y + r, ld_y,
+            accumulate);
+    }
+    for (; kT > 2 && t + 2 <= n_tok; t += 2) {
+      tile2(wr, w_row_bytes, x + t * x_row_bytes, x_row_bytes, xd + t,
+            xs != nullptr ? xs + t : nullptr, n_tok, nb, y + t * ld_y + r, ld_y,
+            accumulate);
+    }
+    for (; t < n_tok; ++t) {
+      tile1(wr, w_row_bytes, x + t * x_row_bytes, x_row_bytes, xd + t,
+            xs != nullptr ? xs + t : nullptr, n_tok, nb, y + t * ld_y + r, ld_y,
+            accumulate);
+    }
+  };
+  int64_t r = r0;
+  for (; r + kR <= r1; r += kR) {
+    const uint8_t* wr = w + r * w_row_bytes;
+    // The rows stream from memory once: fetch the next tile's ahead.
+    const uint8_t* ahead = wr + kR * w_row_bytes;
+    const uint8_t* ahead_end = w + std::max(r1, prefetch_end) * w_row_bytes;
+    for (size_t off = 0; off < kR * w_row_bytes && ahead + off < ahead_end;
+         off += 64) {
+      PrefetchL1(ahead + off);
+    }
+    tokens(Tile<F, kR, 1, kVnni>, Tile<F, kR, (kR <= 4 ? 2 : 1), kVnni>,
+           Tile<F, kR, kT, kVnni>, wr, r);
+  }
+  for (; r < r1; ++r) {
+    tokens(Tile<F, 1, 1, kVnni>, Tile<F, 1, 2, kVnni>, Tile<F, 1, kT, kVnni>,
+           w + r * w_row_bytes, r);
+  }
+}
+
+// Decode-sized batches favour more rows per tile (more independent weight
+// streams); larger batches more tokens per tile (a weight block unpacked once
+// for four tokens).
+template <typename F, bool kVnni>
+void Run(const uint8_t* w, size_t w_row_bytes, const uint8_t* x,
+         size_t x_row_bytes, int64_t n, int64_t r0, int64_t r1, int64_t n_tok,
+         float* y, int64_t ld_y, bool accumulate, int64_t prefetch_end) {
+  if (n_tok >= 4) {
+    RunTiles<F, kVnni, 2, 4>(w, w_row_bytes, x, x_row_bytes, n, r0, r1, n_tok,
+                             y, ld_y, accumulate, prefetch_end);
+  } else if (n_tok >= 2) {
+    RunTiles<F, kVnni, 4, 2>(w, w_row_bytes, x, x_row_bytes, n, r0, r1, n_tok,
+                             y, ld_y, accumulate, prefetch_end);
+  } else {
+    RunTiles<F, kVnni, 8, 1>(w, w_row_bytes, x, x_row_bytes, n, r0, r1, n_tok,
+                             y, ld_y, accumulate, prefetch_end);
+  }
+}
+
+template <typename F>
+void Dispatch(const uint8_t* w, size_t w_row_bytes, const uint8_t* x,
+              size_t x_row_bytes, int64_t n, int64_t r0, int64_t r1,
+              int64_t n_tok, float* y, int64_t ld_y, bool accumulate,
+              int64_t prefetch_end) {
+  if (UseAvxVnni()) {
+    Run<F, true>(w, w_row_bytes, x, x_row_bytes, n, r0, r1, n_tok, y, ld_y,
+                 accumulate, prefetch_end);
+  } else {
+    Run<F, false>(w, w_row_bytes, x, x_row_bytes, n, r0, r1, n_tok, y, ld_y,
+                  accumulate, prefetch_end);
+  }
+}
+
+}  // namespace
+
+bool GemmTileAvx2(DType type, const uint8_t* w, size_t w_row_bytes,
+                  const uint8_t* x, size_t x_row_bytes, int64_t n, int64_t r0,
+                  int64_t r1, int64_t n_tok, float* y, int64_t ld_y,
+                  bool accumulate, int64_t prefetch_end) {
+  switch (type) {
+    case DType::kQ4_0:
+      Dispatch<Q40>(w, w_row_bytes, x, x_row_bytes, n, r0, r1, n_tok, y, ld_y,
+                    accumulate, prefetch_end);
+      return true;
+    case DType::kQ4_1:
+      Dispatch<Q41>(w, w_row_bytes, x, x_row_bytes, n, r0, r1, n_tok, y, ld_y,
+                    accumulate, prefetch_end);
+      return true;
+    case DType::kQ8_0:
+      Dispatch<Q80>(w, w_row_bytes, x, x_row_bytes, n, r0, r1, n_tok, y, ld_y,
+                    accumulate, prefetch_end);
+      return true;
+    case DType::kQ5_0:
+      Dispatch<Q50>(w, w_row_bytes, x, x_row_bytes, n, r0, r1, n_tok, y, ld_y,
+                    accumulate, prefetch_end);
+      return true;
+    case DType::kQ5_1:
+      Dispatch<Q51>(w, w_row_bytes, x, x_row_bytes, n, r0, r1, n_tok, y, ld_y,
+                    accumulate, prefetch_end);
+      return true;
+    case DType::kIQ4_NL:
+      Dispatch<IQ4NL>(w, w_row_bytes, x, x_row_bytes, n, r0, r1, n_tok, y, ld_y,
+                      accumulate, prefetch_end);
+      return true;
+    default:
+      return false;
+  }
+}
+
+}  // namespace braid::kernels::cpu::internal
