@@ -408,13 +408,24 @@ void LlamaModel::SectionClock::Mark(Section part) {
   last_ = now;
 }
 
-// With post-norms (Gemma) a product goes to h, is normed there and then
-// added to the residual; otherwise the product added into it directly.
-void LlamaModel::AddPostNormed(const std::vector<float>& post_norm, int n,
+// x += w * input for the n tokens: the input quantized already (`in`, set
+// by the tasks that wrote it) or quantized here from `input`. With a
+// post-norm (Gemma) the product goes to h, is normed there and then added.
+void LlamaModel::AddToResidual(const k::WeightMatrix& w,
+                               const k::QuantizedActivations* in,
+                               const float* input,
+                               const std::vector<float>& post_norm, int n,
                                const Exec& exec) {
-  if (post_norm.empty()) return;
   const LlamaConfig& c = config_;
   Scratch& s = *exec.scratch;
+  float* const out = post_norm.empty() ? s.x.data() : s.h.data();
+  const bool accumulate = post_norm.empty();
+  if (in != nullptr) {
+    k::MatMulQuantized(w, *in, out, accumulate, exec.pool);
+  } else {
+    k::MatMul(w, input, n, out, accumulate, exec.pool, &s.matmul);
+  }
+  if (post_norm.empty()) return;
   exec.pool->ParallelFor(n, [&](int64_t t) {
     float* h = s.h.data() + t * c.n_embd;
     k::RmsNorm(h, post_norm.data(), 1, c.n_embd, c.rms_eps, h);
@@ -563,14 +574,8 @@ void LlamaModel::RunAttentionOut(int il, const KvEntryMeta* meta, int n,
                       }
                     });
   clock.Mark(kAttention);
-  float* const o_out = l.post_attn_norm.empty() ? s.x.data() : s.h.data();
-  const bool o_acc = l.post_attn_norm.empty();
-  if (fuse_o) {
-    k::MatMulQuantized(l.wo, o_in, o_out, o_acc, &pool);
-  } else {
-    k::MatMul(l.wo, s.attn.data(), n, o_out, o_acc, &pool, &s.matmul);
-  }
-  AddPostNormed(l.post_attn_norm, n, exec);
+  AddToResidual(l.wo, fuse_o ? &o_in : nullptr, s.attn.data(), l.post_attn_norm,
+                n, exec);
   clock.Mark(kOut);
 }
 
@@ -626,14 +631,8 @@ void LlamaModel::RunFfn(int il, int n, const Exec& exec, SectionClock& clock) {
   };
   pool.ParallelRanges(ffn_units, k::kMatMulRunRows / 64, ffn_rows);
   clock.Mark(kGateUp);
-  float* const down_out = l.post_ffn_norm.empty() ? s.x.data() : s.h.data();
-  const bool down_acc = l.post_ffn_norm.empty();
-  if (fused) {
-    k::MatMulQuantized(l.w_down, down_in, down_out, down_acc, &pool);
-  } else {
-    k::MatMul(l.w_down, s.gate.data(), n, down_out, down_acc, &pool, &s.matmul);
-  }
-  AddPostNormed(l.post_ffn_norm, n, exec);
+  AddToResidual(l.w_down, fused ? &down_in : nullptr, s.gate.data(),
+                l.post_ffn_norm, n, exec);
   clock.Mark(kDown);
 }
 

@@ -258,10 +258,12 @@ class LlamaModel : public Model {
   void RunAttentionOut(int il, const KvEntryMeta* meta, int n, const KvView& kv,
                        const Exec& exec, SectionClock& clock);
   void RunFfn(int il, int n, const Exec& exec, SectionClock& clock);
-  // x += RmsNorm(h) * post_norm for the n tokens (nothing when post_norm is
-  // empty: the product added into x itself).
-  void AddPostNormed(const std::vector<float>& post_norm, int n,
-                     const Exec& exec);
+  // x += w * input (RunAttentionOut's O projection, RunFfn's down
+  // projection), through RmsNorm(.) * post_norm when the layer has one.
+  void AddToResidual(const kernels::cpu::WeightMatrix& w,
+                     const kernels::cpu::QuantizedActivations* in,
+                     const float* input, const std::vector<float>& post_norm,
+                     int n, const Exec& exec);
   // Quantizes h = RmsNorm(x) * weight [n, ws[i]->cols] (into scratch h)
   // once per distinct activation type (and packing) of ws into out[i] for
   // ws[i]; the norm runs in the first quantization's parallel tasks.
