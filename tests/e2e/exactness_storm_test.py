@@ -8,7 +8,7 @@ alternatives, ignore_eos or not), a third of them sharing a prompt prefix
 and recomputes. Afterwards each request runs again alone: its tokens,
 text, log-probabilities (bit for bit, top alternatives included), finish
 reason, matched stop and usage must equal what it got in the storm
-(batch invariance and determinism, docs/PERFORMANCE.md issue 3).
+(batch invariance and determinism, docs/ARCHITECTURE.md).
 
 Usage: exactness_storm_test.py [--requests=N] [--seed=S]
 """
