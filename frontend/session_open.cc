@@ -127,11 +127,12 @@ absl::Status BuildStream(const StreamSpec& spec, size_t i,
   return absl::OkStatus();
 }
 
-absl::Status BuildSession(const SessionOpenSpec& open,
-                          const RequestBuilder& builder,
-                          const ModelStreams& model,
-                          batching::SessionOptions* out,
-                          std::vector<SessionStreamInfo>* streams) {
+absl::StatusOr<BuiltSession> BuildSession(const SessionOpenSpec& open,
+                                          const RequestBuilder& builder,
+                                          const ModelStreams& model) {
+  BuiltSession built;
+  batching::SessionOptions* const out = &built.options;
+  std::vector<SessionStreamInfo>* const streams = &built.streams;
   if (open.session_id.size() > 128) {
     return InvalidField("open.session_id", "must be at most 128 bytes");
   }
@@ -185,7 +186,8 @@ absl::Status BuildSession(const SessionOpenSpec& open,
   }
   // Multi-stream models: the aligned layout, streams bound to model streams
   // (single-stream models keep the linear layout).
-  return BindModelStreams(open, model, out);
+  BRAID_RETURN_IF_ERROR(BindModelStreams(open, model, out));
+  return built;
 }
 
 absl::Status CheckResume(const SessionOpenSpec& open) {

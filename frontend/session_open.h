@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "batching/session.h"
 #include "frontend/request.h"
@@ -32,15 +33,19 @@ struct SessionStreamInfo {
   bool logprobs = false;
 };
 
+// A session as the engine opens it and the call's stream table.
+struct BuiltSession {
+  batching::SessionOptions options;
+  std::vector<SessionStreamInfo> streams;
+};
+
 // open -> engine options and the stream table (validated; stream ids unique
 // and non-empty, kinds and roles consistent, the prefix and per-stream
 // sampling through `builder` like a Generate request, a multi-stream
 // model's streams bound by BindModelStreams).
-absl::Status BuildSession(const SessionOpenSpec& open,
-                          const RequestBuilder& builder,
-                          const ModelStreams& model,
-                          batching::SessionOptions* out,
-                          std::vector<SessionStreamInfo>* streams);
+absl::StatusOr<BuiltSession> BuildSession(const SessionOpenSpec& open,
+                                          const RequestBuilder& builder,
+                                          const ModelStreams& model);
 
 // open with resume names a kept session and nothing else: the session keeps
 // its prefix, streams and settings.

@@ -374,14 +374,14 @@ SessionCall::SessionCall(const grpc::Status& error, CallHooks hooks)
 
 bool SessionCall::Open(const v1::SessionOpen& open) {
   if (open.resume()) return Resume(open);
-  batching::SessionOptions options;
-  std::vector<SessionStreamInfo> streams;
-  if (absl::Status s = BuildSession(FromProto(open), *backend_.builder,
-                                    backend_.model_streams, &options, &streams);
-      !s.ok()) {
-    outbox_->FinishNow(ToGrpcStatus(s));
+  absl::StatusOr<frontend::BuiltSession> built =
+      BuildSession(FromProto(open), *backend_.builder, backend_.model_streams);
+  if (!built.ok()) {
+    outbox_->FinishNow(ToGrpcStatus(built.status()));
     return false;
   }
+  batching::SessionOptions& options = built->options;
+  std::vector<SessionStreamInfo>& streams = built->streams;
   if (options.session_id.empty()) options.session_id = default_session_id_;
   options.owner = backend_.owner;
   outbox_->Configure(options.session_id, std::move(streams));
