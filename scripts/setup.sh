@@ -30,12 +30,12 @@ fi
 
 # Python clients for the end-to-end tests (grpcio is the independent client).
 VENV="$CACHE/venv"
-PY_PACKAGES=(grpcio grpcio-tools grpcio-health-checking numpy gguf)
+PY_PACKAGES=(grpcio grpcio-tools grpcio-health-checking numpy gguf kubernetes-validate)
 if [ ! -x "$VENV/bin/python" ]; then
   echo "setup: creating $VENV"
   python3 -m venv "$VENV"
 fi
-if ! "$VENV/bin/python" -c "import grpc, grpc_tools, grpc_health, numpy, gguf" 2>/dev/null; then
+if ! "$VENV/bin/python" -c "import grpc, grpc_tools, grpc_health, numpy, gguf, kubernetes_validate" 2>/dev/null; then
   echo "setup: installing Python packages: ${PY_PACKAGES[*]}"
   "$VENV/bin/pip" install -q "${PY_PACKAGES[@]}"
 fi

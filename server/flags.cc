@@ -11,6 +11,10 @@
 // -- model and engine --------------------------------------------------------
 ABSL_FLAG(std::string, model, "",
           "Path of the GGUF model to serve (default: $BRAID_MODEL).");
+ABSL_FLAG(std::string, device, "auto",
+          "Where the model runs: cpu, or auto (the GPU when braid has a "
+          "CUDA executor and a GPU is present, else the CPU). cuda[:N] is "
+          "refused until the CUDA executor lands.");
 ABSL_FLAG(int, threads, 0,
           "CPU threads for the model (0 = one per hardware thread).");
 ABSL_FLAG(
@@ -154,6 +158,7 @@ DaemonFlags ReadFlags() {
   if (f.model_path.empty() && std::getenv("BRAID_MODEL") != nullptr) {
     f.model_path = std::getenv("BRAID_MODEL");
   }
+  f.device = absl::GetFlag(FLAGS_device);
   f.threads = absl::GetFlag(FLAGS_threads);
   f.packed_matmul = absl::GetFlag(FLAGS_packed_matmul);
   f.context_length = absl::GetFlag(FLAGS_context_length);

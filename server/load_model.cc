@@ -9,6 +9,7 @@
 #include <utility>
 #include <vector>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_join.h"
 #include "model/cpu/llama.h"
 #include "model/gguf.h"
@@ -61,6 +62,16 @@ void LogCpuModel(const model::LlamaModel& llama) {
 }  // namespace
 
 absl::StatusOr<LoadedModel> LoadModel(const DaemonFlags& flags) {
+  if (absl::StartsWith(flags.device, "cuda")) {
+    return absl::UnimplementedError(
+        "--device=" + flags.device +
+        ": this build of braidd has no CUDA executor yet; use --device=cpu "
+        "or --device=auto");
+  }
+  if (flags.device != "cpu" && flags.device != "auto") {
+    return absl::InvalidArgumentError("--device=" + flags.device +
+                                      ": must be cpu, auto or cuda[:N]");
+  }
   const std::string& path = flags.model_path;
   LoadedModel m;
   auto file = model::GgufFile::Open(path);
