@@ -156,9 +156,14 @@ TEST(ServerMetricsTest, RpcsByCodeSessionsStateAndInfo) {
   m.SetModelInfo({.name = "SmolLM2",
                   .architecture = "llama",
                   .backend = "cpu",
-                  .context_length = 512});
+                  .context_length = 512,
+                  .kv_block_size = 16,
+                  .kv_num_blocks = 4096});
   EXPECT_EQ(Value(r, "braid_model_info",
                   {{"model_name", "SmolLM2"}, {"context_length", "512"}}),
+            1);
+  EXPECT_EQ(Value(r, "braid_kv_cache_info",
+                  {{"block_size", "16"}, {"num_blocks", "4096"}}),
             1);
 }
 

@@ -126,6 +126,15 @@ void ServerMetrics::SetModelInfo(const ModelInfo& info) {
             {"backend", info.backend},
             {"context_length", std::to_string(info.context_length)}})
       .Set(1);
+  prometheus::BuildGauge()
+      .Name("braid_kv_cache_info")
+      .Help(
+          "Always 1; the labels give the KV cache's block size (tokens) "
+          "and block count.")
+      .Register(registry_)
+      .Add({{"block_size", std::to_string(info.kv_block_size)},
+            {"num_blocks", std::to_string(info.kv_num_blocks)}})
+      .Set(1);
 }
 
 }  // namespace braid::metrics

@@ -48,6 +48,10 @@ struct ModelInfo {
   std::string architecture;  // general.architecture
   std::string backend;       // "cpu", "cuda"
   int context_length = 0;
+  // The KV cache's shape (braid_kv_cache_info), for routers that weigh KV
+  // usage by capacity (vLLM's cache_config_info).
+  int kv_block_size = 0;
+  int kv_num_blocks = 0;
 };
 
 class ServerMetrics {

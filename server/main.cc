@@ -108,10 +108,13 @@ int Run(const server::DaemonFlags& flags) {
                executor.kv_cache().bytes() / (1024.0 * 1024.0));
   service.SetReady(info, loaded->tokenizer.get(), loaded->chat_template.get(),
                    &engine, loaded->info);
-  server_metrics.SetModelInfo({.name = info.name,
-                               .architecture = info.architecture,
-                               .backend = info.backend,
-                               .context_length = loaded->info.context_length});
+  server_metrics.SetModelInfo(
+      {.name = info.name,
+       .architecture = info.architecture,
+       .backend = info.backend,
+       .context_length = loaded->info.context_length,
+       .kv_block_size = engine_options->scheduler.block_size,
+       .kv_num_blocks = engine_options->scheduler.num_blocks});
   server::SetHealth(server->get(), true);
   server_metrics.SetState(metrics::ServerState::kServing);
   std::fprintf(stderr,
