@@ -174,6 +174,86 @@ absl::Status ReadWindowAndCaps(const GgufFile& f, const std::string& p,
   return absl::OkStatus();
 }
 
+// The heads: <arch>.attention.head_count_kv (default n_head) and a head
+// size of its own (attention.key_length, equal to value_length), else
+// n_embd / n_head.
+absl::Status ReadHeads(const GgufFile& f, const std::string& p,
+                       LlamaConfig* c) {
+  c->n_head_kv = c->n_head;
+  if (f.Has(p + "attention.head_count_kv")) {
+    BRAID_RETURN_IF_ERROR(
+        ReadPositive(f, p + "attention.head_count_kv", &c->n_head_kv));
+  }
+  if (c->n_head % c->n_head_kv != 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("model config: n_head ", c->n_head,
+                     " not divisible by n_head_kv ", c->n_head_kv));
+  }
+  if (f.Has(p + "attention.key_length")) {
+    // A head size of its own (qwen3: 128 with n_embd / n_head = 64).
+    BRAID_RETURN_IF_ERROR(
+        ReadPositive(f, p + "attention.key_length", &c->head_dim));
+    int value_length = c->head_dim;
+    if (f.Has(p + "attention.value_length")) {
+      BRAID_RETURN_IF_ERROR(
+          ReadPositive(f, p + "attention.value_length", &value_length));
+    }
+    if (value_length != c->head_dim) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "model config: attention.value_length ", value_length,
+          " != attention.key_length ", c->head_dim, " is not supported"));
+    }
+  } else {
+    if (c->n_embd % c->n_head != 0) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("model config: n_embd ", c->n_embd,
+                       " not divisible by n_head ", c->n_head));
+    }
+    c->head_dim = c->n_embd / c->n_head;
+  }
+  return absl::OkStatus();
+}
+
+// RoPE: the rotated dims, the base and the scaling type (none or linear;
+// Llama 3's per-dim factors are the rope_freqs.weight tensor).
+absl::Status ReadRope(const GgufFile& f, const std::string& p, LlamaConfig* c) {
+  c->n_rot = c->head_dim;
+  if (f.Has(p + "rope.dimension_count")) {
+    BRAID_RETURN_IF_ERROR(
+        ReadPositive(f, p + "rope.dimension_count", &c->n_rot));
+    if (c->n_rot > c->head_dim || c->n_rot % 2 != 0) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("model config: rope.dimension_count ", c->n_rot,
+                       " must be even and <= head_dim ", c->head_dim));
+    }
+  }
+  if (f.Has(p + "rope.freq_base")) {
+    absl::StatusOr<double> v = f.GetFloat(p + "rope.freq_base");
+    if (!v.ok() || !(*v > 0)) {
+      return absl::InvalidArgumentError("model config: bad rope.freq_base");
+    }
+    c->rope_base = static_cast<float>(*v);
+  }
+  if (f.Has(p + "rope.scaling.type")) {
+    absl::StatusOr<std::string> t = f.GetString(p + "rope.scaling.type");
+    if (t.ok() && *t == "linear") {
+      absl::StatusOr<double> factor = f.GetFloat(p + "rope.scaling.factor");
+      if (!factor.ok() || !(*factor >= 1)) {
+        return absl::InvalidArgumentError(
+            "model config: rope.scaling.type linear needs rope.scaling.factor "
+            ">= 1");
+      }
+      c->rope_freq_scale = static_cast<float>(1.0 / *factor);
+    } else if (!t.ok() || *t != "none") {
+      return absl::UnimplementedError(absl::StrCat(
+          "model config: rope.scaling.type '", t.ok() ? *t : "?",
+          "' is not supported (braid reads none and linear, and Llama 3's "
+          "rope_freqs.weight)"));
+    }
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 const ArchTraits* FindArch(const std::string& arch) {
@@ -217,72 +297,8 @@ absl::StatusOr<LlamaConfig> LlamaConfig::FromGguf(const GgufFile& f) {
                             {"attention.head_count", &c.n_head}}) {
     BRAID_RETURN_IF_ERROR(ReadPositive(f, p + key, field));
   }
-  c.n_head_kv = c.n_head;
-  if (f.Has(p + "attention.head_count_kv")) {
-    BRAID_RETURN_IF_ERROR(
-        ReadPositive(f, p + "attention.head_count_kv", &c.n_head_kv));
-  }
-  if (c.n_head % c.n_head_kv != 0) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("model config: n_head ", c.n_head,
-                     " not divisible by n_head_kv ", c.n_head_kv));
-  }
-  if (f.Has(p + "attention.key_length")) {
-    // A head size of its own (qwen3: 128 with n_embd / n_head = 64).
-    BRAID_RETURN_IF_ERROR(
-        ReadPositive(f, p + "attention.key_length", &c.head_dim));
-    int value_length = c.head_dim;
-    if (f.Has(p + "attention.value_length")) {
-      BRAID_RETURN_IF_ERROR(
-          ReadPositive(f, p + "attention.value_length", &value_length));
-    }
-    if (value_length != c.head_dim) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "model config: attention.value_length ", value_length,
-          " != attention.key_length ", c.head_dim, " is not supported"));
-    }
-  } else {
-    if (c.n_embd % c.n_head != 0) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("model config: n_embd ", c.n_embd,
-                       " not divisible by n_head ", c.n_head));
-    }
-    c.head_dim = c.n_embd / c.n_head;
-  }
-  c.n_rot = c.head_dim;
-  if (f.Has(p + "rope.dimension_count")) {
-    BRAID_RETURN_IF_ERROR(
-        ReadPositive(f, p + "rope.dimension_count", &c.n_rot));
-    if (c.n_rot > c.head_dim || c.n_rot % 2 != 0) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("model config: rope.dimension_count ", c.n_rot,
-                       " must be even and <= head_dim ", c.head_dim));
-    }
-  }
-  if (f.Has(p + "rope.freq_base")) {
-    absl::StatusOr<double> v = f.GetFloat(p + "rope.freq_base");
-    if (!v.ok() || !(*v > 0)) {
-      return absl::InvalidArgumentError("model config: bad rope.freq_base");
-    }
-    c.rope_base = static_cast<float>(*v);
-  }
-  if (f.Has(p + "rope.scaling.type")) {
-    absl::StatusOr<std::string> t = f.GetString(p + "rope.scaling.type");
-    if (t.ok() && *t == "linear") {
-      absl::StatusOr<double> factor = f.GetFloat(p + "rope.scaling.factor");
-      if (!factor.ok() || !(*factor >= 1)) {
-        return absl::InvalidArgumentError(
-            "model config: rope.scaling.type linear needs rope.scaling.factor "
-            ">= 1");
-      }
-      c.rope_freq_scale = static_cast<float>(1.0 / *factor);
-    } else if (!t.ok() || *t != "none") {
-      return absl::UnimplementedError(absl::StrCat(
-          "model config: rope.scaling.type '", t.ok() ? *t : "?",
-          "' is not supported (braid reads none and linear, and Llama 3's "
-          "rope_freqs.weight)"));
-    }
-  }
+  BRAID_RETURN_IF_ERROR(ReadHeads(f, p, &c));
+  BRAID_RETURN_IF_ERROR(ReadRope(f, p, &c));
   absl::StatusOr<double> eps =
       f.GetFloat(p + "attention.layer_norm_rms_epsilon");
   if (!eps.ok() || !(*eps > 0) || *eps > 1) {
