@@ -47,9 +47,8 @@ constexpr ArchTraits Gemma(bool gemma3) {
   return t;
 }
 constexpr ArchEntry kArchs[] = {
-    {"llama", Llama()},           {"qwen2", Qwen(false)},
-    {"qwen3", Qwen(true)},        {"gemma2", Gemma(false)},
-    {"gemma3", Gemma(true)},
+    {"llama", Llama()},       {"qwen2", Qwen(false)},  {"qwen3", Qwen(true)},
+    {"gemma2", Gemma(false)}, {"gemma3", Gemma(true)},
 };
 
 // A positive float key into *out, when the file has it.
@@ -58,8 +57,7 @@ absl::Status ReadOptionalPositive(const GgufFile& f, const std::string& key,
   if (!f.Has(key)) return absl::OkStatus();
   absl::StatusOr<double> v = f.GetFloat(key);
   if (!v.ok() || !(*v >= 0) || *v > 1e6) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("model config: bad ", key));
+    return absl::InvalidArgumentError(absl::StrCat("model config: bad ", key));
   }
   *out = static_cast<float>(*v);
   return absl::OkStatus();

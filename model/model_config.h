@@ -109,8 +109,8 @@ struct LlamaConfig {
   // braid.streams.* keys; without them the model is single-stream:
   // n_streams 1, no roles, aligned, no silence token.
   using StreamLayout = model::StreamLayout;  // (model/model.h)
-  int n_streams = 1;                      // braid.streams.count, >= 1.
-  std::vector<std::string> stream_roles;  // [n_streams] or empty.
+  int n_streams = 1;                         // braid.streams.count, >= 1.
+  std::vector<std::string> stream_roles;     // [n_streams] or empty.
   StreamLayout stream_layout = StreamLayout::kAligned;
   int silence_token_id = -1;  // In [0, n_vocab), or -1 when not given.
 

@@ -14,9 +14,9 @@ namespace braid::server {
 
 struct DaemonFlags {
   // The model.
-  std::string model_path;  // --model, else $BRAID_MODEL; empty: none
+  std::string model_path;       // --model, else $BRAID_MODEL; empty: none
   std::string device = "auto";  // --device: cpu | auto | cuda[:N]
-  int threads = 0;         // 0: one a hardware thread
+  int threads = 0;              // 0: one a hardware thread
   bool packed_matmul = false;
   int context_length = 4096;  // capped by the model's training context
   // The engine (context_length is set once the model is loaded).

@@ -19,6 +19,7 @@
 #include "metrics/engine_metrics.h"
 #include "metrics/exporter.h"
 #include "metrics/server_metrics.h"
+#include "queues/work_queues.h"
 #include "server/auth.h"
 #include "server/engine_config.h"
 #include "server/flags.h"
@@ -26,7 +27,6 @@
 #include "server/load_model.h"
 #include "server/service.h"
 #include "server/stats.h"
-#include "queues/work_queues.h"
 
 namespace braid {
 namespace {

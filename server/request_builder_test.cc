@@ -121,8 +121,8 @@ TEST_F(RequestBuilderTest, TokenPromptsAreCheckedNotTokenized) {
 // (their template writes it), not Tokenize or a session's appended input;
 // set, it is followed as given.
 TEST(RequestBuilderSpecialTokensTest, BosWhereAContextStarts) {
-  auto file = model::GgufFile::Open(
-      model::testing::TestDataPath("spm_vocab.gguf"));
+  auto file =
+      model::GgufFile::Open(model::testing::TestDataPath("spm_vocab.gguf"));
   ASSERT_TRUE(file.ok()) << file.status();
   auto data = model::TokenizerDataFromGguf(**file);
   ASSERT_TRUE(data.ok()) << data.status();

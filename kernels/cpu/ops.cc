@@ -308,7 +308,8 @@ void GeluTanhMul(float* gate, const float* up, int64_t n) {
     } else {
       const float r = Fp16ToFp32(Fp32ToFp16(x));
       const float g =
-          0.5f * r * (1.0f + std::tanh(kSqrt2OverPi * r * (1.0f + kCoef * r * r)));
+          0.5f * r *
+          (1.0f + std::tanh(kSqrt2OverPi * r * (1.0f + kCoef * r * r)));
       gate[i] = Fp16ToFp32(Fp32ToFp16(g)) * up[i];
     }
   }

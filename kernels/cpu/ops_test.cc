@@ -161,7 +161,7 @@ TEST(OpsTest, GeluTanhMulIsGgmlsTable) {
   // Values against the tanh formula in double, with ggml's fp16 rounding of
   // the input and of GELU's value; the ends are exact.
   const float gate_in[] = {-12.0f, -10.0f, -1.3f, -0.01f, 0.0f,
-                           0.5f,   2.0f,   9.99f, 10.0f, 12.0f};
+                           0.5f,   2.0f,   9.99f, 10.0f,  12.0f};
   const int n = sizeof(gate_in) / sizeof(gate_in[0]);
   std::vector<float> gate(gate_in, gate_in + n), up(n, 2.0f);
   GeluTanhMul(gate.data(), up.data(), n);
@@ -172,7 +172,8 @@ TEST(OpsTest, GeluTanhMulIsGgmlsTable) {
   for (int i = 2; i < 8; ++i) {
     const double x = gate_in[i];
     const double g =
-        0.5 * x * (1 + std::tanh(std::sqrt(2 / M_PI) * (x + 0.044715 * x * x * x)));
+        0.5 * x *
+        (1 + std::tanh(std::sqrt(2 / M_PI) * (x + 0.044715 * x * x * x)));
     EXPECT_NEAR(gate[i], g * 2, 2e-3 * (1 + std::abs(g))) << x;
     // The table's value: an fp16 number times up.
     EXPECT_EQ(gate[i] / 2, Fp16ToFp32(Fp32ToFp16(gate[i] / 2))) << x;

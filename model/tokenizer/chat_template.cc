@@ -126,7 +126,8 @@ std::optional<std::string> DeepSeekDefaultSystem(std::string_view source) {
 // Gemma 3 opens its first turn with the system text and a separator:
 // first_user_prefix = messages[0]['content'] + '\n\n'.
 std::string Gemma3SystemSeparator(std::string_view source) {
-  constexpr std::string_view kAt = "first_user_prefix = messages[0]['content'] +";
+  constexpr std::string_view kAt =
+      "first_user_prefix = messages[0]['content'] +";
   const size_t at = source.find(kAt);
   if (at != std::string_view::npos) {
     const size_t quote = source.find_first_of("'\"", at + kAt.size());
@@ -143,12 +144,12 @@ struct FamilyName {
   std::string_view name;
 };
 constexpr FamilyName kFamilyNames[] = {
-    {Family::kChatMl, "chatml"}, {Family::kLlama2, "llama2"},
-    {Family::kLlama3, "llama3"}, {Family::kMistralV1, "mistral-v1"},
+    {Family::kChatMl, "chatml"},        {Family::kLlama2, "llama2"},
+    {Family::kLlama3, "llama3"},        {Family::kMistralV1, "mistral-v1"},
     {Family::kMistralV3, "mistral-v3"}, {Family::kMistralV7, "mistral-v7"},
-    {Family::kGemma, "gemma"},   {Family::kGemma3, "gemma3"},
-    {Family::kZephyr, "zephyr"},
-    {Family::kPhi3, "phi3"},     {Family::kDeepSeek, "deepseek"},
+    {Family::kGemma, "gemma"},          {Family::kGemma3, "gemma3"},
+    {Family::kZephyr, "zephyr"},        {Family::kPhi3, "phi3"},
+    {Family::kDeepSeek, "deepseek"},
 };
 
 // Signature checks, in llama.cpp's llm_chat_detect_template order.
@@ -282,8 +283,7 @@ absl::StatusOr<std::string> ChatTemplate::Render(
     case Family::kGemma:
       return RenderGemmaTurns(messages, add_generation_prompt, std::nullopt);
     case Family::kGemma3:
-      return RenderGemmaTurns(messages, add_generation_prompt,
-                              default_system_);
+      return RenderGemmaTurns(messages, add_generation_prompt, default_system_);
     case Family::kZephyr:
       return RenderZephyr(messages, add_generation_prompt);
     case Family::kPhi3:
@@ -468,10 +468,9 @@ absl::StatusOr<std::string> ChatTemplate::RenderGemmaTurns(
   std::string out = bos_;
   for (size_t i = 0; i < messages.size(); ++i) {
     const ChatMessage& m = messages[i];
-    absl::StrAppend(&out, "<start_of_turn>",
-                    m.role == "assistant" ? "model" : m.role, "\n",
-                    i == 0 ? prefix : "", PyStrip(m.content),
-                    "<end_of_turn>\n");
+    absl::StrAppend(
+        &out, "<start_of_turn>", m.role == "assistant" ? "model" : m.role, "\n",
+        i == 0 ? prefix : "", PyStrip(m.content), "<end_of_turn>\n");
   }
   if (gen) out += "<start_of_turn>model\n";
   return out;

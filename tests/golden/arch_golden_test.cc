@@ -87,8 +87,8 @@ TEST_P(ArchGoldenTest, TeacherForcedLogitsMatchLlamaCpp) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Archs, ArchGoldenTest,
-                         ::testing::Values("llama3", "qwen2", "qwen3", "mistral",
-                                           "gemma2", "gemma3"),
+                         ::testing::Values("llama3", "qwen2", "qwen3",
+                                           "mistral", "gemma2", "gemma3"),
                          [](const auto& info) {
                            return std::string(info.param);
                          });
