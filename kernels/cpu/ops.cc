@@ -296,6 +296,11 @@ void SiluMul(float* gate, const float* up, int64_t n) {
   SwiGlu(gate, up, gate, n);
 }
 
+void SoftcapInPlace(float* x, int64_t n, float cap) {
+  const float inv = 1.0f / cap;
+  for (int64_t i = 0; i < n; ++i) x[i] = std::tanh(x[i] * inv) * cap;
+}
+
 void GeluTanhMul(float* gate, const float* up, int64_t n) {
   constexpr float kSqrt2OverPi = 0.79788456080286535587989211986876f;
   constexpr float kCoef = 0.044715f;

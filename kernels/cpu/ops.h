@@ -55,6 +55,11 @@ void RopeApplyNeox(float* x, int64_t n_tok, int64_t row_stride, int64_t e0,
 // rows match ggml's per-row grouping when their length is a multiple of 16).
 void SiluMul(float* gate, const float* up, int64_t n);
 
+// x[i] = cap * tanh(x[i] / cap) for i < n (soft-capping: Gemma 2's
+// attention scores and final logits), in ggml's float steps: scale by
+// 1 / cap, tanh, scale by cap.
+void SoftcapInPlace(float* x, int64_t n, float cap);
+
 // gate[i] = GELU(gate[i]) * up[i] (GeGLU), GELU in the tanh approximation
 // as ggml's CPU backend evaluates it: for |x| < 10 the fp16 value of
 // GELU(fp16(x)) (its lookup table), 0 at or below -10, x at or above 10.

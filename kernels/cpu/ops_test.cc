@@ -157,6 +157,15 @@ TEST(OpsTest, SiluMulAndSoftmaxAndAdd) {
 
 // ArgMax is std::max_element's index: the first of equal maxima, wherever
 // they fall (lanes, the tail), on the AVX2 path and the scalar one.
+TEST(OpsTest, SoftcapInPlace) {
+  float x[] = {0.0f, 1.0f, -3.0f, 1000.0f};
+  SoftcapInPlace(x, 4, 2.0f);
+  EXPECT_EQ(x[0], 0.0f);
+  EXPECT_FLOAT_EQ(x[1], 2.0f * std::tanh(0.5f));
+  EXPECT_FLOAT_EQ(x[2], 2.0f * std::tanh(-1.5f));
+  EXPECT_FLOAT_EQ(x[3], 2.0f);  // saturates at the cap
+}
+
 TEST(OpsTest, GeluTanhMulIsGgmlsTable) {
   // Values against the tanh formula in double, with ggml's fp16 rounding of
   // the input and of GELU's value; the ends are exact.

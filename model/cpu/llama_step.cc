@@ -386,12 +386,9 @@ void LlamaModel::ProjectVocab(const float* x, const int32_t* rows, int n_out,
                       : std::chrono::steady_clock::time_point{};
   k::MatMul(output_, s.h.data(), n_out, logits, false, exec.pool, &s.matmul,
             norm);
-  if (c.final_softcap > 0) {  // ggml: scale by 1 / cap, tanh, scale by cap
-    const float cap = c.final_softcap, inv = 1.0f / cap;
+  if (c.final_softcap > 0) {
     exec.pool->ParallelFor(n_out, [&](int64_t r) {
-      float* row = logits + r * c.n_vocab;
-      for (int i = 0; i < c.n_vocab; ++i)
-        row[i] = std::tanh(row[i] * inv) * cap;
+      k::SoftcapInPlace(logits + r * c.n_vocab, c.n_vocab, c.final_softcap);
     });
   }
   if (exec.profile != nullptr) {

@@ -12,6 +12,7 @@
 #include "kernels/cpu/attention/attention_tasks.h"
 #include "kernels/cpu/cpu_features.h"
 #include "kernels/cpu/fp16.h"
+#include "kernels/cpu/ops.h"
 #include "kernels/cpu/quant/dot.h"
 #include "kernels/cpu/vec_math.h"
 
@@ -23,7 +24,6 @@ using internal::KernelChoice;
 using internal::kLanes;
 using internal::kMaxRows;
 using internal::PagedEntries;
-using internal::SoftcapRow;
 using internal::SoftmaxRow;
 using internal::TaskSplit;
 using internal::TokenRun;
@@ -208,7 +208,7 @@ void AttendRows(const QueryRows& rows, const uint16_t* const* k_rows,
     }
   }
   for (int i = 0; i < g; ++i) {
-    if (softcap > 0) SoftcapRow(scores + i * ld, rows.n[i], softcap);
+    if (softcap > 0) SoftcapInPlace(scores + i * ld, rows.n[i], softcap);
     SoftmaxRow(scores + i * ld, rows.n[i], ld, scale);
   }
   // Weighted V sums, one partial row per accumulator lane (slot), reduced
@@ -363,12 +363,6 @@ namespace internal {
 float ScoreScale(const AttentionShape& shape) {
   return shape.scale > 0 ? shape.scale
                          : 1.0f / std::sqrt(static_cast<float>(shape.head_dim));
-}
-
-void SoftcapRow(float* row, int64_t n, float softcap) {
-  // ggml's three ops: scale by 1 / softcap, tanh, scale by softcap.
-  const float inv = 1.0f / softcap;
-  for (int64_t j = 0; j < n; ++j) row[j] = std::tanh(row[j] * inv) * softcap;
 }
 
 void SoftmaxRow(float* row, int64_t n, int64_t ld, float scale) {

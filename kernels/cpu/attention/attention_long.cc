@@ -7,6 +7,7 @@
 #include "kernels/cpu/attention/attention_kernels.h"
 #include "kernels/cpu/attention/attention_paged.h"
 #include "kernels/cpu/fp16.h"
+#include "kernels/cpu/ops.h"
 
 namespace braid::kernels::cpu::internal {
 namespace {
@@ -133,7 +134,7 @@ void LongContextAttention(const AttentionShape& shape,
   pool->ParallelFor(n_long * n_head, [&](int64_t x) {
     const int64_t i = x / n_head, h = x % n_head;
     float* row = scores.data() + score_off[i] + h * ld_of(i);
-    if (shape.softcap > 0) SoftcapRow(row, counts[i], shape.softcap);
+    if (shape.softcap > 0) SoftcapInPlace(row, counts[i], shape.softcap);
     SoftmaxRow(row, counts[i], ld_of(i), scale);
   });
   // Phase 3: weighted V sums, (token, KV head, residue) per task.

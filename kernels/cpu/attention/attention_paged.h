@@ -36,8 +36,6 @@ inline KernelChoice ChooseKernels(int64_t n_tok, int64_t head_dim) {
 void SoftmaxRow(float* row, int64_t n, int64_t ld, float scale);
 // The scores' scale of `shape` (AttentionShape::scale, or 1 / sqrt(head_dim)).
 float ScoreScale(const AttentionShape& shape);
-// row[j] = softcap * tanh(row[j] / softcap), j < n, in ggml's float steps.
-void SoftcapRow(float* row, int64_t n, float softcap);
 
 // A paged layer's entries as one call addresses them: the pool entry of a
 // sequence's context entry j (shifts for the usual power-of-two block
