@@ -251,11 +251,13 @@ absl::StatusOr<ChatTemplate> ChatTemplate::FromSource(std::string jinja_source,
     default_system = ChatMlDefaultSystem(jinja_source);
   } else if (*family == Family::kDeepSeek) {
     default_system = DeepSeekDefaultSystem(jinja_source);
-  } else if (*family == Family::kGemma3) {
-    default_system = Gemma3SystemSeparator(jinja_source);
   }
-  return ChatTemplate(*family, std::move(default_system), std::move(bos_text),
-                      std::move(eos_text));
+  ChatTemplate t(*family, std::move(default_system), std::move(bos_text),
+                 std::move(eos_text));
+  if (*family == Family::kGemma3) {
+    t.system_separator_ = Gemma3SystemSeparator(jinja_source);
+  }
+  return t;
 }
 
 std::string_view ChatTemplate::name() const {
@@ -281,9 +283,8 @@ absl::StatusOr<std::string> ChatTemplate::Render(
     case Family::kMistralV7:
       return RenderMistralV7(messages, add_generation_prompt);
     case Family::kGemma:
-      return RenderGemmaTurns(messages, add_generation_prompt, std::nullopt);
     case Family::kGemma3:
-      return RenderGemmaTurns(messages, add_generation_prompt, default_system_);
+      return RenderGemmaTurns(messages, add_generation_prompt);
     case Family::kZephyr:
       return RenderZephyr(messages, add_generation_prompt);
     case Family::kPhi3:
@@ -445,10 +446,9 @@ absl::StatusOr<std::string> ChatTemplate::RenderMistralV7(
 }
 
 // Gemma 1/2 refuse a system message; Gemma 3 puts a leading one, as it is,
-// and system_separator before the first turn's text.
+// and system_separator_ before the first turn's text.
 absl::StatusOr<std::string> ChatTemplate::RenderGemmaTurns(
-    absl::Span<const ChatMessage> messages, bool gen,
-    const std::optional<std::string>& system_separator) const {
+    absl::Span<const ChatMessage> messages, bool gen) const {
   if (absl::Status s =
           CheckRoles(messages, {"system", "user", "assistant"}, name());
       !s.ok()) {
@@ -457,11 +457,11 @@ absl::StatusOr<std::string> ChatTemplate::RenderGemmaTurns(
   if (messages.empty()) return EmptyConversationError(name());
   std::string prefix;
   if (messages[0].role == "system") {
-    if (!system_separator.has_value()) {
+    if (!system_separator_.has_value()) {
       return absl::InvalidArgumentError(
           "the gemma template does not support a system role");
     }
-    prefix = messages[0].content + *system_separator;
+    prefix = messages[0].content + *system_separator_;
     messages.remove_prefix(1);
   }
   if (absl::Status s = CheckAlternation(messages); !s.ok()) return s;

@@ -90,10 +90,9 @@ class ChatTemplate {
         bos_(std::move(bos_text)),
         eos_(std::move(eos_text)) {}
 
-  // gemma and gemma3 (system_separator set: what follows the system text).
-  absl::StatusOr<std::string> RenderGemmaTurns(
-      absl::Span<const ChatMessage> m, bool gen,
-      const std::optional<std::string>& system_separator) const;
+  // gemma, and gemma3 (system_separator_ set).
+  absl::StatusOr<std::string> RenderGemmaTurns(absl::Span<const ChatMessage> m,
+                                               bool gen) const;
 
   absl::StatusOr<std::string> RenderChatMl(absl::Span<const ChatMessage> m,
                                            bool gen) const;
@@ -115,9 +114,11 @@ class ChatTemplate {
                                              bool gen) const;
 
   Family family_;
-  // chatml, deepseek: the system text the template inserts; gemma3: the
-  // separator after the system text (first_user_prefix's suffix).
+  // chatml, deepseek: the system text the template inserts.
   std::optional<std::string> default_system_;
+  // gemma3: what follows a system message's text in the first turn
+  // (first_user_prefix's suffix); unset: no system role (gemma).
+  std::optional<std::string> system_separator_;
   std::string bos_;
   std::string eos_;
 };
