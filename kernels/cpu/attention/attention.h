@@ -103,9 +103,13 @@ struct PagedAttentionSeq {
 // stream up to its position, seq's visible streams strictly before it;
 // with a sliding window, only the entries less than `window` positions
 // back).
+// Whether a sliding window of `window` positions (> 0) hides e from q.
+inline bool OutsideWindow(KvEntryMeta q, KvEntryMeta e, int32_t window) {
+  return window > 0 && int64_t{q.y} - e.y >= window;
+}
 inline bool EntryVisible(const PagedAttentionSeq& seq, KvEntryMeta q,
                          KvEntryMeta e, int32_t window = 0) {
-  if (window > 0 && int64_t{q.y} - e.y >= window) return false;
+  if (OutsideWindow(q, e, window)) return false;
   if (e.stream == q.stream) return e.y <= q.y;
   if (e.y >= q.y) return false;
   for (int64_t s = 0; s < seq.num_visible_streams; ++s) {
