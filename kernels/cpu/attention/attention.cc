@@ -296,7 +296,7 @@ void BuildRunView(const AttentionShape& shape, const PagedEntries& entries,
       const int64_t e = entries.Slot(seq, j);
       const KvEntryMeta m = entries.Meta(e, j);
       if (!EntryVisible(seq, q_meta[t], m)) continue;
-      if (shape.window > 0 && int64_t{q_meta[t].y} - m.y >= shape.window) {
+      if (OutsideWindow(q_meta[t], m, shape.window)) {
         ++*windowed;
         continue;
       }
