@@ -97,7 +97,7 @@ struct SessionOptions {
   // Unique per owner among open and kept sessions; the engine names the
   // session when empty.
   std::string session_id;
-  // The client identity (server/auth.h ClientIdentity): the per-client
+  // The client identity (frontend/auth.h ClientIdentity): the per-client
   // session limit counts by it, and only it may resume the session.
   std::string owner;
   std::vector<int32_t> prefix;  // non-empty: stream 0 at y = 0..

@@ -9,9 +9,14 @@ namespace braid::metrics {
 namespace {
 
 const char* RpcLabel(int rpc) {
-  static const char* const kNames[] = {"Generate", "Tokenize", "Detokenize",
-                                       "GetModelInfo", "Session"};
+  static const char* const kNames[] = {
+      "Generate", "Tokenize",    "Detokenize",       "GetModelInfo",
+      "Session",  "completions", "chat_completions", "models"};
   return kNames[rpc];
+}
+
+const char* FrontendLabel(int rpc) {
+  return rpc >= static_cast<int>(Rpc::kCompletions) ? "http" : "grpc";
 }
 
 const char* CauseLabel(int cause) {
@@ -53,15 +58,17 @@ ServerMetrics::ServerMetrics(prometheus::Registry& r,
   rpcs_ = &prometheus::BuildCounter()
                .Name("braid_rpcs_total")
                .Help(
-                   "Finished braid.v1.Braid RPCs by method and gRPC status "
-                   "code (errors are code != \"OK\").")
+                   "Finished requests by front end (grpc: braid.v1.Braid "
+                   "RPCs; http: the OpenAI-compatible API), method and "
+                   "status code (gRPC names; errors are code != \"OK\").")
                .Register(r);
   // Every (method, code) series exists from the start, at 0, so rates and
-  // ratios read 0 rather than nothing; 5 x 17 series.
+  // ratios read 0 rather than nothing; 8 x 17 series.
   for (int m = 0; m < kNumRpcs; ++m) {
     for (int c = 0; c < kNumStatusCodes; ++c) {
-      rpc_children_[m][c] =
-          &rpcs_->Add({{"method", RpcLabel(m)}, {"code", StatusCodeName(c)}});
+      rpc_children_[m][c] = &rpcs_->Add({{"frontend", FrontendLabel(m)},
+                                         {"method", RpcLabel(m)},
+                                         {"code", StatusCodeName(c)}});
     }
   }
   auto& cancellations = prometheus::BuildCounter()

@@ -22,14 +22,19 @@ class Family;
 
 namespace braid::metrics {
 
+// The gRPC service's methods, then the HTTP front end's endpoints (label
+// frontend="grpc" or "http").
 enum class Rpc {
   kGenerate = 0,
   kTokenize,
   kDetokenize,
   kGetModelInfo,
-  kSession
+  kSession,
+  kCompletions,      // POST /v1/completions
+  kChatCompletions,  // POST /v1/chat/completions
+  kModels,           // GET /v1/models
 };
-inline constexpr int kNumRpcs = 5;
+inline constexpr int kNumRpcs = 8;
 inline constexpr int kNumStatusCodes = 17;  // grpc::StatusCode 0..16
 // "OK", "CANCELLED", ... "UNAUTHENTICATED"; "UNKNOWN" out of range.
 const char* StatusCodeName(int code);
@@ -58,8 +63,9 @@ class ServerMetrics {
  public:
   ServerMetrics(prometheus::Registry& registry, const std::string& version);
 
-  // Every finished RPC of braid.v1.Braid (a Session call when it ends);
-  // `code` is a grpc::StatusCode.
+  // Every finished RPC of braid.v1.Braid (a Session call when it ends) and
+  // HTTP request; `code` is a grpc::StatusCode (absl::StatusCode: the same
+  // numbers).
   void RecordRpc(Rpc rpc, int code);
   void RecordCancellation(CancelCause cause);
   void SessionOpened();

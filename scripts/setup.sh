@@ -14,6 +14,7 @@ DEB_PACKAGES=(
   libabsl-dev prometheus-cpp-dev libgtest-dev libgmock-dev libpcre2-dev
   python3 python3-venv python3-pip
   prometheus openssl
+  libcpp-httplib-dev nlohmann-json3-dev
 )
 
 missing=()
@@ -30,12 +31,12 @@ fi
 
 # Python clients for the end-to-end tests (grpcio is the independent client).
 VENV="$CACHE/venv"
-PY_PACKAGES=(grpcio grpcio-tools grpcio-health-checking numpy gguf kubernetes-validate)
+PY_PACKAGES=(grpcio grpcio-tools grpcio-health-checking numpy gguf kubernetes-validate openai)
 if [ ! -x "$VENV/bin/python" ]; then
   echo "setup: creating $VENV"
   python3 -m venv "$VENV"
 fi
-if ! "$VENV/bin/python" -c "import grpc, grpc_tools, grpc_health, numpy, gguf, kubernetes_validate" 2>/dev/null; then
+if ! "$VENV/bin/python" -c "import grpc, grpc_tools, grpc_health, numpy, gguf, kubernetes_validate, openai" 2>/dev/null; then
   echo "setup: installing Python packages: ${PY_PACKAGES[*]}"
   "$VENV/bin/pip" install -q "${PY_PACKAGES[@]}"
 fi

@@ -131,6 +131,27 @@ ABSL_FLAG(bool, keepalive_permit_without_calls, false,
           "Let clients ping connections with no call in flight.");
 ABSL_FLAG(bool, reflection, false, "Enable gRPC server reflection.");
 
+// -- the OpenAI-compatible HTTP API ------------------------------------------
+ABSL_FLAG(std::string, http_listen, "",
+          "Serve the OpenAI-compatible HTTP API (/v1/completions, "
+          "/v1/chat/completions, /v1/models, /health) on this host:port "
+          "(port 0 picks a free port; empty = off). Same tokens and limits "
+          "as gRPC.");
+ABSL_FLAG(std::string, http_port_file, "",
+          "If set, write the bound HTTP port here once listening.");
+ABSL_FLAG(int, http_threads, 64,
+          "HTTP connections served at once (each open request holds one; "
+          "more wait to be read).");
+ABSL_FLAG(int64_t, http_max_body_bytes, 4 << 20,
+          "Largest HTTP request body; larger ones get 413.");
+ABSL_FLAG(int, http_header_timeout_seconds, 10,
+          "An HTTP request whose headers and body have not arrived within "
+          "this long gets 408 and its connection is closed.");
+ABSL_FLAG(std::string, served_model_name, "",
+          "The model's id in the HTTP API (GET /v1/models, the `model` "
+          "field); default: the model file's name without .gguf. Requests "
+          "may also name the file's general.name.");
+
 // -- observability -----------------------------------------------------------
 ABSL_FLAG(std::string, metrics_listen, "127.0.0.1:9464",
           "Serve Prometheus metrics at http://ADDRESS/metrics (host:port; "
@@ -211,6 +232,14 @@ DaemonFlags ReadFlags() {
       absl::GetFlag(FLAGS_keepalive_permit_without_calls);
   f.reflection = absl::GetFlag(FLAGS_reflection);
 
+  f.http.listen = absl::GetFlag(FLAGS_http_listen);
+  f.http.port_file = absl::GetFlag(FLAGS_http_port_file);
+  f.http.threads = absl::GetFlag(FLAGS_http_threads);
+  f.http.max_body_bytes = absl::GetFlag(FLAGS_http_max_body_bytes);
+  f.http.header_timeout_seconds =
+      absl::GetFlag(FLAGS_http_header_timeout_seconds);
+  f.http.served_model_name = absl::GetFlag(FLAGS_served_model_name);
+
   f.metrics_listen = absl::GetFlag(FLAGS_metrics_listen);
   f.metrics_vllm_names = absl::GetFlag(FLAGS_metrics_vllm_names);
   f.stats_file = absl::GetFlag(FLAGS_stats_file);
@@ -232,8 +261,10 @@ void ConfigureUsage(const char* version) {
   usage.version_string = [] { return *version_line; };
   absl::SetFlagsUsageConfig(usage);
   absl::SetProgramUsageMessage(
-      "serves a GGUF model over gRPC (braid.v1.Braid, grpc.health.v1).\n\n"
-      "  braidd --model=PATH.gguf [--listen=127.0.0.1:50051] [flags]\n"
+      "serves a GGUF model over gRPC (braid.v1.Braid, grpc.health.v1) and,\n"
+      "with --http_listen, the OpenAI-compatible HTTP API.\n\n"
+      "  braidd --model=PATH.gguf [--listen=127.0.0.1:50051] "
+      "[--http_listen=127.0.0.1:8080] [flags]\n"
       "  braidd --flagfile=/etc/braid/braidd.conf   (one --flag=value a line;\n"
       "                                             see docs/OPERATIONS.md)");
 }

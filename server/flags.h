@@ -4,6 +4,7 @@
 #ifndef BRAID_SERVER_FLAGS_H_
 #define BRAID_SERVER_FLAGS_H_
 
+#include <cstdint>
 #include <string>
 
 #include "server/credentials.h"
@@ -11,6 +12,16 @@
 #include "server/limits.h"
 
 namespace braid::server {
+
+// The OpenAI-compatible HTTP front end (openai/http_server.h).
+struct HttpFlags {
+  std::string listen;  // empty: off
+  std::string port_file;
+  int threads = 64;
+  int64_t max_body_bytes = 4 << 20;
+  int header_timeout_seconds = 10;
+  std::string served_model_name;  // empty: the file's stem
+};
 
 struct DaemonFlags {
   // The model.
@@ -30,6 +41,7 @@ struct DaemonFlags {
   std::string auth_token_file;  // empty: no authentication
   int drain_grace_seconds = 30;
   int max_request_seconds = 600;  // 0: no limit
+  HttpFlags http;
   // Observability and tests.
   std::string metrics_listen;  // empty: no /metrics endpoint
   bool metrics_vllm_names = false;

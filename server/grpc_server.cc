@@ -79,28 +79,43 @@ absl::StatusOr<std::unique_ptr<grpc::Server>> StartGrpcServer(
 }
 
 void Drain(grpc::Server* server, BraidService& service,
-           metrics::ServerMetrics& server_metrics, int grace_seconds,
-           absl::FunctionRef<bool()> hurry) {
+           openai::HttpServer* http, metrics::ServerMetrics& server_metrics,
+           int grace_seconds, absl::FunctionRef<bool()> hurry) {
   service.StartDrain();
+  if (http != nullptr) http->StartDrain();
   SetHealth(server, false);
   server_metrics.SetState(metrics::ServerState::kDraining);
+  auto open = [&] {
+    return service.open_streams() +
+           (http != nullptr ? http->open_requests() : 0);
+  };
   std::fprintf(stderr, "braidd: draining: %d open streams, %d s grace period\n",
-               service.open_streams(), grace_seconds);
+               open(), grace_seconds);
   const absl::Time deadline = absl::Now() + absl::Seconds(grace_seconds);
-  while (service.open_streams() > 0 && absl::Now() < deadline && !hurry()) {
+  while (open() > 0 && absl::Now() < deadline && !hurry()) {
     absl::SleepFor(absl::Milliseconds(20));
   }
-  const int aborted = service.AbortStreams(grpc::Status(
-      grpc::StatusCode::UNAVAILABLE,
-      absl::StrCat("braidd shut down before this request finished: the "
-                   "drain grace period (--drain_grace_seconds=",
-                   grace_seconds, ") ended; retry on another replica")));
+  const std::string why = absl::StrCat(
+      "braidd shut down before this request finished: the "
+      "drain grace period (--drain_grace_seconds=",
+      grace_seconds, ") ended; retry on another replica");
+  int aborted =
+      service.AbortStreams(grpc::Status(grpc::StatusCode::UNAVAILABLE, why));
+  if (http != nullptr) aborted += http->AbortAll(absl::UnavailableError(why));
   if (aborted > 0) {
     std::fprintf(stderr, "braidd: ended %d streams after the grace period\n",
                  aborted);
   }
   // Lets the final statuses out, then cancels whatever is left.
   server->Shutdown(absl::ToChronoTime(absl::Now() + absl::Seconds(2)));
+  if (http != nullptr) {
+    // The aborted HTTP requests write their error events first.
+    const absl::Time end = absl::Now() + absl::Seconds(2);
+    while (http->open_requests() > 0 && absl::Now() < end) {
+      absl::SleepFor(absl::Milliseconds(10));
+    }
+    http->Stop();
+  }
 }
 
 }  // namespace braid::server

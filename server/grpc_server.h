@@ -10,6 +10,7 @@
 #include "absl/status/statusor.h"
 #include "grpcpp/grpcpp.h"
 #include "metrics/server_metrics.h"
+#include "openai/http_server.h"
 #include "server/flags.h"
 #include "server/service.h"
 
@@ -23,12 +24,13 @@ absl::StatusOr<std::unique_ptr<grpc::Server>> StartGrpcServer(
 // grpc.health.v1 for the server and for braid.v1.Braid.
 void SetHealth(grpc::Server* server, bool serving);
 
-// Stops taking work (health NOT_SERVING, new RPCs UNAVAILABLE), lets open
-// streams finish within grace_seconds (or until hurry() says stop), ends
-// the rest with UNAVAILABLE, then shuts the server down.
+// Stops taking work (health NOT_SERVING, new RPCs UNAVAILABLE; the HTTP
+// front end, when there is one, likewise), lets open streams and HTTP
+// requests finish within grace_seconds (or until hurry() says stop), ends
+// the rest with UNAVAILABLE, then shuts the servers down.
 void Drain(grpc::Server* server, BraidService& service,
-           metrics::ServerMetrics& server_metrics, int grace_seconds,
-           absl::FunctionRef<bool()> hurry);
+           openai::HttpServer* http, metrics::ServerMetrics& server_metrics,
+           int grace_seconds, absl::FunctionRef<bool()> hurry);
 
 // Writes `port` and a newline to `path` atomically (nothing when empty).
 void WritePortFile(const std::string& path, int port);

@@ -1,4 +1,5 @@
-// braidd: serves a GGUF model over gRPC. The composition root: it reads the
+// braidd: serves a GGUF model over gRPC and, with --http_listen, the
+// OpenAI-compatible HTTP API. The composition root: it reads the
 // flags (flags.h) and wires the parts together; each part lives in its own
 // file.
 //
@@ -16,11 +17,12 @@
 #include "absl/time/clock.h"
 #include "batching/engine.h"
 #include "batching/model_executor.h"
+#include "frontend/auth.h"
 #include "metrics/engine_metrics.h"
 #include "metrics/exporter.h"
 #include "metrics/server_metrics.h"
+#include "openai/http_server.h"
 #include "queues/work_queues.h"
-#include "server/auth.h"
 #include "server/engine_config.h"
 #include "server/flags.h"
 #include "server/grpc_server.h"
@@ -53,6 +55,43 @@ absl::StatusOr<std::unique_ptr<metrics::Exporter>> StartMetrics(
   return served;
 }
 
+// The HTTP front end when --http_listen is set (null otherwise); it answers
+// 503 until the model is loaded.
+absl::StatusOr<std::unique_ptr<openai::HttpServer>> StartHttp(
+    const server::DaemonFlags& flags, const frontend::TokenAuthenticator* auth,
+    metrics::ServerMetrics* metrics) {
+  if (flags.http.listen.empty()) return nullptr;
+  openai::HttpOptions o;
+  o.listen = flags.http.listen;
+  o.threads = flags.http.threads;
+  o.max_body_bytes = flags.http.max_body_bytes;
+  o.header_timeout = absl::Seconds(flags.http.header_timeout_seconds);
+  o.auth = auth;
+  o.metrics = metrics;
+  if (flags.max_request_seconds > 0) {
+    o.max_request_duration = absl::Seconds(flags.max_request_seconds);
+  }
+  auto http = openai::HttpServer::Start(std::move(o));
+  if (!http.ok()) return http.status();
+  server::WritePortFile(flags.http.port_file, (*http)->port());
+  return http;
+}
+
+// The model's id in the HTTP API: --served_model_name, else the file's name
+// without .gguf.
+std::string ServedModelName(const server::DaemonFlags& flags) {
+  if (!flags.http.served_model_name.empty()) {
+    return flags.http.served_model_name;
+  }
+  std::string name = flags.model_path.substr(flags.model_path.rfind('/') + 1);
+  const std::string ext = ".gguf";
+  if (name.size() > ext.size() &&
+      name.compare(name.size() - ext.size(), ext.size(), ext) == 0) {
+    name.resize(name.size() - ext.size());
+  }
+  return name;
+}
+
 int Run(const server::DaemonFlags& flags) {
   if (flags.model_path.empty()) {
     return Fail(absl::InvalidArgumentError(
@@ -63,9 +102,9 @@ int Run(const server::DaemonFlags& flags) {
   auto exporter = StartMetrics(flags);
   if (!exporter.ok()) return Fail(exporter.status());
   metrics::ServerMetrics server_metrics((*exporter)->registry(), BRAID_VERSION);
-  std::unique_ptr<server::TokenAuthenticator> auth;
+  std::unique_ptr<frontend::TokenAuthenticator> auth;
   if (!flags.auth_token_file.empty()) {
-    auto loaded = server::TokenAuthenticator::FromFile(flags.auth_token_file);
+    auto loaded = frontend::TokenAuthenticator::FromFile(flags.auth_token_file);
     if (!loaded.ok()) return Fail(loaded.status());
     auth = *std::move(loaded);
   }
@@ -79,6 +118,8 @@ int Run(const server::DaemonFlags& flags) {
   server::BraidService service(service_options);
   auto server = server::StartGrpcServer(&service, flags);
   if (!server.ok()) return Fail(server.status());
+  auto http = StartHttp(flags, auth.get(), &server_metrics);
+  if (!http.ok()) return Fail(http.status());
 
   const absl::Time load_start = absl::Now();
   absl::SleepFor(absl::Milliseconds(flags.debug_load_delay_ms));
@@ -108,6 +149,17 @@ int Run(const server::DaemonFlags& flags) {
                executor.kv_cache().bytes() / (1024.0 * 1024.0));
   service.SetReady(info, loaded->tokenizer.get(), loaded->chat_template.get(),
                    &engine, loaded->info);
+  if (*http != nullptr) {
+    openai::HttpBackend backend;
+    backend.model_id = ServedModelName(flags);
+    backend.aliases = {info.name, flags.model_path};
+    backend.created = absl::ToUnixSeconds(load_start);
+    backend.tokenizer = loaded->tokenizer.get();
+    backend.chat_template = loaded->chat_template.get();
+    backend.engine = &engine;
+    backend.context_length = loaded->info.context_length;
+    (*http)->SetReady(std::move(backend));
+  }
   server_metrics.SetModelInfo(
       {.name = info.name,
        .architecture = info.architecture,
@@ -138,7 +190,7 @@ int Run(const server::DaemonFlags& flags) {
       }
     }
   }
-  server::Drain(server->get(), service, server_metrics,
+  server::Drain(server->get(), service, http->get(), server_metrics,
                 flags.drain_grace_seconds,
                 [] { return g_signals.load() >= 2; });
   engine.Shutdown();

@@ -69,7 +69,7 @@ int BraidService::AbortStreams(const grpc::Status& status) {
 }
 
 absl::StatusOr<const BraidService::Backend*> BraidService::Admit(
-    grpc::CallbackServerContext* context, Scope scope,
+    grpc::CallbackServerContext* context, frontend::Scope scope,
     absl::string_view rpc_name) const {
   if (options_.auth != nullptr) {
     absl::Status status =
@@ -105,7 +105,7 @@ grpc::ServerWriteReactor<v1::GenerateResponse>* BraidService::Generate(
     grpc::CallbackServerContext* context, const v1::GenerateRequest* request) {
   const CallHooks hooks{&streams_, options_.metrics};
   absl::StatusOr<const Backend*> backend =
-      Admit(context, Scope::kGenerate, "Generate");
+      Admit(context, frontend::Scope::kGenerate, "Generate");
   if (!backend.ok()) {
     return new GenerateCall(ToGrpcStatus(backend.status()), hooks);
   }
@@ -129,7 +129,7 @@ grpc::ServerBidiReactor<v1::SessionRequest, v1::SessionEvent>*
 BraidService::Session(grpc::CallbackServerContext* context) {
   const CallHooks hooks{&streams_, options_.metrics};
   absl::StatusOr<const Backend*> backend =
-      Admit(context, Scope::kGenerate, "Session");
+      Admit(context, frontend::Scope::kGenerate, "Session");
   if (!backend.ok()) {
     return new SessionCall(ToGrpcStatus(backend.status()), hooks);
   }
@@ -138,8 +138,8 @@ BraidService::Session(grpc::CallbackServerContext* context) {
   b.builder = &(*backend)->builder;
   b.context_length = (*backend)->info.context_length;
   b.model_streams = (*backend)->streams;
-  b.owner = ClientIdentity(options_.auth != nullptr, Authorization(*context),
-                           context->peer());
+  b.owner = frontend::ClientIdentity(options_.auth != nullptr,
+                                     Authorization(*context), context->peer());
   // Unique for the daemon's life: a session id must not repeat while an
   // earlier session of the client may still be open or kept.
   return new SessionCall(b,
@@ -153,7 +153,7 @@ grpc::ServerUnaryReactor* BraidService::Tokenize(
     v1::TokenizeResponse* response) {
   constexpr metrics::Rpc kRpc = metrics::Rpc::kTokenize;
   absl::StatusOr<const Backend*> backend =
-      Admit(context, Scope::kTokenize, "Tokenize");
+      Admit(context, frontend::Scope::kTokenize, "Tokenize");
   if (!backend.ok()) return Done(context, kRpc, backend.status());
   absl::StatusOr<std::vector<int32_t>> ids =
       (*backend)->builder.Tokenize(FromProto(request->prompt()));
@@ -171,7 +171,7 @@ grpc::ServerUnaryReactor* BraidService::Detokenize(
     v1::DetokenizeResponse* response) {
   constexpr metrics::Rpc kRpc = metrics::Rpc::kDetokenize;
   absl::StatusOr<const Backend*> backend =
-      Admit(context, Scope::kDetokenize, "Detokenize");
+      Admit(context, frontend::Scope::kDetokenize, "Detokenize");
   if (!backend.ok()) return Done(context, kRpc, backend.status());
   absl::Status status = (*backend)->builder.CheckTokenIds(
       absl::MakeConstSpan(request->token_ids().data(),
@@ -190,7 +190,7 @@ grpc::ServerUnaryReactor* BraidService::GetModelInfo(
     v1::ModelInfo* response) {
   constexpr metrics::Rpc kRpc = metrics::Rpc::kGetModelInfo;
   absl::StatusOr<const Backend*> backend =
-      Admit(context, Scope::kInfo, "GetModelInfo");
+      Admit(context, frontend::Scope::kInfo, "GetModelInfo");
   if (!backend.ok()) return Done(context, kRpc, backend.status());
   const Backend& b = **backend;
   const model::ModelInfo& config = b.model;

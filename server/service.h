@@ -7,13 +7,13 @@
 
 #include "absl/time/time.h"
 #include "batching/engine.h"
+#include "frontend/auth.h"
 #include "frontend/request_builder.h"
 #include "metrics/server_metrics.h"
 #include "model/model.h"
 #include "model/tokenizer/chat_template.h"
 #include "model/tokenizer/tokenizer.h"
 #include "proto/braid/v1/braid.grpc.pb.h"
-#include "server/auth.h"
 #include "server/generate_call.h"
 #include "server/session_call.h"
 
@@ -30,7 +30,8 @@ struct ServiceInfo {
 
 // What the service needs besides the model; everything is optional.
 struct ServiceOptions {
-  const TokenAuthenticator* auth = nullptr;   // null: no authentication
+  const frontend::TokenAuthenticator* auth =
+      nullptr;                                // null: no authentication
   metrics::ServerMetrics* metrics = nullptr;  // null: no metrics
   // Generate requests end with DEADLINE_EXCEEDED after this long, whatever
   // the client's deadline.
@@ -89,7 +90,7 @@ class BraidService final : public v1::Braid::CallbackService {
   // Auth, then the daemon's state: the backend to serve the call, or the
   // status to fail it with.
   absl::StatusOr<const Backend*> Admit(grpc::CallbackServerContext* context,
-                                       Scope scope,
+                                       frontend::Scope scope,
                                        absl::string_view rpc_name) const;
   grpc::ServerUnaryReactor* Done(grpc::CallbackServerContext* context,
                                  metrics::Rpc rpc, const absl::Status& status);

@@ -54,7 +54,8 @@ class SessionCall
     batching::Engine* engine = nullptr;
     const frontend::RequestBuilder* builder = nullptr;
     int context_length = 0;
-    std::string owner;  // the client identity (ClientIdentity, auth.h)
+    std::string owner;  // the client identity (frontend::ClientIdentity,
+                        // frontend/auth.h)
     frontend::ModelStreams model_streams;  // the loaded model's braid.streams.*
   };
 

@@ -85,7 +85,7 @@ def chat_streams(**sampling):
 
 def rpc_count(daemon, method, code):
     """braid_rpcs_total{method, code} from /metrics."""
-    want = f'braid_rpcs_total{{code="{code}",method="{method}"}}'
+    want = f'braid_rpcs_total{{code="{code}",frontend="grpc",method="{method}"}}'
     for line in daemon.metrics_text().splitlines():
         if line.startswith(want):
             return float(line.split()[-1])

@@ -15,8 +15,8 @@
 // not covered (probes carry no token).
 //
 // Thread-safe: Check from gRPC threads, ReloadIfChanged from any one thread.
-#ifndef BRAID_SERVER_AUTH_H_
-#define BRAID_SERVER_AUTH_H_
+#ifndef BRAID_FRONTEND_AUTH_H_
+#define BRAID_FRONTEND_AUTH_H_
 
 #include <cstdint>
 #include <memory>
@@ -29,7 +29,7 @@
 #include "absl/strings/string_view.h"
 #include "absl/synchronization/mutex.h"
 
-namespace braid::server {
+namespace braid::frontend {
 
 // The RPCs a token may be scoped to (bits).
 enum class Scope : uint32_t {
@@ -79,6 +79,6 @@ class TokenAuthenticator {
   TokenTable tokens_ ABSL_GUARDED_BY(mu_);
 };
 
-}  // namespace braid::server
+}  // namespace braid::frontend
 
-#endif  // BRAID_SERVER_AUTH_H_
+#endif  // BRAID_FRONTEND_AUTH_H_

@@ -1,4 +1,4 @@
-#include "server/auth.h"
+#include "frontend/auth.h"
 
 #include <cstdio>
 #include <fstream>
@@ -7,7 +7,7 @@
 #include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
 
-namespace braid::server {
+namespace braid::frontend {
 namespace {
 
 TEST(ParseTokenFileTest, TokensScopesAndComments) {
@@ -107,4 +107,4 @@ TEST_F(AuthenticatorTest, MissingFileIsAnError) {
 }
 
 }  // namespace
-}  // namespace braid::server
+}  // namespace braid::frontend

@@ -1,4 +1,4 @@
-#include "server/auth.h"
+#include "frontend/auth.h"
 
 #include <sys/stat.h>
 
@@ -13,7 +13,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 
-namespace braid::server {
+namespace braid::frontend {
 namespace {
 
 absl::StatusOr<uint32_t> ParseScopes(absl::string_view list, int line_no) {
@@ -167,4 +167,4 @@ absl::Status TokenAuthenticator::Check(absl::string_view authorization,
   return absl::OkStatus();
 }
 
-}  // namespace braid::server
+}  // namespace braid::frontend
