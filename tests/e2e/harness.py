@@ -136,9 +136,10 @@ class Daemon:
     drain grace period is 5 s unless `flags` say otherwise. With
     `wait_serving` (the default) the constructor returns once the health
     service reports SERVING over a plaintext channel. `model` is the GGUF to
-    serve, $BRAID_MODEL by default."""
+    serve, $BRAID_MODEL by default. With `http` the OpenAI-compatible HTTP
+    API listens on a free loopback port too (`http_port`, `base_url`)."""
 
-    def __init__(self, *flags, wait_serving=True, model=None):
+    def __init__(self, *flags, wait_serving=True, model=None, http=False):
         model = model or require_env(
             "BRAID_MODEL",
             "path of SmolLM2-135M-Instruct.Q4_1.gguf (`make test` sets it)")
@@ -152,6 +153,10 @@ class Daemon:
             extra.append("--metrics_listen=127.0.0.1:0")
         if not any(f.startswith("--drain_grace_seconds") for f in flags):
             extra.append("--drain_grace_seconds=5")
+        http_port_file = os.path.join(self.dir, "http_port")
+        if http:
+            extra += ["--http_listen=127.0.0.1:0",
+                      f"--http_port_file={http_port_file}"]
         self.proc = subprocess.Popen(
             [runfile("server/braidd"), f"--model={model}",
              "--listen=127.0.0.1:0", f"--port_file={port_file}",
@@ -167,6 +172,13 @@ class Daemon:
         with open(port_file) as f:
             self.port = int(f.read())
         self.addr = f"127.0.0.1:{self.port}"
+        self.http_port = None
+        if http:
+            wait_for(lambda: os.path.exists(http_port_file), 60,
+                     "braidd writes its HTTP port")
+            with open(http_port_file) as f:
+                self.http_port = int(f.read())
+        self.base_url = f"http://127.0.0.1:{self.http_port}/v1"
         self.metrics_port = None
         if os.path.exists(metrics_port_file):
             with open(metrics_port_file) as f:
