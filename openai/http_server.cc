@@ -4,6 +4,7 @@
 #include <netinet/in.h>
 #include <poll.h>
 #include <sys/socket.h>
+#include <unistd.h>
 
 #include <atomic>
 #include <cstdlib>
@@ -12,8 +13,10 @@
 
 #include "absl/base/thread_annotations.h"
 #include "absl/container/flat_hash_map.h"
+#include "absl/container/flat_hash_set.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/strip.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
 #include "frontend/request_builder.h"
@@ -31,6 +34,24 @@ using Json = nlohmann::json;
 // The connection the current thread serves (httplib runs a connection's
 // requests, handlers and content providers on one thread).
 thread_local int t_socket = -1;
+// Its inode: what identifies the connection, since socket numbers are
+// reused as soon as they are closed.
+thread_local uint64_t t_inode = 0;
+
+// The inode of socket `fd` ("socket:[N]" in /proc/self/fd), or 0.
+uint64_t SocketInode(int fd) {
+  char link[64];
+  const std::string path = absl::StrCat("/proc/self/fd/", fd);
+  const ssize_t n = readlink(path.c_str(), link, sizeof(link) - 1);
+  if (n <= 0) return 0;
+  absl::string_view target(link, static_cast<size_t>(n));
+  uint64_t inode = 0;
+  if (!absl::ConsumePrefix(&target, "socket:[") ||
+      !absl::ConsumeSuffix(&target, "]") || !absl::SimpleAtoi(target, &inode)) {
+    return 0;
+  }
+  return inode;
+}
 
 // True when the client closed its end (or the connection broke): the
 // request was read whole, so a readable socket that peeks 0 bytes is EOF.
@@ -106,14 +127,14 @@ class HttpServer::Impl : public httplib::Server {
   }
 
   class ConnectionPool;
-  // Listener thread, right after accept: the new connection's socket (the
-  // one connection socket of our port not yet known), or -1.
-  int FindNewConnection();
+  // Listener thread, right after accept: the new connection's socket and
+  // inode, the newest (largest inode) connection socket of our port not
+  // yet being served; {-1, 0} when there is none.
+  std::pair<int, uint64_t> FindNewConnection();
   // Pool thread: serves one connection (`serve`, httplib's task) with the
   // request deadline armed and t_socket set.
-  void ServeConnection(int fd, const std::string& peer,
+  void ServeConnection(int fd, uint64_t inode,
                        const std::function<void()>& serve);
-  std::string PeerOf(int fd) const;
 
  private:
   struct Backend {
@@ -152,14 +173,14 @@ class HttpServer::Impl : public httplib::Server {
   }
 
   void Arm(absl::Time deadline) {
-    if (t_socket < 0) return;
+    if (t_inode == 0) return;
     absl::MutexLock lock(&watch_mu_);
-    reading_[t_socket] = deadline;
+    reading_[t_inode] = {t_socket, deadline};
   }
   void Disarm() {
-    if (t_socket < 0) return;
+    if (t_inode == 0) return;
     absl::MutexLock lock(&watch_mu_);
-    reading_.erase(t_socket);
+    reading_.erase(t_inode);
   }
   void Watchdog();
 
@@ -196,10 +217,12 @@ class HttpServer::Impl : public httplib::Server {
 
   absl::Mutex watch_mu_;
   bool watch_stop_ ABSL_GUARDED_BY(watch_mu_) = false;
-  absl::flat_hash_map<int, absl::Time> reading_ ABSL_GUARDED_BY(watch_mu_);
-  // Connections being served: socket -> peer address (a socket number
-  // that shows another peer was closed and reused).
-  absl::flat_hash_map<int, std::string> connections_ ABSL_GUARDED_BY(watch_mu_);
+  // Connections whose request is being read, by socket inode: the socket
+  // and the deadline.
+  absl::flat_hash_map<uint64_t, std::pair<int, absl::Time>> reading_
+      ABSL_GUARDED_BY(watch_mu_);
+  // The inodes of the connections being served.
+  absl::flat_hash_set<uint64_t> connections_ ABSL_GUARDED_BY(watch_mu_);
 
   mutable absl::Mutex runs_mu_;
   uint64_t next_run_ ABSL_GUARDED_BY(runs_mu_) = 1;
@@ -221,23 +244,18 @@ class HttpServer::Impl::ConnectionPool : public httplib::TaskQueue {
   httplib::ThreadPool pool_;
 };
 
-std::string HttpServer::Impl::PeerOf(int fd) const {
-  sockaddr_storage addr{};
-  socklen_t len = sizeof(addr);
-  if (getpeername(fd, reinterpret_cast<sockaddr*>(&addr), &len) != 0) {
-    return "";
-  }
-  return std::string(reinterpret_cast<const char*>(&addr), len);
-}
-
-int HttpServer::Impl::FindNewConnection() {
+std::pair<int, uint64_t> HttpServer::Impl::FindNewConnection() {
   DIR* dir = opendir("/proc/self/fd");
-  if (dir == nullptr) return -1;
-  int found = -1;
+  if (dir == nullptr) return {-1, 0};
+  std::pair<int, uint64_t> found = {-1, 0};
   absl::MutexLock lock(&watch_mu_);
   while (dirent* entry = readdir(dir)) {
     int fd;
     if (!absl::SimpleAtoi(entry->d_name, &fd) || fd == dirfd(dir)) continue;
+    const uint64_t inode = SocketInode(fd);
+    if (inode == 0 || inode <= found.second || connections_.contains(inode)) {
+      continue;
+    }
     sockaddr_storage local{};
     socklen_t len = sizeof(local);
     if (getsockname(fd, reinterpret_cast<sockaddr*>(&local), &len) != 0) {
@@ -249,45 +267,39 @@ int HttpServer::Impl::FindNewConnection() {
     } else if (local.ss_family == AF_INET6) {
       local_port = ntohs(reinterpret_cast<sockaddr_in6*>(&local)->sin6_port);
     }
-    if (local_port != port_) continue;
     int listening = 0;
     socklen_t size = sizeof(listening);
-    if (getsockopt(fd, SOL_SOCKET, SO_ACCEPTCONN, &listening, &size) != 0 ||
+    if (local_port != port_ ||
+        getsockopt(fd, SOL_SOCKET, SO_ACCEPTCONN, &listening, &size) != 0 ||
         listening) {
       continue;
     }
-    const std::string peer = PeerOf(fd);
-    auto it = connections_.find(fd);
-    if (peer.empty() || (it != connections_.end() && it->second == peer)) {
-      continue;
-    }
-    connections_[fd] = peer;
-    found = fd;
-    break;
+    found = {fd, inode};
   }
   closedir(dir);
+  if (found.second != 0) connections_.insert(found.second);
   return found;
 }
 
-void HttpServer::Impl::ServeConnection(int fd, const std::string& peer,
+void HttpServer::Impl::ServeConnection(int fd, uint64_t inode,
                                        const std::function<void()>& serve) {
   t_socket = fd;
+  t_inode = inode;
   Arm(absl::Now() + options_.header_timeout);
   serve();  // closes the socket
   {
     absl::MutexLock lock(&watch_mu_);
-    reading_.erase(fd);
-    auto it = connections_.find(fd);
-    if (it != connections_.end() && it->second == peer) connections_.erase(it);
+    reading_.erase(inode);
+    connections_.erase(inode);
   }
   t_socket = -1;
+  t_inode = 0;
 }
 
 void HttpServer::Impl::ConnectionPool::enqueue(std::function<void()> fn) {
-  const int fd = server_->FindNewConnection();
-  std::string peer = fd >= 0 ? server_->PeerOf(fd) : "";
-  pool_.enqueue([this, fd, peer = std::move(peer), fn = std::move(fn)] {
-    server_->ServeConnection(fd, peer, fn);
+  const auto [fd, inode] = server_->FindNewConnection();
+  pool_.enqueue([this, fd = fd, inode = inode, fn = std::move(fn)] {
+    server_->ServeConnection(fd, inode, fn);
   });
 }
 
@@ -346,15 +358,15 @@ void HttpServer::Impl::Watchdog() {
                                absl::Milliseconds(10));
     const absl::Time now = absl::Now();
     for (auto it = reading_.begin(); it != reading_.end();) {
-      if (it->second > now) {
+      const auto [fd, deadline] = it->second;
+      if (deadline > now) {
         ++it;
         continue;
       }
       // The reading thread only reads until Disarm, so this write does not
       // interleave with a response.
-      (void)!send(it->first, k408.data(), k408.size(),
-                  MSG_NOSIGNAL | MSG_DONTWAIT);
-      shutdown(it->first, SHUT_RDWR);
+      (void)!send(fd, k408.data(), k408.size(), MSG_NOSIGNAL | MSG_DONTWAIT);
+      shutdown(fd, SHUT_RDWR);
       reading_.erase(it++);
     }
   }
