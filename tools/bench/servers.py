@@ -139,8 +139,16 @@ class _Proc:
 
 
 class Braidd(_Proc):
-    def __init__(self, binary, model, threads, context_length, max_running, extra=()):
+    """braidd on free loopback ports: gRPC (`addr`) and, with `http`, the
+    OpenAI-compatible HTTP API (`base_url`)."""
+
+    def __init__(self, binary, model, threads, context_length, max_running, extra=(),
+                 http=False):
         port_file = os.path.join(tempfile.mkdtemp(prefix="braidd_port_"), "port")
+        http_port_file = port_file + ".http"
+        if http:
+            extra = [*extra, "--http_listen=127.0.0.1:0",
+                     f"--http_port_file={http_port_file}"]
         # --max_num_seqs since the continuous-batching engine; --max_running
         # (now its deprecated alias) before it.
         helpfull = subprocess.run([binary, "--helpfull"], capture_output=True,
@@ -150,9 +158,14 @@ class Braidd(_Proc):
                 f"--port_file={port_file}", f"--threads={threads}",
                 f"--context_length={context_length}", f"--{seqs_flag}={max_running}",
                 *extra]
-        super().__init__("braidd", argv, lambda: os.path.exists(port_file))
+        super().__init__("braidd", argv, lambda: os.path.exists(port_file) and (
+            not http or os.path.exists(http_port_file)))
         with open(port_file) as f:
             self.addr = f"127.0.0.1:{int(f.read())}"
+        self.base_url = None
+        if http:
+            with open(http_port_file) as f:
+                self.base_url = f"http://127.0.0.1:{int(f.read())}"
 
 
 class LlamaServer(_Proc):

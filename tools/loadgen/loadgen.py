@@ -218,7 +218,9 @@ def parse_args(argv=None):
     p.add_argument("--base-url", default="http://127.0.0.1:8080",
                    help="OpenAI-compatible server")
     p.add_argument("--endpoint", default="/v1/completions")
-    p.add_argument("--model", default="default", help="'model' field for OpenAI servers")
+    p.add_argument("--model", default=None,
+                   help="'model' field for OpenAI servers (default: none sent, "
+                        "which braidd and llama-server take as their model)")
     p.add_argument("--scenario", choices=["serve", "isolation"], default="serve")
     p.add_argument("--concurrency", type=int, default=None)
     p.add_argument("--request-rate", type=float, default=float("inf"))
