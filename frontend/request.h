@@ -25,6 +25,10 @@ struct PromptSpec {
   std::vector<int32_t> tokens;            // kTokens
   std::vector<ChatMessageSpec> messages;  // kChat
   bool add_generation_prompt = true;      // kChat
+  // kChat: braid.v1.ChatContinuation as its number (0: a whole
+  // conversation; 1: after a turn that ended with the end-of-generation
+  // token, which is in the context; 2: after a turn cut short).
+  int continuation = 0;
   // Unset: the model's special tokens on raw text that starts a context.
   std::optional<bool> add_special_tokens;
 };

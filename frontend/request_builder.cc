@@ -121,6 +121,13 @@ absl::StatusOr<std::vector<int32_t>> RequestBuilder::Tokenize(
         BRAID_RETURN_IF_ERROR(CheckUtf8(m.role, field + ".role"));
         messages.push_back({m.role, m.content});
       }
+      if (prompt.continuation < 0 || prompt.continuation > 2) {
+        return Invalid("prompt.chat.continuation",
+                       absl::StrCat("unknown value ", prompt.continuation));
+      }
+      if (prompt.continuation != 0) {
+        return ChatContinuation(messages, prompt);
+      }
       absl::StatusOr<std::string> rendered =
           chat_template_->Render(messages, prompt.add_generation_prompt);
       if (!rendered.ok()) {
@@ -139,6 +146,26 @@ absl::StatusOr<std::vector<int32_t>> RequestBuilder::Tokenize(
           ? *prompt.add_special_tokens
           : starts_context && prompt.kind == PromptSpec::Kind::kText;
   return tokenizer_->Encode(text, add_special, /*parse_special=*/true);
+}
+
+absl::StatusOr<std::vector<int32_t>> RequestBuilder::ChatContinuation(
+    absl::Span<const model::ChatMessage> messages,
+    const PromptSpec& prompt) const {
+  absl::StatusOr<std::string> rendered = chat_template_->RenderContinuation(
+      messages, prompt.add_generation_prompt);
+  if (!rendered.ok()) {
+    return Invalid("prompt.chat", rendered.status().message());
+  }
+  std::vector<int32_t> ids =
+      tokenizer_->Encode(*rendered, /*add_special=*/false,
+                         /*parse_special=*/true);
+  // After a turn that ended with its end token, the context holds it.
+  constexpr int kAfterEnd = 1;
+  if (prompt.continuation == kAfterEnd && !ids.empty() &&
+      tokenizer_->IsEndOfGeneration(ids.front())) {
+    ids.erase(ids.begin());
+  }
+  return ids;
 }
 
 absl::StatusOr<std::vector<int32_t>> RequestBuilder::PromptTokens(

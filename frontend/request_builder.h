@@ -61,6 +61,12 @@ class RequestBuilder {
                             batching::GenerationRequest* out) const;
 
  private:
+  // A chat prompt that continues a session's conversation
+  // (PromptSpec::continuation).
+  absl::StatusOr<std::vector<int32_t>> ChatContinuation(
+      absl::Span<const model::ChatMessage> messages,
+      const PromptSpec& prompt) const;
+
   const model::Tokenizer* tokenizer_;
   const model::ChatTemplate* chat_template_;
   Limits limits_;

@@ -54,5 +54,39 @@ TEST(FrontendRequestBuilderTest, SpecsBecomeEngineRequests) {
             std::string::npos);
 }
 
+// A session's next chat turn: the template's rendering after the last
+// reply, without the end token the reply ended with (it is in the context)
+// unless the reply was cut short.
+TEST(FrontendRequestBuilderTest, ChatContinuation) {
+  auto loaded = model::testing::LoadSmolLm2(/*with_weights=*/false);
+  ASSERT_TRUE(loaded.ok()) << loaded.status();
+  // ChatML, as SmolLM2's template without its default system message.
+  auto chatml = model::ChatTemplate::FromSource(
+      "{% for message in messages %}{{'<|im_start|>' + message['role'] + "
+      "'\\n' + message['content'] + '<|im_end|>' + '\\n'}}{% endfor %}{% if "
+      "add_generation_prompt %}{{ '<|im_start|>assistant\\n' }}{% endif %}",
+      "", "<|im_end|>");
+  ASSERT_TRUE(chatml.ok()) << chatml.status();
+  const RequestBuilder builder(loaded->tokenizer.get(), &*chatml,
+                               {.context_length = 256});
+  const model::Tokenizer& tok = *loaded->tokenizer;
+  PromptSpec p{.kind = PromptSpec::Kind::kChat, .messages = {{"user", "Hi"}}};
+  p.continuation = 2;  // after a cut turn
+  auto cut = builder.Tokenize(p);
+  ASSERT_TRUE(cut.ok()) << cut.status();
+  EXPECT_EQ(tok.Decode(*cut),
+            "<|im_end|>\n<|im_start|>user\nHi<|im_end|>\n<|im_start|>"
+            "assistant\n");
+  p.continuation = 1;  // after the end token
+  auto after_end = builder.Tokenize(p);
+  ASSERT_TRUE(after_end.ok());
+  EXPECT_EQ(std::vector<int32_t>(cut->begin() + 1, cut->end()), *after_end);
+  EXPECT_TRUE(tok.IsEndOfGeneration(cut->front()));
+  p.continuation = 3;
+  EXPECT_NE(
+      builder.Tokenize(p).status().message().find("prompt.chat.continuation"),
+      std::string::npos);
+}
+
 }  // namespace
 }  // namespace braid::frontend

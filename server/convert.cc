@@ -21,6 +21,7 @@ frontend::PromptSpec FromProto(const v1::Prompt& p) {
         out.messages.push_back({m.role(), m.content()});
       }
       out.add_generation_prompt = !p.chat().no_generation_prompt();
+      out.continuation = p.chat().continuation();
       break;
     case v1::Prompt::KIND_NOT_SET:
       break;

@@ -295,6 +295,34 @@ absl::StatusOr<std::string> ChatTemplate::Render(
   return absl::InternalError("unhandled chat template family");
 }
 
+absl::StatusOr<std::string> ChatTemplate::RenderContinuation(
+    absl::Span<const ChatMessage> messages, bool add_generation_prompt) const {
+  // The conversation so far stands in as one exchange with marker texts; the
+  // continuation is what follows the assistant's marker.
+  static constexpr std::string_view kUser = "\x01braid-user\x01";
+  static constexpr std::string_view kAssistant = "\x01braid-assistant\x01";
+  std::vector<ChatMessage> whole = {{"user", std::string(kUser)},
+                                    {"assistant", std::string(kAssistant)}};
+  whole.insert(whole.end(), messages.begin(), messages.end());
+  absl::StatusOr<std::string> full = Render(whole, add_generation_prompt);
+  if (!full.ok()) return full.status();
+  absl::StatusOr<std::string> before =
+      Render(absl::MakeConstSpan(whole).subspan(0, 2),
+             /*add_generation_prompt=*/false);
+  if (!before.ok()) return before.status();
+  const size_t end = full->find(kAssistant);
+  if (end == std::string::npos ||
+      full->compare(0, end + kAssistant.size(), *before, 0,
+                    end + kAssistant.size()) != 0) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "the ", AsAbsl(name()),
+        " template renders earlier turns differently once more follow, so "
+        "a conversation in a session cannot be continued with it; send the "
+        "turn as raw text"));
+  }
+  return full->substr(end + kAssistant.size());
+}
+
 absl::StatusOr<std::string> ChatTemplate::RenderChatMl(
     absl::Span<const ChatMessage> messages, bool gen) const {
   if (absl::Status s =

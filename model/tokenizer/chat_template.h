@@ -74,6 +74,16 @@ class ChatTemplate {
   absl::StatusOr<std::string> Render(absl::Span<const ChatMessage> messages,
                                      bool add_generation_prompt) const;
 
+  // `messages` as the next turns of a conversation whose last turn, the
+  // assistant's, is already in the context (a session): what Render adds to
+  // the whole conversation after that turn's text, the template's closing of
+  // the turn first. No BOS and no default system message. InvalidArgument
+  // when the template renders earlier turns differently once later ones
+  // follow (mistral-v3 moves the system message to the last user turn), so
+  // that a conversation cannot be continued, or rejects the messages.
+  absl::StatusOr<std::string> RenderContinuation(
+      absl::Span<const ChatMessage> messages, bool add_generation_prompt) const;
+
   // Family name as listed above ("chatml", "llama3", ...).
   std::string_view name() const;
   Family family() const { return family_; }

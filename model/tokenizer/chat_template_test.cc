@@ -101,6 +101,49 @@ TEST(ChatTemplateTest, PlainChatMlHasNoDefaultSystem) {
   EXPECT_FALSE(tmpl->default_system().has_value());
 }
 
+// A conversation rendered whole equals its first turns plus the
+// continuation: what a session holds after the first reply (which ends at
+// the assistant's text) plus what the next turn appends.
+TEST(ChatTemplateTest, ContinuationExtendsTheConversation) {
+  struct Case {
+    const char* file;
+    const char* bos;
+    const char* eos;
+  };
+  for (const Case& c : {Case{"smollm2.jinja", "<|im_start|>", "<|im_end|>"},
+                        {"chatml.jinja", "", "<|im_end|>"},
+                        {"llama3.jinja", "<|begin_of_text|>", "<|eot_id|>"},
+                        {"gemma.jinja", "<bos>", "<eos>"},
+                        {"zephyr.jinja", "<s>", "</s>"},
+                        {"phi3.jinja", "<s>", "<|endoftext|>"}}) {
+    SCOPED_TRACE(c.file);
+    absl::StatusOr<ChatTemplate> tmpl =
+        ChatTemplate::FromSource(ReadFile(ChatDataPath(c.file)), c.bos, c.eos);
+    ASSERT_TRUE(tmpl.ok()) << tmpl.status();
+    const std::vector<ChatMessage> first = {{"user", "Hi"},
+                                            {"assistant", "Hello!"}};
+    const std::vector<ChatMessage> next = {{"user", "Name a color."}};
+    std::vector<ChatMessage> whole = first;
+    whole.insert(whole.end(), next.begin(), next.end());
+    absl::StatusOr<std::string> expected = tmpl->Render(whole, true);
+    ASSERT_TRUE(expected.ok()) << expected.status();
+    // The context after the first reply: the first turn's prompt and the
+    // reply's text.
+    absl::StatusOr<std::string> prompt = tmpl->Render({first[0]}, true);
+    ASSERT_TRUE(prompt.ok());
+    absl::StatusOr<std::string> more = tmpl->RenderContinuation(next, true);
+    ASSERT_TRUE(more.ok()) << more.status();
+    EXPECT_EQ(*prompt + "Hello!" + *more, *expected);
+  }
+  absl::StatusOr<ChatTemplate> v3 = ChatTemplate::FromSource(
+      ReadFile(ChatDataPath("mistral_v3.jinja")), "<s>", "</s>");
+  ASSERT_TRUE(v3.ok());
+  EXPECT_EQ(v3->RenderContinuation({{"system", "s"}, {"user", "u"}}, true)
+                .status()
+                .code(),
+            absl::StatusCode::kInvalidArgument);
+}
+
 TEST(ChatTemplateTest, UnknownTemplateSuggestsRawPrompt) {
   absl::StatusOr<ChatTemplate> tmpl = ChatTemplate::FromSource(
       "{% for m in messages %}{{ m.content }}{% endfor %}", "", "");
