@@ -60,9 +60,10 @@ absl::StatusOr<std::optional<int64_t>> Integer(const Json& v,
   return Invalid(name, "must be an integer");
 }
 
-absl::StatusOr<std::optional<int64_t>> Integer(const Json& body,
-                                               const char* name) {
-  return Integer(Field(body, name), absl::string_view(name));
+// The integer field `name` of `body`.
+absl::StatusOr<std::optional<int64_t>> IntegerField(const Json& body,
+                                                    const char* name) {
+  return Integer(Field(body, name), name);
 }
 
 absl::StatusOr<std::optional<bool>> Bool(const Json& body, const char* name) {
@@ -83,7 +84,7 @@ absl::StatusOr<std::optional<std::string>> String(const Json& body,
 // An int32 field in [lo, hi].
 absl::StatusOr<std::optional<int32_t>> Int32(const Json& body, const char* name,
                                              int64_t lo, int64_t hi) {
-  BRAID_ASSIGN_OR_RETURN(std::optional<int64_t> v, Integer(body, name));
+  BRAID_ASSIGN_OR_RETURN(std::optional<int64_t> v, IntegerField(body, name));
   if (!v.has_value()) return std::nullopt;
   if (*v < lo || *v > hi) {
     return Invalid(name,
@@ -254,8 +255,8 @@ absl::Status RefuseUnsupported(const Json& body, Endpoint endpoint) {
   }
   if (endpoint == Endpoint::kCompletions) {
     BRAID_ASSIGN_OR_RETURN(std::optional<int64_t> best_of,
-                           Integer(body, "best_of"));
-    BRAID_ASSIGN_OR_RETURN(std::optional<int64_t> n, Integer(body, "n"));
+                           IntegerField(body, "best_of"));
+    BRAID_ASSIGN_OR_RETURN(std::optional<int64_t> n, IntegerField(body, "n"));
     if (best_of.has_value() && *best_of != n.value_or(1)) {
       return Invalid("best_of", "is not supported (other than equal to n)");
     }
@@ -298,7 +299,7 @@ absl::Status ParseSampling(const Json& body, frontend::SamplingSpec* s) {
       s->seed = seed.get<uint64_t>();
     } else {
       BRAID_ASSIGN_OR_RETURN(std::optional<int64_t> v, Integer(seed, "seed"));
-      s->seed = static_cast<uint64_t>(*v);
+      s->seed = static_cast<uint64_t>(v.value_or(0));
     }
   }
   BRAID_RETURN_IF_ERROR(ParseStop(body, s));
@@ -320,11 +321,11 @@ absl::Status ParseSampling(const Json& body, frontend::SamplingSpec* s) {
 absl::Status ParseMaxTokens(const Json& body, Endpoint endpoint,
                             frontend::SamplingSpec* s) {
   BRAID_ASSIGN_OR_RETURN(std::optional<int64_t> max_tokens,
-                         Integer(body, "max_tokens"));
+                         IntegerField(body, "max_tokens"));
   const char* name = "max_tokens";
   if (endpoint == Endpoint::kChatCompletions) {
     BRAID_ASSIGN_OR_RETURN(std::optional<int64_t> completion,
-                           Integer(body, "max_completion_tokens"));
+                           IntegerField(body, "max_completion_tokens"));
     if (completion.has_value()) {
       max_tokens = completion;
       name = "max_completion_tokens";

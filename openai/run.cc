@@ -153,32 +153,44 @@ absl::StatusOr<std::shared_ptr<RequestRun>> RequestRun::Start(
       engine, static_cast<int>(prompts.size()) * n, prompt_tokens, deadline));
   for (size_t p = 0; p < prompts.size(); ++p) {
     const int first = static_cast<int>(p) * n;
-    absl::StatusOr<uint64_t> handle;
-    bool session = n > 1;
-    if (!session) {
-      handle = engine->Submit(std::move(prompts[p]),
-                              std::make_shared<GenerateSink>(run, first));
-    } else {
-      const batching::GenerationRequest& r = prompts[p];
-      auto sink = std::make_shared<BranchSink>(run, engine, first, n,
-                                               r.sampling.logprobs);
-      handle = engine->OpenSession(BranchOptions(r, n, owner), sink);
-      if (handle.ok()) {
-        sink->set_handle(*handle);
-        batching::SessionInput input;
-        input.input_id = "prompt";
-        input.stream = 1;
-        input.tokens = {r.prompt.back()};
-        for (int i = 0; i < n; ++i) input.generate_on.push_back(2 + i);
-        engine->SessionAppend(*handle, std::move(input));
+    // A session needs a prefix and an input token: a one-token prompt's n
+    // choices are n requests (there is nothing to share).
+    if (n == 1 || prompts[p].prompt.size() < 2) {
+      for (int i = 0; i < n; ++i) {
+        batching::GenerationRequest r = prompts[p];
+        r.sampling.seed += static_cast<uint64_t>(i);
+        if (n > 1) r.request_id = absl::StrCat(r.request_id, "-", i);
+        absl::StatusOr<uint64_t> handle = engine->Submit(
+            std::move(r), std::make_shared<GenerateSink>(run, first + i));
+        if (!handle.ok()) {
+          run->Cancel(handle.status());
+          return handle.status();
+        }
+        absl::MutexLock lock(&run->mu_);
+        run->work_.push_back({*handle, false});
       }
+      continue;
     }
+    const batching::GenerationRequest& r = prompts[p];
+    auto sink = std::make_shared<BranchSink>(run, engine, first, n,
+                                             r.sampling.logprobs);
+    absl::StatusOr<uint64_t> handle =
+        engine->OpenSession(BranchOptions(r, n, owner), sink);
     if (!handle.ok()) {
       run->Cancel(handle.status());
       return handle.status();
     }
-    absl::MutexLock lock(&run->mu_);
-    run->work_.push_back({*handle, session});
+    sink->set_handle(*handle);
+    {
+      absl::MutexLock lock(&run->mu_);
+      run->work_.push_back({*handle, true});
+    }
+    batching::SessionInput input;
+    input.input_id = "prompt";
+    input.stream = 1;
+    input.tokens = {r.prompt.back()};
+    for (int i = 0; i < n; ++i) input.generate_on.push_back(2 + i);
+    engine->SessionAppend(*handle, std::move(input));
   }
   return run;
 }

@@ -4,9 +4,9 @@
 // A prompt with n = 1 is a Generate request (Engine::Submit: admission
 // control, deadline, metrics). A prompt with n > 1 is a session whose n
 // output streams are branches over the prompt (docs/MULTISTREAM.md), so
-// the prompt's KV blocks are computed and stored once; each branch samples
-// with seed + i. Choice indices are prompt * n + branch, as OpenAI numbers
-// them.
+// the prompt's KV blocks are computed and stored once (a one-token prompt,
+// with nothing to share, is n requests); choice i samples with seed + i. Choice
+// indices are prompt * n + branch, as OpenAI numbers them.
 //
 // Thread-safe: the engine thread pushes, one HTTP thread waits and reads,
 // any thread may Cancel.

@@ -151,6 +151,12 @@ class OpenAITest(harness.DaemonTestCase):
                     finished.add(ch.index)
         self.assertEqual(finished, {0, 1, 2})
         self.assertEqual([got[i] for i in range(3)], texts)
+        # A one-token prompt has nothing to share: n requests.
+        one = self.client.completions.create(
+            model="SmolLM2-135M-Instruct.Q4_1", prompt=[504], max_tokens=4,
+            n=2, seed=1, temperature=1.0)
+        self.assertEqual(len(one.choices), 2)
+        self.assertEqual(one.usage.completion_tokens, 8)
         # Chat with n.
         r = self.client.chat.completions.create(
             model="SmolLM2-135M-Instruct.Q4_1", messages=CHAT, max_tokens=8,
