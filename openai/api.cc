@@ -314,6 +314,10 @@ absl::Status ParseSampling(const Json& body, frontend::SamplingSpec* s) {
   BRAID_ASSIGN_OR_RETURN(std::optional<bool> ignore_eos,
                          Bool(body, "ignore_eos"));
   s->ignore_eos = ignore_eos.value_or(false);
+  // llama.cpp's name: reasoning tokens before the end marker is forced.
+  BRAID_ASSIGN_OR_RETURN(std::optional<int32_t> budget,
+                         Int32(body, "reasoning_budget", -1, 1 << 30));
+  if (budget.has_value() && *budget > 0) s->reasoning_budget = *budget;
   return absl::OkStatus();
 }
 

@@ -238,8 +238,11 @@ class OpenAITest(harness.DaemonTestCase):
         while got.count(b"data: ") < 3:
             got += sock.recv(65536)
         self.assertIn(b"200 OK", got.split(b"\r\n")[0])
-        with open(self.stats_path) as f:
-            self.assertEqual(json.load(f)["requests"], 1)
+
+        def running():
+            with open(self.stats_path) as f:
+                return json.load(f)["requests"] == 1
+        harness.wait_for(running, 30, "the stream's request in the engine")
         sock.close()
         stats = harness.wait_engine_idle(self.stats_path, timeout=30)
         self.assertEqual(stats["kv_blocks_free"], stats["kv_blocks_total"])
@@ -257,6 +260,47 @@ class OpenAITest(harness.DaemonTestCase):
         self.assertGreater(rpc_count(self.daemon, "models", "OK"), -1)
         self.assertEqual(rpc_count(self.daemon, "Generate", "UNAVAILABLE",
                                    frontend="grpc"), 0)
+
+
+class OpenAIReasoningTest(unittest.TestCase):
+    """Reasoning as `reasoning_content`, in chat deltas and messages, as vLLM
+    and llama.cpp send it: braidd runs SmolLM2 with two one-token specials as
+    thinking markers (as reasoning_test does), the user turn opens thinking,
+    and reasoning_budget forces the end marker after 4 tokens."""
+
+    @classmethod
+    def setUpClass(cls):
+        cls.daemon = harness.Daemon("--threads=2", "--context_length=512",
+                                    "--think_start=<jupyter_text>",
+                                    "--think_end=<jupyter_code>", http=True)
+        cls.client = openai_client(cls.daemon)
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.daemon.stop_checked()
+
+    def test_reasoning_content(self):
+        kw = dict(model="SmolLM2-135M-Instruct.Q4_1", max_tokens=12,
+                  temperature=0,
+                  messages=[{"role": "user", "content":
+                             "What is the capital of France?<jupyter_text>"}],
+                  extra_body={"reasoning_budget": 4, "ignore_eos": True})
+        r = self.client.chat.completions.create(**kw)
+        message = r.choices[0].message.model_dump()
+        self.assertTrue(message.get("reasoning_content"), message)
+        self.assertTrue(message["content"], message)
+        self.assertEqual(
+            r.usage.completion_tokens_details.reasoning_tokens, 5)  # + marker
+        self.assertEqual(r.usage.completion_tokens, 12)
+        reasoning, content = "", ""
+        for c in self.client.chat.completions.create(stream=True, **kw):
+            if not c.choices:
+                continue
+            delta = c.choices[0].delta.model_dump()
+            reasoning += delta.get("reasoning_content") or ""
+            content += delta.get("content") or ""
+        self.assertEqual(reasoning, message["reasoning_content"])
+        self.assertEqual(content, message["content"])
 
 
 class OpenAIAuthTest(unittest.TestCase):
