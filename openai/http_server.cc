@@ -6,6 +6,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cstdlib>
 #include <thread>
@@ -53,18 +54,21 @@ uint64_t SocketInode(int fd) {
   return inode;
 }
 
-// True when the client closed its end (or the connection broke): the
-// request was read whole, so a readable socket that peeks 0 bytes is EOF.
-bool ClientGone() {
-  if (t_socket < 0) return false;
-  pollfd p{t_socket, POLLIN | POLLRDHUP, 0};
-  if (poll(&p, 1, 0) <= 0) return false;
-  if (p.revents & (POLLRDHUP | POLLHUP | POLLERR)) return true;
-  if (p.revents & POLLIN) {
-    char c;
-    return recv(t_socket, &c, 1, MSG_PEEK | MSG_DONTWAIT) == 0;
-  }
-  return false;
+// Waits until `run` has news (events, its end, a failure), its deadline
+// passes, or the client closes its connection (false). The request was
+// read whole, so the client's socket reports only its end (POLLRDHUP) or
+// a failure.
+bool AwaitNews(const RequestRun& run) {
+  pollfd fds[2] = {{run.wake_fd(), POLLIN, 0}, {t_socket, POLLRDHUP, 0}};
+  const int n = t_socket >= 0 ? 2 : 1;
+  const absl::Duration left = run.deadline() - absl::Now();
+  const int timeout_ms =
+      left == absl::InfiniteDuration()
+          ? -1
+          : static_cast<int>(std::clamp<int64_t>(
+                absl::ToInt64Milliseconds(left) + 1, 0, 1 << 30));
+  if (poll(fds, n, timeout_ms) <= 0) return true;
+  return n < 2 || !(fds[1].revents & (POLLRDHUP | POLLHUP | POLLERR));
 }
 
 std::string Peer(const httplib::Request& req) {
@@ -79,8 +83,6 @@ std::string RandomHex() {
                      (counter.fetch_add(1) * 0x9E3779B97F4A7C15ull);
   return absl::StrCat(absl::Hex(v, absl::kZeroPad16));
 }
-
-constexpr absl::Duration kPoll = absl::Milliseconds(20);
 
 }  // namespace
 
@@ -176,6 +178,7 @@ class HttpServer::Impl : public httplib::Server {
     if (t_inode == 0) return;
     absl::MutexLock lock(&watch_mu_);
     reading_[t_inode] = {t_socket, deadline};
+    if (deadline < next_check_) rearmed_ = true;  // wake the watchdog
   }
   void Disarm() {
     if (t_inode == 0) return;
@@ -217,6 +220,10 @@ class HttpServer::Impl : public httplib::Server {
 
   absl::Mutex watch_mu_;
   bool watch_stop_ ABSL_GUARDED_BY(watch_mu_) = false;
+  // The watchdog sleeps until next_check_ (the earliest deadline) unless an
+  // earlier one is armed (rearmed_) or it is stopped.
+  absl::Time next_check_ ABSL_GUARDED_BY(watch_mu_) = absl::InfiniteFuture();
+  bool rearmed_ ABSL_GUARDED_BY(watch_mu_) = false;
   // Connections whose request is being read, by socket inode: the socket
   // and the deadline.
   absl::flat_hash_map<uint64_t, std::pair<int, absl::Time>> reading_
@@ -244,18 +251,17 @@ class HttpServer::Impl::ConnectionPool : public httplib::TaskQueue {
   httplib::ThreadPool pool_;
 };
 
-std::pair<int, uint64_t> HttpServer::Impl::FindNewConnection() {
+// Calls `f(fd, inode, listening)` for each TCP socket of this process bound
+// to local port `port`.
+template <typename F>
+void ForEachSocketOnPort(int port, F f) {
   DIR* dir = opendir("/proc/self/fd");
-  if (dir == nullptr) return {-1, 0};
-  std::pair<int, uint64_t> found = {-1, 0};
-  absl::MutexLock lock(&watch_mu_);
+  if (dir == nullptr) return;
   while (dirent* entry = readdir(dir)) {
     int fd;
     if (!absl::SimpleAtoi(entry->d_name, &fd) || fd == dirfd(dir)) continue;
     const uint64_t inode = SocketInode(fd);
-    if (inode == 0 || inode <= found.second || connections_.contains(inode)) {
-      continue;
-    }
+    if (inode == 0) continue;
     sockaddr_storage local{};
     socklen_t len = sizeof(local);
     if (getsockname(fd, reinterpret_cast<sockaddr*>(&local), &len) != 0) {
@@ -269,14 +275,23 @@ std::pair<int, uint64_t> HttpServer::Impl::FindNewConnection() {
     }
     int listening = 0;
     socklen_t size = sizeof(listening);
-    if (local_port != port_ ||
-        getsockopt(fd, SOL_SOCKET, SO_ACCEPTCONN, &listening, &size) != 0 ||
-        listening) {
+    if (local_port != port ||
+        getsockopt(fd, SOL_SOCKET, SO_ACCEPTCONN, &listening, &size) != 0) {
       continue;
     }
-    found = {fd, inode};
+    f(fd, inode, listening != 0);
   }
   closedir(dir);
+}
+
+std::pair<int, uint64_t> HttpServer::Impl::FindNewConnection() {
+  std::pair<int, uint64_t> found = {-1, 0};
+  absl::MutexLock lock(&watch_mu_);
+  ForEachSocketOnPort(port_, [&](int fd, uint64_t inode, bool listening) {
+    if (!listening && inode > found.second && !connections_.contains(inode)) {
+      found = {fd, inode};
+    }
+  });
   if (found.second != 0) connections_.insert(found.second);
   return found;
 }
@@ -338,6 +353,12 @@ absl::Status HttpServer::Impl::Listen() {
     return absl::UnavailableError(
         absl::StrCat("--http_listen: cannot listen on ", options_.listen));
   }
+  // httplib listens with a backlog of 5: a burst of connections beyond it
+  // (a load test's, a proxy's) would wait a second for SYN retries. Linux
+  // takes a new backlog from a second listen().
+  ForEachSocketOnPort(port_, [](int fd, uint64_t, bool listening) {
+    if (listening) ::listen(fd, SOMAXCONN);
+  });
   listener_ = std::thread([this] { listen_after_bind(); });
   watchdog_ = std::thread([this] { Watchdog(); });
   return absl::OkStatus();
@@ -353,9 +374,13 @@ void HttpServer::Impl::Watchdog() {
         body.size(), "\r\n\r\n", body);
   }();
   absl::MutexLock lock(&watch_mu_);
+  auto wake = +[](Impl* impl) ABSL_NO_THREAD_SAFETY_ANALYSIS {
+    return impl->watch_stop_ || impl->rearmed_;
+  };
   while (!watch_stop_) {
-    watch_mu_.AwaitWithTimeout(absl::Condition(&watch_stop_),
-                               absl::Milliseconds(10));
+    watch_mu_.AwaitWithTimeout(absl::Condition(wake, this),
+                               next_check_ - absl::Now());
+    rearmed_ = false;
     const absl::Time now = absl::Now();
     for (auto it = reading_.begin(); it != reading_.end();) {
       const auto [fd, deadline] = it->second;
@@ -368,6 +393,10 @@ void HttpServer::Impl::Watchdog() {
       (void)!send(fd, k408.data(), k408.size(), MSG_NOSIGNAL | MSG_DONTWAIT);
       shutdown(fd, SHUT_RDWR);
       reading_.erase(it++);
+    }
+    next_check_ = absl::InfiniteFuture();
+    for (const auto& [inode, entry] : reading_) {
+      next_check_ = std::min(next_check_, entry.second);
     }
   }
 }
@@ -536,11 +565,11 @@ void HttpServer::Impl::Collect(std::shared_ptr<RequestRun> run,
                                httplib::Response& res) {
   ResponseCollector collector(std::move(meta), run->num_choices());
   while (!run->over()) {
-    for (const ChoiceEvent& e : run->Wait(kPoll)) collector.Add(e);
-    if (!run->over() && ClientGone()) {
+    if (!AwaitNews(*run)) {
       CancelFor(*run, metrics::CancelCause::kClient,
                 absl::CancelledError("the client closed the connection"));
     }
+    for (const ChoiceEvent& e : run->Take()) collector.Add(e);
   }
   Untrack(id);
   const absl::Status status = run->status();
@@ -552,15 +581,11 @@ bool HttpServer::Impl::Stream(StreamState& state, httplib::DataSink& sink) {
   RequestRun& run = *state.run;
   std::string out;
   while (!run.over()) {
+    const bool client_there = AwaitNews(run);
     out.clear();
-    for (const ChoiceEvent& e : run.Wait(kPoll)) state.renderer.Add(e, &out);
-    if (!out.empty() && !sink.write(out.data(), out.size())) {
-      CancelFor(run, metrics::CancelCause::kClient,
-                absl::CancelledError("the client closed the connection"));
-      Record(state.rpc, run.status());
-      return false;
-    }
-    if (out.empty() && !run.over() && ClientGone()) {
+    for (const ChoiceEvent& e : run.Take()) state.renderer.Add(e, &out);
+    if (!client_there ||
+        (!out.empty() && !sink.write(out.data(), out.size()))) {
       CancelFor(run, metrics::CancelCause::kClient,
                 absl::CancelledError("the client closed the connection"));
       Record(state.rpc, run.status());

@@ -8,7 +8,8 @@
 // health none), validation through frontend::RequestBuilder, the engine's
 // admission control, --max_request_seconds. Errors are OpenAI's error
 // object with the matching HTTP status (render.h). A client that closes
-// its connection while its request runs cancels it (checked every 20 ms).
+// its connection while its request runs cancels it (the handler polls the
+// client's socket beside the request's events).
 // A request whose headers and body have not arrived within header_timeout
 // gets 408 and its connection is closed, so slow clients cannot hold the
 // server's threads for long.

@@ -1,5 +1,8 @@
 #include "openai/run.h"
 
+#include <sys/eventfd.h>
+#include <unistd.h>
+
 #include <algorithm>
 #include <atomic>
 #include <utility>
@@ -138,9 +141,18 @@ RequestRun::RequestRun(batching::Engine* engine, int num_choices,
     : engine_(engine),
       num_choices_(num_choices),
       prompt_tokens_(prompt_tokens),
-      deadline_(deadline) {}
+      deadline_(deadline),
+      wake_fd_(eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC)) {}
 
-RequestRun::~RequestRun() { Cancel(absl::CancelledError("request ended")); }
+RequestRun::~RequestRun() {
+  Cancel(absl::CancelledError("request ended"));
+  if (wake_fd_ >= 0) close(wake_fd_);
+}
+
+void RequestRun::Wake() {
+  const uint64_t one = 1;
+  if (wake_fd_ >= 0) (void)!write(wake_fd_, &one, sizeof(one));
+}
 
 absl::StatusOr<std::shared_ptr<RequestRun>> RequestRun::Start(
     batching::Engine* engine, std::vector<batching::GenerationRequest> prompts,
@@ -196,32 +208,35 @@ absl::StatusOr<std::shared_ptr<RequestRun>> RequestRun::Start(
 }
 
 void RequestRun::Push(ChoiceEvent event) {
-  absl::MutexLock lock(&mu_);
-  if (cancelled_) return;
-  if (event.final) ++finished_;
-  events_.push_back(std::move(event));
+  {
+    absl::MutexLock lock(&mu_);
+    if (cancelled_) return;
+    if (event.final) ++finished_;
+    events_.push_back(std::move(event));
+  }
+  Wake();
 }
 
 void RequestRun::Fail(absl::Status status) {
-  absl::MutexLock lock(&mu_);
-  if (status_.ok()) status_ = std::move(status);
+  {
+    absl::MutexLock lock(&mu_);
+    if (status_.ok()) status_ = std::move(status);
+  }
+  Wake();
 }
 
-std::vector<ChoiceEvent> RequestRun::Wait(absl::Duration timeout) {
+std::vector<ChoiceEvent> RequestRun::Take() {
   if (absl::Now() >= deadline_) {
     Cancel(absl::DeadlineExceededError(
         "the request ran past the server's limit (--max_request_seconds)"));
   }
+  uint64_t count;
+  if (wake_fd_ >= 0) (void)!read(wake_fd_, &count, sizeof(count));
   absl::MutexLock lock(&mu_);
-  mu_.AwaitWithTimeout(absl::Condition(this, &RequestRun::Ready), timeout);
   std::vector<ChoiceEvent> out(std::make_move_iterator(events_.begin()),
                                std::make_move_iterator(events_.end()));
   events_.clear();
   return out;
-}
-
-bool RequestRun::Ready() const {
-  return !events_.empty() || !status_.ok() || finished_ == num_choices_;
 }
 
 bool RequestRun::over() const {
@@ -244,6 +259,7 @@ void RequestRun::Cancel(absl::Status why) {
     cancelled_ = true;
     work = work_;
   }
+  Wake();
   for (const Work& w : work) engine_->Cancel(w.handle);
 }
 

@@ -52,10 +52,13 @@ class RequestRun {
       const std::string& owner, absl::Time deadline = absl::InfiniteFuture());
   ~RequestRun();
 
-  // The events that arrived, waiting up to `timeout` for the first; empty
-  // when none came in time or the run is over. Past the deadline the run
-  // is cancelled with DEADLINE_EXCEEDED.
-  std::vector<ChoiceEvent> Wait(absl::Duration timeout);
+  // The events that arrived (none: nothing new). Past the deadline the run
+  // is cancelled with DEADLINE_EXCEEDED first.
+  std::vector<ChoiceEvent> Take();
+  // Readable (an eventfd) once there is news since the last Take: events,
+  // the end, a failure. For poll(2) beside the client's socket.
+  int wake_fd() const { return wake_fd_; }
+  absl::Time deadline() const { return deadline_; }
   // Every choice ended, or the run failed or was cancelled.
   bool over() const;
   // The run's failure (an engine error, Cancel's status); OK while running
@@ -75,7 +78,7 @@ class RequestRun {
  private:
   RequestRun(batching::Engine* engine, int num_choices, int prompt_tokens,
              absl::Time deadline);
-  bool Ready() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void Wake();
   struct Work {
     uint64_t handle = 0;
     bool session = false;
@@ -85,6 +88,7 @@ class RequestRun {
   const int num_choices_;
   const int prompt_tokens_;
   const absl::Time deadline_;
+  const int wake_fd_;
   mutable absl::Mutex mu_;
   std::vector<Work> work_ ABSL_GUARDED_BY(mu_);
   std::deque<ChoiceEvent> events_ ABSL_GUARDED_BY(mu_);

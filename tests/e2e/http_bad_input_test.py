@@ -138,9 +138,10 @@ class HttpBadInputTest(unittest.TestCase):
     def test_slow_headers_get_408_at_the_deadline(self):
         """Slowloris: a header byte every 200 ms keeps each read short of the
         socket timeout, but the request deadline ends it."""
-        socks = []
+        socks, opened = [], []
         for _ in range(8):  # several at once: the good requests go on
             s = socket.create_connection(("127.0.0.1", self.port), timeout=10)
+            opened.append(time.monotonic())
             s.sendall(b"POST /v1/completions HTTP/1.1\r\nHost: x\r\n")
             socks.append(s)
         t0 = time.monotonic()
@@ -156,7 +157,8 @@ class HttpBadInputTest(unittest.TestCase):
                     data = s.recv(65536)
                 except OSError as e:
                     data = repr(e).encode()
-                answered[socks.index(s)] = (time.monotonic() - t0, data)
+                i = socks.index(s)  # seconds since it connected
+                answered[i] = (time.monotonic() - opened[i], data)
             if time.monotonic() >= next_byte:
                 next_byte += 0.2
                 for s in waiting:
