@@ -82,7 +82,8 @@ Engine::Engine(Executor* executor, const model::Tokenizer* tokenizer,
       options_(options),
       metrics_(metrics),
       scheduler_(options.scheduler, std::move(queues)),
-      pacer_(options.max_decode_slowdown, 1) {
+      pacer_(options.max_decode_slowdown, 1,
+             absl::ToDoubleSeconds(options.tpot_objective)) {
   PublishStats();
   thread_ = std::thread([this] { Loop(); });
 }

@@ -49,6 +49,10 @@ struct EngineOptions {
   // (PrefillPacer; at least 1 prompt token per step). <= 1 turns pacing
   // off (the scheduler's static limit still applies).
   double max_decode_slowdown = 0;
+  // A TPOT objective: while requests decode, a step may take up to this long
+  // when that allows more prompt tokens than max_decode_slowdown does
+  // (absl::ZeroDuration() = none).
+  absl::Duration tpot_objective = absl::ZeroDuration();
   // Thinking markers (the same ids as scheduler.think_*): reasoning routing
   // and budgets of Generate requests and session streams.
   ReasoningMarkers reasoning;

@@ -27,8 +27,11 @@ double Blend(double old_value, double sample, double weight) {
 
 }  // namespace
 
-PrefillPacer::PrefillPacer(double max_slowdown, int min_tokens)
-    : max_slowdown_(max_slowdown), min_tokens_(std::max(1, min_tokens)) {}
+PrefillPacer::PrefillPacer(double max_slowdown, int min_tokens,
+                           double step_objective_seconds)
+    : max_slowdown_(max_slowdown),
+      min_tokens_(std::max(1, min_tokens)),
+      step_objective_s_(step_objective_seconds) {}
 
 void PrefillPacer::Observe(int decode_tokens, int prefill_tokens,
                            double seconds) {
@@ -86,7 +89,9 @@ int PrefillPacer::Cap() const {
   // decode steps, the longest gap of the isolation benchmark).
   const double per_token =
       per_token_s_ > 0 ? per_token_s_ : decode_s_ / decode_tokens_;
-  const double tokens = std::floor((max_slowdown_ - 1) * decode_s_ / per_token);
+  const double budget =
+      std::max((max_slowdown_ - 1) * decode_s_, step_objective_s_ - decode_s_);
+  const double tokens = std::floor(budget / per_token);
   return static_cast<int>(
       std::clamp<double>(tokens, min_tokens_, static_cast<double>(kMaxCap)));
 }

@@ -2,7 +2,9 @@
 // docs/ARCHITECTURE.md): from the measured durations of the engine's steps it
 // estimates what a step of only decode tokens takes and what each prefill token
 // adds to it, and allows as many prefill tokens per step as keep a step within
-// `max_slowdown` times the decode-only step. The estimates follow the work
+// `max_slowdown` times the decode-only step, or within a step-time objective
+// (a TPOT objective: the time each decoding stream may wait for its next
+// token) when that allows more. The estimates follow the work
 // as it changes (a prompt's tokens cost more as its context grows): both are
 // exponential moving averages. Pure bookkeeping; not thread-safe (the engine
 // thread owns it).
@@ -14,8 +16,11 @@ namespace braid::batching {
 class PrefillPacer {
  public:
   // max_slowdown <= 1 turns pacing off (Cap() is always 0). Caps are at
-  // least min_tokens (prompt chunks keep making progress).
-  PrefillPacer(double max_slowdown, int min_tokens);
+  // least min_tokens (prompt chunks keep making progress). A step may also
+  // take up to `step_objective_seconds` (0 = none) when that is more than
+  // max_slowdown x the decode-only step.
+  PrefillPacer(double max_slowdown, int min_tokens,
+               double step_objective_seconds = 0);
 
   // One step: its decode and prefill token counts and how long it took.
   // The decode-only step is remembered with its decode tokens; a step with
@@ -44,6 +49,7 @@ class PrefillPacer {
  private:
   const double max_slowdown_;
   const int min_tokens_;
+  const double step_objective_s_;
   double decode_s_ = 0;     // decode-only step (0 = not seen yet)
   double per_token_s_ = 0;  // added per prefill token (0 = not seen yet)
   int mixed_steps_ = 0;     // steps with prefill since a decode-only one

@@ -56,6 +56,20 @@ TEST(PrefillPacerTest, CapKeepsTheStepWithinTheSlowdown) {
   EXPECT_EQ(q.Cap(), 11);
 }
 
+// A TPOT objective lets steps run up to it when that is more generous than
+// the slowdown: 50 ms against a 10 ms decode step leaves 40 ms, 44 tokens
+// at 0.9 ms; an objective under 1.5 x the decode step changes nothing.
+TEST(PrefillPacerTest, StepObjectiveWidensTheBudget) {
+  PrefillPacer p(1.5, 2, /*step_objective_seconds=*/0.050);
+  p.Observe(4, 0, StepSeconds(0, 0));
+  RunSteps(p, 20, 8, 0.0009);
+  EXPECT_EQ(p.Cap(), 44);
+  PrefillPacer q(1.5, 2, /*step_objective_seconds=*/0.012);
+  q.Observe(4, 0, StepSeconds(0, 0));
+  RunSteps(q, 20, 8, 0.0009);
+  EXPECT_EQ(q.Cap(), 5);
+}
+
 // A prompt's tokens get dearer as its context grows: the cap follows within
 // a few steps, and never drops below the minimum chunk.
 TEST(PrefillPacerTest, FollowsRisingCostDownToTheMinimum) {

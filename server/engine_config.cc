@@ -58,6 +58,11 @@ absl::StatusOr<batching::EngineOptions> MakeEngineOptions(
         "--max_decode_slowdown must be in [0, 100] (<= 1 = off)");
   }
   o.max_decode_slowdown = flags.max_decode_slowdown;
+  if (flags.tpot_objective_ms < 0 || flags.tpot_objective_ms > 60000) {
+    return absl::InvalidArgumentError(
+        "--tpot_objective_ms must be in [0, 60000] (0 = none)");
+  }
+  o.tpot_objective = absl::Milliseconds(flags.tpot_objective_ms);
   s.max_num_seqs = flags.max_num_seqs;
   s.queue_shares = flags.queue_shares;
   auto start = MarkerToken("think_start", flags.think_start, tokenizer);

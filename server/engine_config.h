@@ -23,6 +23,7 @@ struct EngineFlags {
   int max_prefill_tokens_while_decoding = 64;
   int prefill_tokens_per_decode_token = 4;
   double max_decode_slowdown = 1.5;
+  int tpot_objective_ms = 60;  // 0: none
   int max_num_seqs = 64;
   int max_waiting_requests = 256;
   int64_t max_waiting_tokens = 262144;

@@ -47,6 +47,12 @@ ABSL_FLAG(double, max_decode_slowdown, 1.5,
           "are further limited so a step takes at most this many times a "
           "decode-only step, by measured step times (at least 1 prompt "
           "token per step; <= 1 = off).");
+ABSL_FLAG(int, tpot_objective_ms, 60,
+          "Stream isolation: while requests decode, a step may also take up "
+          "to this many milliseconds (a time-per-output-token objective) when "
+          "that lets more prompt tokens in than --max_decode_slowdown does; "
+          "trades decoding streams' ITL for time to first token under load "
+          "(0 = none: --max_decode_slowdown alone).");
 ABSL_FLAG(int, max_num_seqs, 64,
           "Sequences per engine step, and requests holding KV blocks at once.");
 ABSL_FLAG(int, max_running, 0, "Deprecated alias of --max_num_seqs.");
@@ -194,6 +200,7 @@ DaemonFlags ReadFlags() {
   e.prefill_tokens_per_decode_token =
       absl::GetFlag(FLAGS_prefill_tokens_per_decode_token);
   e.max_decode_slowdown = absl::GetFlag(FLAGS_max_decode_slowdown);
+  e.tpot_objective_ms = absl::GetFlag(FLAGS_tpot_objective_ms);
   e.max_num_seqs = absl::GetFlag(FLAGS_max_running) > 0
                        ? absl::GetFlag(FLAGS_max_running)
                        : absl::GetFlag(FLAGS_max_num_seqs);
