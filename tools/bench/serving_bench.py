@@ -193,6 +193,16 @@ def ratio(a, b):
 RATIOS = [("braid", "llama.cpp"), ("braid-http", "llama.cpp"), ("braid-http", "braid")]
 
 
+def goodput(level, args):
+    """vLLM's goodput: requests per second that met both objectives
+    (--goodput-ttft-ms, --goodput-tpot-ms), from the phase's records."""
+    from metrics import RequestResult, summarize
+    results = [RequestResult(**r) for r in level["requests"]]
+    s = summarize(results, level["summary"]["duration_s"],
+                  slo_ttft_ms=args.goodput_ttft_ms, slo_tpot_ms=args.goodput_tpot_ms)
+    return s["request_goodput"]
+
+
 def tables(res, args):
     names = [n for n in ("braid", "braid-http", "llama.cpp") if n in res]
     ratios = [(a, b) for a, b in RATIOS if a in res and b in res]
@@ -207,11 +217,15 @@ def tables(res, args):
     rows = [("output tokens/s", "output_throughput"),
             ("TTFT p50 (ms)", "median_ttft_ms"), ("TTFT p99 (ms)", "p99_ttft_ms"),
             ("ITL p50 (ms)", "median_itl_ms"), ("ITL p99 (ms)", "p99_itl_ms"),
-            ("TPOT median (ms)", "median_tpot_ms")]
+            ("TPOT median (ms)", "median_tpot_ms"),
+            (f"goodput (req/s, TTFT <= {args.goodput_ttft_ms / 1000:g} s, "
+             f"TPOT <= {args.goodput_tpot_ms:g} ms)", "goodput")]
     for c in args.levels:
         for label, key in rows:
-            val = {n: res[n]["levels"][str(c)]["summary"][key] for n in names}
-            row = f"| {c} | {label} | " + " | ".join(fmt(val[n]) for n in names)
+            val = {n: (goodput(res[n]["levels"][str(c)], args) if key == "goodput"
+                       else res[n]["levels"][str(c)]["summary"][key]) for n in names}
+            digits = 3 if key == "goodput" else 1
+            row = f"| {c} | {label} | " + " | ".join(fmt(val[n], digits) for n in names)
             row += "".join(" | " + ratio(val[a], val[b]) for a, b in ratios)
             lines.append(row + " |")
         other = [res[n]["levels"][str(c)].get("other_cpu_during") for n in names]
@@ -257,6 +271,10 @@ def main():
     p.add_argument("--slot-ctx", type=int, default=2560,
                    help="tokens per sequence: llama-server -c = parallel * this; "
                         "braidd --context_length")
+    p.add_argument("--goodput-ttft-ms", type=float, default=20000,
+                   help="goodput: a request counts when its TTFT is at most this ...")
+    p.add_argument("--goodput-tpot-ms", type=float, default=75,
+                   help="... and its TPOT at most this")
     p.add_argument("--streams", type=int, default=4)
     p.add_argument("--long-prompt-len", type=int, default=2000, help="0 skips isolation")
     p.add_argument("--braidd-flag", action="append", default=[],
@@ -282,6 +300,9 @@ def main():
         with open(args.from_json) as f:
             saved = json.load(f)
         a = argparse.Namespace(**saved["meta"]["args"])
+        # The objectives are this command line's: goodput can be re-read
+        # for others.
+        a.goodput_ttft_ms, a.goodput_tpot_ms = args.goodput_ttft_ms, args.goodput_tpot_ms
         print(tables(saved["results"], a))
         return 0
     args.levels = [int(x) for x in args.levels.split(",") if x]
