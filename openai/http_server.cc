@@ -217,6 +217,7 @@ class HttpServer::Impl : public httplib::Server {
   std::atomic<const Backend*> backend_{nullptr};
   std::atomic<bool> draining_{false};
   std::thread listener_, watchdog_;
+  std::atomic<bool> listener_done_{false};
 
   absl::Mutex watch_mu_;
   bool watch_stop_ ABSL_GUARDED_BY(watch_mu_) = false;
@@ -359,8 +360,16 @@ absl::Status HttpServer::Impl::Listen() {
   ForEachSocketOnPort(port_, [](int fd, uint64_t, bool listening) {
     if (listening) ::listen(fd, SOMAXCONN);
   });
-  listener_ = std::thread([this] { listen_after_bind(); });
+  listener_ = std::thread([this] {
+    listen_after_bind();
+    listener_done_ = true;
+  });
   watchdog_ = std::thread([this] { Watchdog(); });
+  // httplib's stop() does nothing before its loop runs: wait for it, so that
+  // a Stop() right after Start() (braidd failing to load the model) ends it.
+  while (!is_running() && !listener_done_) {
+    absl::SleepFor(absl::Milliseconds(1));
+  }
   return absl::OkStatus();
 }
 
