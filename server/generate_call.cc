@@ -1,6 +1,5 @@
 #include "server/generate_call.h"
 
-#include <deque>
 #include <string>
 #include <utility>
 #include <vector>
@@ -9,6 +8,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
 #include "server/convert.h"
+#include "server/ordered_writer.h"
 #include "server/status.h"
 
 namespace braid::server {
@@ -38,18 +38,19 @@ void AppendChunk(const batching::OutputChunk& chunk,
 
 }  // namespace
 
-// The shared state of one call: chunks from the engine, the write in flight
-// and the call's progress, all under one mutex.
-class GenerateCall::Outbox : public batching::OutputSink,
-                             public AbortableStream {
+// One call's writer: chunks from the engine become GenerateResponse
+// messages, the chunks of one stream (reasoning or output) coalesced.
+class GenerateCall::Outbox
+    : public OrderedWriter<GenerateCall, v1::GenerateResponse,
+                           batching::OutputChunk>,
+      public batching::OutputSink {
  public:
   Outbox(GenerateCall* call, batching::Engine* engine, std::string request_id,
          absl::Time client_deadline, metrics::ServerMetrics* metrics)
-      : call_(call),
+      : OrderedWriter(call, metrics, metrics::Rpc::kGenerate),
         engine_(engine),
         request_id_(std::move(request_id)),
-        client_deadline_(client_deadline),
-        metrics_(metrics) {}
+        client_deadline_(client_deadline) {}
 
   void set_handle(uint64_t handle) {
     absl::MutexLock lock(&mu_);
@@ -60,24 +61,9 @@ class GenerateCall::Outbox : public batching::OutputSink,
   void Push(batching::OutputChunk chunk) override {
     {
       absl::MutexLock lock(&mu_);
-      if (call_ == nullptr || finished_) return;
-      chunks_.push_back(std::move(chunk));
+      if (!Accepting()) return;
+      queue_.push_back(std::move(chunk));
     }
-    Pump();
-  }
-
-  // gRPC threads.
-  void WriteDone(bool ok) {
-    {
-      absl::MutexLock lock(&mu_);
-      write_in_flight_ = false;
-      if (!ok && !cancelled_) {  // the stream is broken
-        cancelled_ = true;
-        cancel_status_ = grpc::Status(grpc::StatusCode::CANCELLED,
-                                      "the client's stream broke");
-      }
-    }
-    if (!ok) CancelEngineRequest();
     Pump();
   }
 
@@ -92,55 +78,23 @@ class GenerateCall::Outbox : public batching::OutputSink,
     }
     RecordCancellation(deadline ? metrics::CancelCause::kDeadline
                                 : metrics::CancelCause::kClient);
-    CancelEngineRequest();
+    CancelEngine();
     Pump();
   }
 
   void Abort(const grpc::Status& status) override {
     if (!MarkCancelled(status)) return;
     RecordCancellation(metrics::CancelCause::kDrain);
-    CancelEngineRequest();
+    CancelEngine();
     Pump();
   }
 
-  void FinishNow(const grpc::Status& status) {
-    {
-      absl::MutexLock lock(&mu_);
-      if (finished_) return;
-      finished_ = true;
-    }
-    RecordRpc(status);
-    call_->Finish(status);
-  }
-
-  void Detach() {
-    absl::MutexLock lock(&mu_);
-    call_ = nullptr;
-    chunks_.clear();
-  }
-
  private:
-  // False when the call already finished or was cancelled.
-  bool MarkCancelled(const grpc::Status& status) {
-    absl::MutexLock lock(&mu_);
-    if (finished_ || cancelled_) return false;
-    cancelled_ = true;
-    cancel_status_ = status;
-    return true;
-  }
-
   void RecordCancellation(metrics::CancelCause cause) {
-    if (metrics_ != nullptr) metrics_->RecordCancellation(cause);
+    if (metrics() != nullptr) metrics()->RecordCancellation(cause);
   }
 
-  void RecordRpc(const grpc::Status& status) {
-    if (metrics_ != nullptr) {
-      metrics_->RecordRpc(metrics::Rpc::kGenerate,
-                          static_cast<int>(status.error_code()));
-    }
-  }
-
-  void CancelEngineRequest() {
+  void CancelEngine() override {
     uint64_t handle;
     {
       absl::MutexLock lock(&mu_);
@@ -149,70 +103,40 @@ class GenerateCall::Outbox : public batching::OutputSink,
     if (handle != 0) engine_->Cancel(handle);
   }
 
-  // Starts the next write, or finishes the call, when there is something to
-  // do and no write in flight.
-  void Pump() {
-    GenerateCall* call;
-    grpc::Status finish_status;
-    bool finish = false;
-    {
-      absl::MutexLock lock(&mu_);
-      call = call_;
-      if (call == nullptr || finished_ || write_in_flight_) return;
-      if (final_written_ || cancelled_) {
-        finish = true;
-        finish_status = final_written_ ? grpc::Status::OK : cancel_status_;
-      } else {
-        if (chunks_.empty()) return;
-        response_.Clear();
-        response_.set_request_id(request_id_);
-        // Coalesce chunks of one stream (reasoning or output) per message.
-        const bool reasoning = chunks_.front().reasoning;
-        response_.set_stream(reasoning ? v1::STREAM_KIND_REASONING
-                                       : v1::STREAM_KIND_OUTPUT);
-        while (!chunks_.empty()) {
-          const batching::OutputChunk& c = chunks_.front();
-          if (!c.error.ok()) {
-            finish = true;
-            finish_status = ToGrpcStatus(c.error);
-            chunks_.clear();
-            break;
-          }
-          if (c.reasoning != reasoning && !c.final) break;
-          AppendChunk(c, &response_);
-          if (c.final) final_written_ = true;
-          chunks_.pop_front();
-        }
-        if (!finish) {
-          response_.set_sequence_number(next_sequence_number_++);
-          write_in_flight_ = true;
-        }
-      }
-      if (finish) finished_ = true;
-    }
-    if (finish) {
-      RecordRpc(finish_status);
-      call->Finish(finish_status);
-    } else {
-      call->StartWrite(&response_);
-    }
+  bool Completed() const override ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    return final_written_;
   }
 
-  absl::Mutex mu_;
-  GenerateCall* call_ ABSL_GUARDED_BY(mu_);
+  Step Next(v1::GenerateResponse* out, grpc::Status* status) override
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    if (queue_.empty()) return Step::kIdle;
+    out->Clear();
+    out->set_request_id(request_id_);
+    // Coalesce chunks of one stream (reasoning or output) per message.
+    const bool reasoning = queue_.front().reasoning;
+    out->set_stream(reasoning ? v1::STREAM_KIND_REASONING
+                              : v1::STREAM_KIND_OUTPUT);
+    while (!queue_.empty()) {
+      const batching::OutputChunk& c = queue_.front();
+      if (!c.error.ok()) {
+        *status = ToGrpcStatus(c.error);
+        queue_.clear();
+        return Step::kFinish;
+      }
+      if (c.reasoning != reasoning && !c.final) break;
+      AppendChunk(c, out);
+      if (c.final) final_written_ = true;
+      queue_.pop_front();
+    }
+    out->set_sequence_number(next_sequence_number_++);
+    return Step::kWrite;
+  }
+
   batching::Engine* const engine_;
   const std::string request_id_;
   const absl::Time client_deadline_;
-  metrics::ServerMetrics* const metrics_;
   uint64_t handle_ ABSL_GUARDED_BY(mu_) = 0;
-  std::deque<batching::OutputChunk> chunks_ ABSL_GUARDED_BY(mu_);
-  bool write_in_flight_ ABSL_GUARDED_BY(mu_) = false;
-  bool finished_ ABSL_GUARDED_BY(mu_) = false;  // Finish() was called
   bool final_written_ ABSL_GUARDED_BY(mu_) = false;
-  bool cancelled_ ABSL_GUARDED_BY(mu_) = false;
-  grpc::Status cancel_status_ ABSL_GUARDED_BY(mu_);  // when cancelled_
-  uint64_t next_sequence_number_ ABSL_GUARDED_BY(mu_) = 0;
-  v1::GenerateResponse response_;  // the write in flight
 };
 
 GenerateCall::GenerateCall(batching::Engine* engine,

@@ -1,6 +1,5 @@
 #include "server/session_call.h"
 
-#include <deque>
 #include <utility>
 #include <vector>
 
@@ -9,6 +8,7 @@
 #include "absl/synchronization/mutex.h"
 #include "frontend/session_open.h"
 #include "server/convert.h"
+#include "server/ordered_writer.h"
 #include "server/status.h"
 
 namespace braid::server {
@@ -49,16 +49,24 @@ void Merge(v1::SessionTokens* into, const v1::SessionTokens& next) {
   }
 }
 
+struct SessionItem {
+  v1::SessionEvent event;
+  bool closed = false;  // the engine closed the session: finish
+  grpc::Status status;  // when closed
+};
+
 }  // namespace
 
-// The shared state of one call: events from the engine, the write in
-// flight, the read being started and the call's progress, under one mutex.
-class SessionCall::Outbox : public batching::SessionSink,
-                            public AbortableStream {
+// One call's writer: engine events become SessionEvent messages, token
+// events of one stream at contiguous positions coalesced; it also decides
+// when a read may start, so that Finish never races one.
+class SessionCall::Outbox
+    : public OrderedWriter<SessionCall, v1::SessionEvent, SessionItem>,
+      public batching::SessionSink {
  public:
   Outbox(SessionCall* call, batching::Engine* engine,
          metrics::ServerMetrics* metrics)
-      : call_(call), engine_(engine), metrics_(metrics) {}
+      : OrderedWriter(call, metrics, metrics::Rpc::kSession), engine_(engine) {}
 
   // Before OpenSession.
   void Configure(std::string session_id,
@@ -80,7 +88,7 @@ class SessionCall::Outbox : public batching::SessionSink,
       if (e.kind == batching::SessionEvent::Kind::kClosed) {
         engine_closed_ = true;
       }
-      if (call_ == nullptr || finished_ || cancelled_) return;
+      if (!Accepting()) return;
       Convert(std::move(e));
     }
     Pump();
@@ -90,25 +98,9 @@ class SessionCall::Outbox : public batching::SessionSink,
   void PushError(const absl::Status& status) {
     {
       absl::MutexLock lock(&mu_);
-      if (call_ == nullptr || finished_ || cancelled_) return;
-      queue_.push_back(Item{ErrorEvent(status)});
+      if (!Accepting()) return;
+      queue_.push_back(SessionItem{ErrorEvent(status)});
     }
-    Pump();
-  }
-
-  void WriteDone(bool ok) {
-    bool cancel = false;
-    {
-      absl::MutexLock lock(&mu_);
-      write_in_flight_ = false;
-      if (!ok && !cancelled_ && !finished_) {  // the stream is broken
-        cancelled_ = true;
-        cancel = true;
-        cancel_status_ = grpc::Status(grpc::StatusCode::CANCELLED,
-                                      "the client's stream broke");
-      }
-    }
-    if (cancel) CancelEngine();
     Pump();
   }
 
@@ -117,39 +109,8 @@ class SessionCall::Outbox : public batching::SessionSink,
     Abort(grpc::Status(grpc::StatusCode::CANCELLED, "cancelled by the client"));
   }
 
-  void Abort(const grpc::Status& status) override {
-    {
-      absl::MutexLock lock(&mu_);
-      if (finished_ || cancelled_) return;
-      cancelled_ = true;
-      cancel_status_ = status;
-    }
-    CancelEngine();
-    Pump();
-  }
-
-  void FinishNow(const grpc::Status& status) {
-    SessionCall* call;
-    {
-      absl::MutexLock lock(&mu_);
-      if (finished_ || call_ == nullptr) return;
-      if (write_in_flight_ || read_starting_) {
-        // Finish when the operation is started / done (Pump).
-        if (!cancelled_) {
-          cancelled_ = true;
-          cancel_status_ = status;
-        }
-        return;
-      }
-      finished_ = true;
-      call = call_;
-    }
-    RecordRpc(status);
-    call->Finish(status);
-  }
-
   // Cancels the engine session unless it already ended.
-  void CancelEngine() {
+  void CancelEngine() override {
     uint64_t handle;
     {
       absl::MutexLock lock(&mu_);
@@ -162,7 +123,7 @@ class SessionCall::Outbox : public batching::SessionSink,
   // Decides whether to start the next read; EndRead after StartRead.
   bool BeginRead() {
     absl::MutexLock lock(&mu_);
-    if (call_ == nullptr || finished_ || cancelled_) return false;
+    if (!Accepting()) return false;
     read_starting_ = true;
     return true;
   }
@@ -173,12 +134,6 @@ class SessionCall::Outbox : public batching::SessionSink,
       read_starting_ = false;
     }
     Pump();
-  }
-
-  void Detach() {
-    absl::MutexLock lock(&mu_);
-    call_ = nullptr;
-    queue_.clear();
   }
 
   // The stream index of input (or output) stream `id`, or 0.
@@ -198,19 +153,6 @@ class SessionCall::Outbox : public batching::SessionSink,
   }
 
  private:
-  struct Item {
-    v1::SessionEvent event;
-    bool closed = false;  // the engine closed the session: finish
-    grpc::Status status;  // when closed
-  };
-
-  void RecordRpc(const grpc::Status& status) {
-    if (metrics_ != nullptr) {
-      metrics_->RecordRpc(metrics::Rpc::kSession,
-                          static_cast<int>(status.error_code()));
-    }
-  }
-
   void Convert(batching::SessionEvent e) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     using Kind = batching::SessionEvent::Kind;
     const SessionStreamInfo* info =
@@ -218,7 +160,7 @@ class SessionCall::Outbox : public batching::SessionSink,
             ? &streams_[e.stream]
             : nullptr;
     const std::string stream_id = info != nullptr ? info->id : "";
-    Item item;
+    SessionItem item;
     v1::SessionEvent& out = item.event;
     switch (e.kind) {
       case Kind::kOpened: {
@@ -255,7 +197,7 @@ class SessionCall::Outbox : public batching::SessionSink,
       }
       case Kind::kTurnEnd: {
         if (!e.text.empty()) {  // what the turn held back: no token
-          Item text;
+          SessionItem text;
           v1::SessionTokens* t = text.event.mutable_tokens();
           t->set_stream_id(stream_id);
           t->set_stream(e.reasoning ? v1::STREAM_KIND_REASONING
@@ -285,68 +227,34 @@ class SessionCall::Outbox : public batching::SessionSink,
     queue_.push_back(std::move(item));
   }
 
-  // Starts the next write, or finishes the call, when there is something
-  // to do and no operation is in flight or being started.
-  void Pump() {
-    SessionCall* call;
-    grpc::Status finish_status;
-    bool finish = false;
-    {
-      absl::MutexLock lock(&mu_);
-      call = call_;
-      if (call == nullptr || finished_ || write_in_flight_ || read_starting_) {
-        return;
-      }
-      if (cancelled_) {
-        finish = true;
-        finish_status = cancel_status_;
-      } else if (queue_.empty()) {
-        return;
-      } else if (queue_.front().closed) {
-        finish = true;
-        finish_status = queue_.front().status;
-        queue_.clear();
-      } else {
-        response_ = std::move(queue_.front().event);
+  Step Next(v1::SessionEvent* out, grpc::Status* status) override
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    if (queue_.empty()) return Step::kIdle;
+    if (queue_.front().closed) {
+      *status = queue_.front().status;
+      queue_.clear();
+      return Step::kFinish;
+    }
+    *out = std::move(queue_.front().event);
+    queue_.pop_front();
+    if (out->has_tokens()) {
+      v1::SessionTokens* t = out->mutable_tokens();
+      while (!queue_.empty() && queue_.front().event.has_tokens() &&
+             Mergeable(*t, queue_.front().event.tokens())) {
+        Merge(t, queue_.front().event.tokens());
         queue_.pop_front();
-        if (response_.has_tokens()) {
-          v1::SessionTokens* t = response_.mutable_tokens();
-          while (!queue_.empty() && queue_.front().event.has_tokens() &&
-                 Mergeable(*t, queue_.front().event.tokens())) {
-            Merge(t, queue_.front().event.tokens());
-            queue_.pop_front();
-          }
-        }
-        response_.set_session_id(session_id_);
-        response_.set_sequence_number(next_sequence_number_++);
-        write_in_flight_ = true;
       }
-      if (finish) finished_ = true;
     }
-    if (finish) {
-      RecordRpc(finish_status);
-      call->Finish(finish_status);
-    } else {
-      call->StartWrite(&response_);
-    }
+    out->set_session_id(session_id_);
+    out->set_sequence_number(next_sequence_number_++);
+    return Step::kWrite;
   }
 
-  absl::Mutex mu_;
-  SessionCall* call_ ABSL_GUARDED_BY(mu_);
   batching::Engine* const engine_;
-  metrics::ServerMetrics* const metrics_;
   std::string session_id_ ABSL_GUARDED_BY(mu_);
   std::vector<SessionStreamInfo> streams_ ABSL_GUARDED_BY(mu_);
   uint64_t handle_ ABSL_GUARDED_BY(mu_) = 0;
   bool engine_closed_ ABSL_GUARDED_BY(mu_) = false;
-  std::deque<Item> queue_ ABSL_GUARDED_BY(mu_);
-  bool write_in_flight_ ABSL_GUARDED_BY(mu_) = false;
-  bool read_starting_ ABSL_GUARDED_BY(mu_) = false;
-  bool finished_ ABSL_GUARDED_BY(mu_) = false;  // Finish() was called
-  bool cancelled_ ABSL_GUARDED_BY(mu_) = false;
-  grpc::Status cancel_status_ ABSL_GUARDED_BY(mu_);  // when cancelled_
-  uint64_t next_sequence_number_ ABSL_GUARDED_BY(mu_) = 0;
-  v1::SessionEvent response_;  // the write in flight
 };
 
 SessionCall::SessionCall(Backend backend, std::string default_session_id,
