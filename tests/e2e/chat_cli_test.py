@@ -161,10 +161,12 @@ class ChatCliTest(harness.DaemonTestCase):
             t.expect(b"> ")
             c0 = context(self.settle(0))
             t.send(b"Count from one to fifty.\n")
+            start = len(t.out)
             if interject:
                 harness.wait_for(lambda: stats(self.stats_path)[
                     "computed_tokens"] > c0 + 70, 60, "the reply started")
                 t.send(b"Now count backwards in French please.\n")
+            t.expect(b"\n> ", start=start)  # the reply ended
             c1 = context(self.settle(1))
             t.send(b"\x04")
             self.assertEqual(t.wait(), 0)

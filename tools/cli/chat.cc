@@ -208,9 +208,12 @@ void Chat::ReadEvents() {
       in_reasoning_ = false;
       const v1::FinishReason r = e.turn_end().info().finish_reason();
       last_ended_with_eos_ = r == v1::FINISH_REASON_EOS;
-      if (r == v1::FINISH_REASON_CANCELLED)
+      if (r == v1::FINISH_REASON_CANCELLED) {
         std::fputs(" [interrupted]", stdout);
-      std::fputs("\n", stdout);
+      }
+      // With stream input the main thread is already reading the next
+      // line: the prompt comes from here.
+      std::fputs(options_.stream_input ? "\n> " : "\n", stdout);
       std::fflush(stdout);
       replying_ = false;
     } else if (e.has_error()) {
@@ -248,7 +251,7 @@ int Chat::Run() {
     {
       absl::MutexLock lock(&mu_);
       if (closed_) break;
-      if (!replying_) {
+      if (!replying_ && (turns_ == 0 || !options_.stream_input)) {
         std::fputs("> ", stdout);
         std::fflush(stdout);
       }
