@@ -31,14 +31,36 @@ bazel test //... \
   "$@"
 rc=$?
 
-# Only the test targets that exist now (bazel-testlogs keeps old ones).
+# The engine, scheduler, session, front-end and HTTP tests again under
+# AddressSanitizer + UndefinedBehaviorSanitizer (--config=asan, its own
+# output tree; docs/TESTING.md); their cases count too.
+ASAN_TARGETS=(
+  //batching:engine_test //batching:engine_session_test //batching:scheduler_test
+  //batching:session_scheduler_test //batching:session_keep_test
+  //frontend:request_builder_test //openai:api_test //tools/cli:args_test
+  //tests/e2e:openai_test //tests/e2e:http_bad_input_test
+)
+bazel test --config=asan "${ASAN_TARGETS[@]}" \
+  --test_env=BRAID_MODEL="$MODEL" \
+  --test_env=BRAID_PYTHON="$CACHE/venv/bin/python" \
+  "$@"
+asan_rc=$?
+[ "$rc" -ne 0 ] || rc=$asan_rc
+
+# Only the test targets that exist now (the testlogs keep old ones); each
+# configuration's logs are in its own output tree.
 targets="$(bazel query 'tests(//...) except attr(tags, manual, //...)' 2>/dev/null)"
-python3 - "$rc" $targets <<'PY'
+logs="$(bazel info output_path 2>/dev/null)"
+python3 - "$rc" "$logs" $targets "--asan" "${ASAN_TARGETS[@]}" <<'PY'
 import os, sys, xml.etree.ElementTree as ET
-rc = int(sys.argv[1])
+rc, logs = int(sys.argv[1]), sys.argv[2]
+args = sys.argv[3:]
+split = args.index("--asan")
+runs = [("k8-fastbuild", args[:split]), ("k8-fastbuildasan", args[split + 1:])]
 passed = failed = 0
-for target in sys.argv[2:]:
-    path = os.path.join("bazel-testlogs", target.lstrip("/").replace(":", "/"), "test.xml")
+for tree, targets in runs:
+  for target in targets:
+    path = os.path.join(logs, tree, "testlogs", target.lstrip("/").replace(":", "/"), "test.xml")
     if not os.path.exists(path):
         failed += 1  # the target did not run (build failure)
         continue

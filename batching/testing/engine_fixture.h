@@ -24,6 +24,10 @@ namespace braid::batching::testing {
 class FakeEngineTest : public ::testing::Test {
  protected:
   static void SetUpTestSuite() { tokenizer_ = LoadTestTokenizer().release(); }
+  static void TearDownTestSuite() {
+    delete tokenizer_;
+    tokenizer_ = nullptr;
+  }
 
   void SetUp() override { ASSERT_NE(tokenizer_, nullptr); }
 

@@ -37,6 +37,12 @@ class SessionModelTest : public ::testing::Test {
     tokenizer_ = loaded->tokenizer.release();
     model_ = loaded->model.release();
   }
+  static void TearDownTestSuite() {
+    delete model_;
+    delete tokenizer_;
+    model_ = nullptr;
+    tokenizer_ = nullptr;
+  }
 
   void SetUp() override { Restart(DefaultOptions()); }
 
