@@ -15,6 +15,7 @@ DEB_PACKAGES=(
   python3 python3-venv python3-pip
   prometheus openssl
   libcpp-httplib-dev nlohmann-json3-dev
+  clang libclang-rt-14-dev
 )
 
 missing=()

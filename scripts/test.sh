@@ -47,16 +47,24 @@ bazel test --config=asan "${ASAN_TARGETS[@]}" \
 asan_rc=$?
 [ "$rc" -ne 0 ] || rc=$asan_rc
 
+# libFuzzer targets (clang, --config=fuzz), each for a fixed number of inputs
+# from its committed seed corpus (tests/fuzz).
+FUZZ_TARGETS=(//tests/fuzz:openai_request_fuzz_test)
+bazel test --config=fuzz "${FUZZ_TARGETS[@]}" "$@"
+fuzz_rc=$?
+[ "$rc" -ne 0 ] || rc=$fuzz_rc
+
 # Only the test targets that exist now (the testlogs keep old ones); each
 # configuration's logs are in its own output tree.
 targets="$(bazel query 'tests(//...) except attr(tags, manual, //...)' 2>/dev/null)"
 logs="$(bazel info output_path 2>/dev/null)"
-python3 - "$rc" "$logs" $targets "--asan" "${ASAN_TARGETS[@]}" <<'PY'
+python3 - "$rc" "$logs" $targets "--asan" "${ASAN_TARGETS[@]}" "--fuzz" "${FUZZ_TARGETS[@]}" <<'PY'
 import os, sys, xml.etree.ElementTree as ET
 rc, logs = int(sys.argv[1]), sys.argv[2]
 args = sys.argv[3:]
-split = args.index("--asan")
-runs = [("k8-fastbuild", args[:split]), ("k8-fastbuildasan", args[split + 1:])]
+a, f = args.index("--asan"), args.index("--fuzz")
+runs = [("k8-fastbuild", args[:a]), ("k8-fastbuildasan", args[a + 1:f]),
+        ("k8-fastbuildfuzz", args[f + 1:])]
 passed = failed = 0
 for tree, targets in runs:
   for target in targets:

@@ -1,5 +1,9 @@
 #include "kernels/cpu/cpu_features.h"
 
+#if defined(__x86_64__) || defined(__i386__)
+#include <cpuid.h>
+#endif
+
 #include <atomic>
 #include <cstdio>
 #include <cstdlib>
@@ -21,7 +25,14 @@ CpuFeatures Detect() {
   // GCC 12 has no "f16c" name for __builtin_cpu_supports; every AVX2 CPU has
   // F16C.
   f.f16c = f.avx2;
+#if defined(__clang__)
+  // clang 14 has no "avxvnni" name: CPUID.(EAX=7, ECX=1):EAX bit 4.
+  unsigned a = 0, b = 0, c = 0, d = 0;
+  f.avx_vnni =
+      __get_cpuid_count(7, 1, &a, &b, &c, &d) && (a & (1u << 4)) && f.avx2;
+#else
   f.avx_vnni = __builtin_cpu_supports("avxvnni");
+#endif
   f.avx512f = __builtin_cpu_supports("avx512f");
   f.avx512bw = __builtin_cpu_supports("avx512bw");
   f.avx512vl = __builtin_cpu_supports("avx512vl");
