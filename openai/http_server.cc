@@ -99,7 +99,16 @@ class HttpServer::Impl : public httplib::Server {
   ~Impl() override { Stop(); }
 
   absl::Status Listen();
-  void StopServing() { Stop(); }
+  // Stops listening, ends the connections and joins the threads.
+  void Stop() {
+    stop();
+    {
+      absl::MutexLock lock(&watch_mu_);
+      watch_stop_ = true;
+    }
+    if (listener_.joinable()) listener_.join();
+    if (watchdog_.joinable()) watchdog_.join();
+  }
   int port_ = 0;
 
   void SetReady(HttpBackend backend) {
@@ -164,16 +173,6 @@ class HttpServer::Impl : public httplib::Server {
     uint64_t id = 0;
   };
 
-  void Stop() {
-    stop();
-    {
-      absl::MutexLock lock(&watch_mu_);
-      watch_stop_ = true;
-    }
-    if (listener_.joinable()) listener_.join();
-    if (watchdog_.joinable()) watchdog_.join();
-  }
-
   void Arm(absl::Time deadline) {
     if (t_inode == 0) return;
     absl::MutexLock lock(&watch_mu_);
@@ -202,8 +201,8 @@ class HttpServer::Impl : public httplib::Server {
                metrics::Rpc rpc, uint64_t id, httplib::Response& res);
   // One call of the content provider: streams until the run is over.
   bool Stream(StreamState& state, httplib::DataSink& sink);
-  // Ends a run the client left, or whose time is up.
-  void CancelFor(RequestRun& run, metrics::CancelCause cause, absl::Status why);
+  // Ends a run whose client closed its connection.
+  void ClientLeft(RequestRun& run);
   uint64_t Track(const std::shared_ptr<RequestRun>& run);
   void Untrack(uint64_t id);
   void Record(metrics::Rpc rpc, const absl::Status& status) {
@@ -563,10 +562,11 @@ void HttpServer::Impl::Generate(Endpoint endpoint, const httplib::Request& req,
       [this, state](bool) { Untrack(state->id); });
 }
 
-void HttpServer::Impl::CancelFor(RequestRun& run, metrics::CancelCause cause,
-                                 absl::Status why) {
-  if (options_.metrics != nullptr) options_.metrics->RecordCancellation(cause);
-  run.Cancel(std::move(why));
+void HttpServer::Impl::ClientLeft(RequestRun& run) {
+  if (options_.metrics != nullptr) {
+    options_.metrics->RecordCancellation(metrics::CancelCause::kClient);
+  }
+  run.Cancel(absl::CancelledError("the client closed the connection"));
 }
 
 void HttpServer::Impl::Collect(std::shared_ptr<RequestRun> run,
@@ -575,8 +575,7 @@ void HttpServer::Impl::Collect(std::shared_ptr<RequestRun> run,
   ResponseCollector collector(std::move(meta), run->num_choices());
   while (!run->over()) {
     if (!AwaitNews(*run)) {
-      CancelFor(*run, metrics::CancelCause::kClient,
-                absl::CancelledError("the client closed the connection"));
+      ClientLeft(*run);
     }
     for (const ChoiceEvent& e : run->Take()) collector.Add(e);
   }
@@ -595,8 +594,7 @@ bool HttpServer::Impl::Stream(StreamState& state, httplib::DataSink& sink) {
     for (const ChoiceEvent& e : run.Take()) state.renderer.Add(e, &out);
     if (!client_there ||
         (!out.empty() && !sink.write(out.data(), out.size()))) {
-      CancelFor(run, metrics::CancelCause::kClient,
-                absl::CancelledError("the client closed the connection"));
+      ClientLeft(run);
       Record(state.rpc, run.status());
       return false;
     }
@@ -660,7 +658,7 @@ int HttpServer::AbortAll(const absl::Status& status) {
 }
 
 void HttpServer::Stop() {
-  if (impl_ != nullptr) impl_->StopServing();
+  if (impl_ != nullptr) impl_->Stop();
 }
 
 }  // namespace braid::openai
