@@ -261,14 +261,21 @@ void Engine::RunStep() {
       started_tokens += static_cast<int64_t>(a.request.prompt.size());
     }
   }
-  if (started > 0) {
+  {
     absl::MutexLock lock(&mu_);
     stats_.waiting -= static_cast<int>(started);
     stats_.waiting_tokens -= started_tokens;
+    stats_.step_started = now;
   }
+  DebugDelay();
   absl::StatusOr<StepOutput> output =
       executor_->Execute(plan, absl::MakeConstSpan(samplers));
   const absl::Duration took = absl::Now() - now;
+  {
+    absl::MutexLock lock(&mu_);
+    stats_.busy += took;
+    stats_.step_started = absl::InfinitePast();
+  }
   int decode_tokens = 0, prefill_tokens = 0;
   for (const ScheduledSequence& s : plan.sequences) {
     (s.queue == QueueKind::kPrompt ? prefill_tokens : decode_tokens) +=
@@ -317,6 +324,13 @@ void Engine::RunStep() {
     OnToken(*active_.at(s.request_id), output->tokens[i],
             decisions[i].reasoning);
   }
+}
+
+void Engine::DebugDelay() {
+  ++debug_steps_;
+  absl::Duration delay = options_.debug_step_delay;
+  if (debug_steps_ == options_.debug_stall_step) delay += options_.debug_stall;
+  if (delay > absl::ZeroDuration()) absl::SleepFor(delay);
 }
 
 void Engine::RecordStep(const StepPlan& plan, int decode_tokens,

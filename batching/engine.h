@@ -56,6 +56,12 @@ struct EngineOptions {
   // Thinking markers (the same ids as scheduler.think_*): reasoning routing
   // and budgets of Generate requests and session streams.
   ReasoningMarkers reasoning;
+  // Debugging: every step takes this much longer (a slower machine, for
+  // routing tests), and step number `stall_step` (counted from 1; 0 =
+  // never) takes `stall` longer (a stuck step, for the watchdog).
+  absl::Duration debug_step_delay = absl::ZeroDuration();
+  int64_t debug_stall_step = 0;
+  absl::Duration debug_stall = absl::ZeroDuration();
 };
 
 // Counters for tests, operators and --stats_file; a consistent snapshot.
@@ -78,6 +84,10 @@ struct EngineStats {
   int64_t failed = 0;
   int sessions = 0;       // open sessions (holding their KV context)
   int kept_sessions = 0;  // closed with keep, resumable
+  // Time spent in steps since start, and when the step in progress began
+  // (absl::InfinitePast() between steps): the busy share, the watchdog.
+  absl::Duration busy = absl::ZeroDuration();
+  absl::Time step_started = absl::InfinitePast();
 };
 
 // The continuous-batching engine: one thread runs the step loop
@@ -192,6 +202,8 @@ class Engine {
   void Finish(Active& a, FinishReason reason, absl::Status error,
               std::string matched_stop = "");
   void PublishStats();
+  // Sleeps for the debug step delay and stall (EngineOptions), if any.
+  void DebugDelay();
   void ApplySessionCommand(SessionCommand& command);
   // Ends a session: frees its blocks and sends kClosed with `status`.
   void FinishSession(Session& session, absl::Status status);
@@ -214,6 +226,7 @@ class Engine {
   const model::Tokenizer* const tokenizer_;
   const EngineOptions options_;
   metrics::EngineMetrics* const metrics_;
+  int64_t debug_steps_ = 0;  // steps run, for debug_stall_step
   // `sink`, counting the session's tokens into metrics_ when there are any.
   std::shared_ptr<SessionSink> Metered(std::shared_ptr<SessionSink> sink) const;
 

@@ -152,6 +152,11 @@ TEST(ServerMetricsTest, RpcsByCodeSessionsStateAndInfo) {
   m.SetState(ServerState::kDraining);
   EXPECT_EQ(Value(r, "braid_server_state", {{"state", "loading"}}), 0);
   EXPECT_EQ(Value(r, "braid_server_state", {{"state", "draining"}}), 1);
+  m.SetState(ServerState::kStalled);
+  EXPECT_EQ(Value(r, "braid_server_state", {{"state", "draining"}}), 0);
+  EXPECT_EQ(Value(r, "braid_server_state", {{"state", "stalled"}}), 1);
+  m.RecordStall();
+  EXPECT_EQ(Value(r, "braid_engine_stalls_total"), 1);
   EXPECT_EQ(Value(r, "braid_build_info", {{"version", "1.2.3"}}), 1);
   m.SetModelInfo({.name = "SmolLM2",
                   .architecture = "llama",

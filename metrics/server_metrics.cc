@@ -25,7 +25,8 @@ const char* CauseLabel(int cause) {
 }
 
 const char* StateLabel(int state) {
-  static const char* const kNames[] = {"loading", "serving", "draining"};
+  static const char* const kNames[] = {"loading", "serving", "draining",
+                                       "stalled"};
   return kNames[state];
 }
 
@@ -91,11 +92,19 @@ ServerMetrics::ServerMetrics(prometheus::Registry& r,
                     .Name("braid_server_state")
                     .Help(
                         "1 for the daemon's current state: loading, "
-                        "serving or draining.")
+                        "serving, draining, or stalled (an engine step "
+                        "over --step_watchdog_seconds).")
                     .Register(r);
-  for (int s = 0; s < 3; ++s)
+  for (int s = 0; s < kNumServerStates; ++s)
     state_[s] = &state.Add({{"state", StateLabel(s)}});
   SetState(ServerState::kLoading);
+  stalls_ = &prometheus::BuildCounter()
+                 .Name("braid_engine_stalls_total")
+                 .Help(
+                     "Engine steps that ran longer than "
+                     "--step_watchdog_seconds.")
+                 .Register(r)
+                 .Add({});
   prometheus::BuildGauge()
       .Name("braid_build_info")
       .Help("Always 1; the labels describe the braidd build.")
@@ -117,8 +126,10 @@ void ServerMetrics::SessionOpened() { open_sessions_->Increment(); }
 
 void ServerMetrics::SessionClosed() { open_sessions_->Decrement(); }
 
+void ServerMetrics::RecordStall() { stalls_->Increment(); }
+
 void ServerMetrics::SetState(ServerState state) {
-  for (int s = 0; s < 3; ++s) {
+  for (int s = 0; s < kNumServerStates; ++s) {
     state_[s]->Set(s == static_cast<int>(state) ? 1 : 0);
   }
 }

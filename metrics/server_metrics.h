@@ -46,7 +46,9 @@ enum class CancelCause {
 };
 inline constexpr int kNumCancelCauses = 3;
 
-enum class ServerState { kLoading = 0, kServing, kDraining };
+// kStalled: an engine step is over --step_watchdog_seconds.
+enum class ServerState { kLoading = 0, kServing, kDraining, kStalled };
+inline constexpr int kNumServerStates = 4;
 
 struct ModelInfo {
   std::string name;          // general.name of the GGUF file
@@ -71,6 +73,8 @@ class ServerMetrics {
   void SessionOpened();
   void SessionClosed();
   void SetState(ServerState state);
+  // The watchdog saw a step over its bound (once per stuck step).
+  void RecordStall();
   void SetModelInfo(const ModelInfo& info);
 
  private:
@@ -80,7 +84,8 @@ class ServerMetrics {
       rpc_children_;
   std::array<prometheus::Counter*, kNumCancelCauses> cancellations_;
   prometheus::Gauge* open_sessions_;
-  std::array<prometheus::Gauge*, 3> state_;
+  std::array<prometheus::Gauge*, kNumServerStates> state_;
+  prometheus::Counter* stalls_;
 };
 
 }  // namespace braid::metrics

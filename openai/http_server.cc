@@ -116,6 +116,7 @@ class HttpServer::Impl : public httplib::Server {
     backend_.store(backend_owned_.get(), std::memory_order_release);
   }
   void StartDrain() { draining_ = true; }
+  void SetUnhealthy(const char* reason) { unhealthy_ = reason; }
   int open_requests() const {
     absl::MutexLock lock(&runs_mu_);
     return static_cast<int>(runs_.size());
@@ -215,6 +216,7 @@ class HttpServer::Impl : public httplib::Server {
   std::unique_ptr<Backend> backend_owned_;
   std::atomic<const Backend*> backend_{nullptr};
   std::atomic<bool> draining_{false};
+  std::atomic<const char*> unhealthy_{nullptr};  // a string literal
   std::thread listener_, watchdog_;
   std::atomic<bool> listener_done_{false};
 
@@ -482,11 +484,13 @@ void HttpServer::Impl::Routes() {
       });
   Get("/health", [this](const httplib::Request&, httplib::Response& res) {
     Disarm();
-    const bool serving = !draining_ && backend_.load() != nullptr;
-    res.status = serving ? 200 : 503;
-    res.set_content(serving     ? R"({"status":"ok"})"
-                    : draining_ ? R"({"status":"draining"})"
-                                : R"({"status":"loading"})",
+    const char* unhealthy = unhealthy_.load();
+    const char* status = draining_                    ? "draining"
+                         : backend_.load() == nullptr ? "loading"
+                         : unhealthy != nullptr       ? unhealthy
+                                                      : nullptr;
+    res.status = status == nullptr ? 200 : 503;
+    res.set_content(Json{{"status", status == nullptr ? "ok" : status}}.dump(),
                     "application/json");
   });
 }
@@ -650,6 +654,10 @@ void HttpServer::SetReady(HttpBackend backend) {
 }
 
 void HttpServer::StartDrain() { impl_->StartDrain(); }
+
+void HttpServer::SetUnhealthy(const char* reason) {
+  impl_->SetUnhealthy(reason);
+}
 
 int HttpServer::open_requests() const { return impl_->open_requests(); }
 

@@ -69,6 +69,10 @@ class HttpServer {
 
   int port() const;
   void SetReady(HttpBackend backend);
+  // /health answers 503 with {"status": reason} while a reason is set (a
+  // stalled engine; a drain's notice period) and requests are still
+  // served; null clears it.
+  void SetUnhealthy(const char* reason);
   void StartDrain();
   int open_requests() const;
   // Cancels every open request with `status` (a stream ends with an error

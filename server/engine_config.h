@@ -35,6 +35,10 @@ struct EngineFlags {
   int session_idle_timeout_s = 300;  // 0 = never
   int max_sessions_per_client = 16;  // 0 = no limit
   int max_kept_sessions = 64;
+  // Debugging (EngineOptions::debug_*).
+  int debug_step_delay_ms = 0;
+  int64_t debug_stall_step = 0;
+  int debug_stall_ms = 0;
 };
 
 // Validates the flags and sizes the KV cache for a model whose blocks of

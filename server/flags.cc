@@ -115,6 +115,24 @@ ABSL_FLAG(std::string, auth_token_file, "",
 ABSL_FLAG(int, drain_grace_seconds, 30,
           "On SIGTERM, how long open streams may run before they are ended "
           "with UNAVAILABLE; a second signal ends them at once.");
+ABSL_FLAG(int, drain_notice_seconds, 0,
+          "On SIGTERM, first report NOT_SERVING (gRPC health, /health, the "
+          "agent check's drain) but keep serving new requests this long, so "
+          "balancers that poll stop routing here before requests are "
+          "refused (a preStop sleep inside braidd); then drain.");
+ABSL_FLAG(int, step_watchdog_seconds, 60,
+          "An engine step running longer than this is logged, counted "
+          "(braid_engine_stalls_total) and reported as NOT_SERVING until "
+          "steps flow again (0 = off).");
+ABSL_FLAG(std::string, agent_check_listen, "",
+          "Serve an HAProxy agent check at HOST:PORT (port 0 picks one): "
+          "each connection reads `ready up N%`, `drain` or `down` "
+          "(docs/OPERATIONS.md). Empty: off.");
+ABSL_FLAG(std::string, agent_check_port_file, "",
+          "If set, write the bound agent-check port here.");
+ABSL_FLAG(double, agent_reference_step_ms, 50,
+          "The engine step time the agent check reports as weight 100%; "
+          "faster replicas report more (up to 256%), slower ones less.");
 ABSL_FLAG(int, max_request_seconds, 600,
           "Generate requests end with DEADLINE_EXCEEDED after this long "
           "(0 = no limit); clients' shorter deadlines apply too.");
@@ -176,6 +194,13 @@ ABSL_FLAG(std::string, metrics_port_file, "",
           "If set, write the bound metrics port here.");
 ABSL_FLAG(int, debug_load_delay_ms, 0,
           "For tests: wait this long before loading the model.");
+ABSL_FLAG(int, debug_step_delay_ms, 0,
+          "For tests: every engine step takes this much longer (a slower "
+          "machine, for routing tests).");
+ABSL_FLAG(int64_t, debug_stall_step, 0,
+          "For tests: engine step number N (from 1) takes --debug_stall_ms "
+          "longer (a stuck step, for the watchdog; 0 = never).");
+ABSL_FLAG(int, debug_stall_ms, 0, "See --debug_stall_step.");
 
 namespace braid::server {
 
@@ -224,6 +249,12 @@ DaemonFlags ReadFlags() {
   f.tls.allow_insecure = absl::GetFlag(FLAGS_allow_insecure);
   f.auth_token_file = absl::GetFlag(FLAGS_auth_token_file);
   f.drain_grace_seconds = absl::GetFlag(FLAGS_drain_grace_seconds);
+  f.drain_notice_seconds = absl::GetFlag(FLAGS_drain_notice_seconds);
+  f.step_watchdog_seconds = absl::GetFlag(FLAGS_step_watchdog_seconds);
+  f.agent_check.listen = absl::GetFlag(FLAGS_agent_check_listen);
+  f.agent_check.port_file = absl::GetFlag(FLAGS_agent_check_port_file);
+  f.agent_check.reference_step_ms =
+      absl::GetFlag(FLAGS_agent_reference_step_ms);
   f.max_request_seconds = absl::GetFlag(FLAGS_max_request_seconds);
   ServerLimits& l = f.limits;
   l.max_receive_message_bytes = absl::GetFlag(FLAGS_max_receive_message_bytes);
@@ -253,6 +284,9 @@ DaemonFlags ReadFlags() {
   f.port_file = absl::GetFlag(FLAGS_port_file);
   f.metrics_port_file = absl::GetFlag(FLAGS_metrics_port_file);
   f.debug_load_delay_ms = absl::GetFlag(FLAGS_debug_load_delay_ms);
+  e.debug_step_delay_ms = absl::GetFlag(FLAGS_debug_step_delay_ms);
+  e.debug_stall_step = absl::GetFlag(FLAGS_debug_stall_step);
+  e.debug_stall_ms = absl::GetFlag(FLAGS_debug_stall_ms);
   return f;
 }
 

@@ -23,6 +23,13 @@ struct HttpFlags {
   std::string served_model_name;  // empty: the file's stem
 };
 
+// The HAProxy agent check (server/agent_check.h).
+struct AgentCheckFlags {
+  std::string listen;  // empty: off
+  std::string port_file;
+  double reference_step_ms = 50;
+};
+
 struct DaemonFlags {
   // The model.
   std::string model_path;       // --model, else $BRAID_MODEL; empty: none
@@ -40,6 +47,9 @@ struct DaemonFlags {
   bool reflection = false;
   std::string auth_token_file;  // empty: no authentication
   int drain_grace_seconds = 30;
+  int drain_notice_seconds = 0;
+  int step_watchdog_seconds = 60;  // 0: off
+  AgentCheckFlags agent_check;
   int max_request_seconds = 600;  // 0: no limit
   HttpFlags http;
   // Observability and tests.

@@ -46,8 +46,8 @@ class GenerateCall::Outbox
       public batching::OutputSink {
  public:
   Outbox(GenerateCall* call, batching::Engine* engine, std::string request_id,
-         absl::Time client_deadline, metrics::ServerMetrics* metrics)
-      : OrderedWriter(call, metrics, metrics::Rpc::kGenerate),
+         absl::Time client_deadline, const CallHooks& hooks)
+      : OrderedWriter(call, hooks, metrics::Rpc::kGenerate),
         engine_(engine),
         request_id_(std::move(request_id)),
         client_deadline_(client_deadline) {}
@@ -143,7 +143,7 @@ GenerateCall::GenerateCall(batching::Engine* engine,
                            batching::GenerationRequest request,
                            absl::Time client_deadline, CallHooks hooks)
     : outbox_(std::make_shared<Outbox>(this, engine, request.request_id,
-                                       client_deadline, hooks.metrics)),
+                                       client_deadline, hooks)),
       hooks_(hooks) {
   if (hooks_.metrics != nullptr) {
     hooks_.metrics->SessionOpened();
@@ -160,7 +160,7 @@ GenerateCall::GenerateCall(batching::Engine* engine,
 
 GenerateCall::GenerateCall(const grpc::Status& error, CallHooks hooks)
     : outbox_(std::make_shared<Outbox>(this, nullptr, "",
-                                       absl::InfiniteFuture(), hooks.metrics)) {
+                                       absl::InfiniteFuture(), hooks)) {
   outbox_->FinishNow(error);
 }
 

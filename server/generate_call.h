@@ -12,15 +12,10 @@
 #include "grpcpp/grpcpp.h"
 #include "metrics/server_metrics.h"
 #include "proto/braid/v1/braid.grpc.pb.h"
+#include "server/ordered_writer.h"
 #include "server/stream_registry.h"
 
 namespace braid::server {
-
-// What a call reports to, all optional (null in tests).
-struct CallHooks {
-  StreamRegistry* registry = nullptr;
-  metrics::ServerMetrics* metrics = nullptr;
-};
 
 // One Generate call: a gRPC write reactor fed by the engine.
 //

@@ -18,17 +18,20 @@
 #include "batching/engine.h"
 #include "batching/model_executor.h"
 #include "frontend/auth.h"
+#include "frontend/load_report.h"
 #include "metrics/engine_metrics.h"
 #include "metrics/exporter.h"
 #include "metrics/server_metrics.h"
 #include "openai/http_server.h"
 #include "queues/work_queues.h"
+#include "server/agent_check.h"
 #include "server/engine_config.h"
 #include "server/flags.h"
 #include "server/grpc_server.h"
 #include "server/load_model.h"
 #include "server/service.h"
 #include "server/stats.h"
+#include "server/watchdog.h"
 
 namespace braid {
 namespace {
@@ -77,6 +80,64 @@ absl::StatusOr<std::unique_ptr<openai::HttpServer>> StartHttp(
   return http;
 }
 
+// The HAProxy agent check when --agent_check_listen is set (null
+// otherwise); it answers "down" until the model is loaded.
+absl::StatusOr<std::unique_ptr<server::AgentCheckServer>> StartAgentCheck(
+    const server::DaemonFlags& flags, const frontend::LoadTracker* load) {
+  if (flags.agent_check.listen.empty()) return nullptr;
+  auto agent = server::AgentCheckServer::Start(flags.agent_check.listen, load);
+  if (!agent.ok()) return agent.status();
+  server::WritePortFile(flags.agent_check.port_file, (*agent)->port());
+  return agent;
+}
+
+// What the balancers and probes see: gRPC health, /health, the agent
+// check's reply and braid_server_state.
+struct Health {
+  grpc::Server* grpc;
+  openai::HttpServer* http;  // null: no HTTP front end
+  frontend::LoadTracker* load;
+  metrics::ServerMetrics* metrics;
+
+  void Set(frontend::ReplicaState state) const {
+    const bool serving = state == frontend::ReplicaState::kServing;
+    server::SetHealth(grpc, serving);
+    if (http != nullptr) {
+      http->SetUnhealthy(state == frontend::ReplicaState::kStalled ? "stalled"
+                         : serving                                 ? nullptr
+                                   : "draining");
+    }
+    load->SetState(state);
+    metrics->SetState(state == frontend::ReplicaState::kStalled
+                          ? metrics::ServerState::kStalled
+                      : serving ? metrics::ServerState::kServing
+                                : metrics::ServerState::kDraining);
+  }
+};
+
+// Logs and reports the watchdog's verdict.
+void OnWatchdog(const server::StepWatchdog& watchdog,
+                server::StepWatchdog::Change change, int bound_seconds,
+                const Health& health) {
+  if (change == server::StepWatchdog::Change::kNone) return;
+  const double seconds = absl::ToDoubleSeconds(watchdog.stuck_for());
+  if (change == server::StepWatchdog::Change::kStalled) {
+    std::fprintf(stderr,
+                 "braidd: an engine step has run for %.1f s (over "
+                 "--step_watchdog_seconds=%d): reporting NOT_SERVING until "
+                 "steps flow again\n",
+                 seconds, bound_seconds);
+    health.metrics->RecordStall();
+    health.Set(frontend::ReplicaState::kStalled);
+  } else {
+    std::fprintf(stderr,
+                 "braidd: engine steps flow again (the stuck step ran for at "
+                 "least %.1f s); serving\n",
+                 seconds);
+    health.Set(frontend::ReplicaState::kServing);
+  }
+}
+
 // The model's id in the HTTP API: --served_model_name, else the file's name
 // without .gguf.
 std::string ServedModelName(const server::DaemonFlags& flags) {
@@ -108,8 +169,13 @@ int Run(const server::DaemonFlags& flags) {
     if (!loaded.ok()) return Fail(loaded.status());
     auth = *std::move(loaded);
   }
+  frontend::LoadTracker load(
+      {.reference_step_ms = flags.agent_check.reference_step_ms});
+  auto agent = StartAgentCheck(flags, &load);
+  if (!agent.ok()) return Fail(agent.status());
   server::ServiceOptions service_options;
   service_options.auth = auth.get();
+  service_options.load = &load;
   service_options.metrics = &server_metrics;
   if (flags.max_request_seconds > 0) {
     service_options.max_request_duration =
@@ -167,8 +233,8 @@ int Run(const server::DaemonFlags& flags) {
        .context_length = loaded->info.context_length,
        .kv_block_size = engine_options->scheduler.block_size,
        .kv_num_blocks = engine_options->scheduler.num_blocks});
-  server::SetHealth(server->get(), true);
-  server_metrics.SetState(metrics::ServerState::kServing);
+  const Health health{server->get(), http->get(), &load, &server_metrics};
+  health.Set(frontend::ReplicaState::kServing);
   std::fprintf(stderr,
                "braidd: loaded %s (%s, %d layers, vocab %d) in %.2f s; "
                "serving\n",
@@ -176,10 +242,30 @@ int Run(const server::DaemonFlags& flags) {
                info.n_layer, loaded->tokenizer->vocab_size(),
                absl::ToDoubleSeconds(absl::Now() - load_start));
 
-  while (g_signals.load() == 0) {
+  server::StepWatchdog watchdog(absl::Seconds(flags.step_watchdog_seconds));
+  // Serves until a signal, then through --drain_notice_seconds (health
+  // already NOT_SERVING) or a second signal.
+  absl::Time drain_at = absl::InfiniteFuture();
+  while (absl::Now() < drain_at && g_signals.load() < 2) {
     absl::SleepFor(absl::Milliseconds(100));
+    const absl::Time now = absl::Now();
+    if (g_signals.load() > 0 && drain_at == absl::InfiniteFuture()) {
+      drain_at = now + absl::Seconds(flags.drain_notice_seconds);
+      health.Set(frontend::ReplicaState::kDraining);
+      if (flags.drain_notice_seconds > 0) {
+        std::fprintf(stderr,
+                     "braidd: draining in %d s (--drain_notice_seconds); "
+                     "health NOT_SERVING, still serving\n",
+                     flags.drain_notice_seconds);
+      }
+    }
     const batching::EngineStats stats = engine.Stats();
     engine_metrics.SetGauges(server::ToGauges(stats));
+    load.Observe(stats, now);
+    if (drain_at == absl::InfiniteFuture()) {
+      OnWatchdog(watchdog, watchdog.Check(stats, now),
+                 flags.step_watchdog_seconds, health);
+    }
     if (!flags.stats_file.empty()) {
       server::WriteStatsFile(flags.stats_file, stats);
     }

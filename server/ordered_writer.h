@@ -11,11 +11,32 @@
 
 #include "absl/base/thread_annotations.h"
 #include "absl/synchronization/mutex.h"
+#include "frontend/load_report.h"
 #include "grpcpp/grpcpp.h"
 #include "metrics/server_metrics.h"
 #include "server/stream_registry.h"
 
 namespace braid::server {
+
+// What a call reports to, all optional (null in tests).
+struct CallHooks {
+  StreamRegistry* registry = nullptr;
+  metrics::ServerMetrics* metrics = nullptr;
+  // With both: the replica's ORCA load report in the call's trailers.
+  const frontend::LoadTracker* load = nullptr;
+  grpc::CallbackServerContext* context = nullptr;
+};
+
+// The trailer Envoy's client-side weighted round robin reads.
+inline constexpr char kLoadReportTrailer[] = "endpoint-load-metrics-bin";
+
+// Adds the load report to the call's trailers (before its Finish).
+inline void AddLoadReport(const CallHooks& hooks) {
+  if (hooks.load != nullptr && hooks.context != nullptr) {
+    hooks.context->AddTrailingMetadata(kLoadReportTrailer,
+                                       hooks.load->OrcaReport());
+  }
+}
 
 // `Reactor` has StartWrite(const Response*) and Finish(grpc::Status).
 //
@@ -27,9 +48,8 @@ namespace braid::server {
 template <typename Reactor, typename Response, typename Item>
 class OrderedWriter : public AbortableStream {
  public:
-  OrderedWriter(Reactor* call, metrics::ServerMetrics* metrics,
-                metrics::Rpc rpc)
-      : call_(call), metrics_(metrics), rpc_(rpc) {}
+  OrderedWriter(Reactor* call, const CallHooks& hooks, metrics::Rpc rpc)
+      : call_(call), hooks_(hooks), rpc_(rpc) {}
 
   // The reactor's OnWriteDone.
   void WriteDone(bool ok) {
@@ -71,8 +91,7 @@ class OrderedWriter : public AbortableStream {
       finished_ = true;
       call = call_;
     }
-    RecordRpc(status);
-    call->Finish(status);
+    Finish(call, status);
   }
 
   // The reactor's OnDone: nothing more reaches the call.
@@ -136,20 +155,22 @@ class OrderedWriter : public AbortableStream {
       if (step == Step::kFinish) finished_ = true;
     }
     if (step == Step::kFinish) {
-      RecordRpc(status);
-      call->Finish(status);
+      Finish(call, status);
     } else {
       call->StartWrite(&response_);
     }
   }
 
-  void RecordRpc(const grpc::Status& status) {
-    if (metrics_ != nullptr) {
-      metrics_->RecordRpc(rpc_, static_cast<int>(status.error_code()));
+  // Once per call, after the decision marked it finished.
+  void Finish(Reactor* call, const grpc::Status& status) {
+    if (hooks_.metrics != nullptr) {
+      hooks_.metrics->RecordRpc(rpc_, static_cast<int>(status.error_code()));
     }
+    AddLoadReport(hooks_);
+    call->Finish(status);
   }
 
-  metrics::ServerMetrics* metrics() const { return metrics_; }
+  metrics::ServerMetrics* metrics() const { return hooks_.metrics; }
 
   absl::Mutex mu_;
   std::deque<Item> queue_ ABSL_GUARDED_BY(mu_);
@@ -159,7 +180,7 @@ class OrderedWriter : public AbortableStream {
 
  private:
   Reactor* call_ ABSL_GUARDED_BY(mu_);
-  metrics::ServerMetrics* const metrics_;
+  const CallHooks hooks_;
   const metrics::Rpc rpc_;
   bool write_in_flight_ ABSL_GUARDED_BY(mu_) = false;
   bool finished_ ABSL_GUARDED_BY(mu_) = false;  // Finish() was called

@@ -96,6 +96,7 @@ grpc::ServerUnaryReactor* BraidService::Done(
   if (options_.metrics != nullptr) {
     options_.metrics->RecordRpc(rpc, static_cast<int>(status.code()));
   }
+  AddLoadReport({.load = options_.load, .context = context});
   grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
   reactor->Finish(ToGrpcStatus(status));
   return reactor;
@@ -103,7 +104,7 @@ grpc::ServerUnaryReactor* BraidService::Done(
 
 grpc::ServerWriteReactor<v1::GenerateResponse>* BraidService::Generate(
     grpc::CallbackServerContext* context, const v1::GenerateRequest* request) {
-  const CallHooks hooks{&streams_, options_.metrics};
+  const CallHooks hooks{&streams_, options_.metrics, options_.load, context};
   absl::StatusOr<const Backend*> backend =
       Admit(context, frontend::Scope::kGenerate, "Generate");
   if (!backend.ok()) {
@@ -127,7 +128,7 @@ grpc::ServerWriteReactor<v1::GenerateResponse>* BraidService::Generate(
 
 grpc::ServerBidiReactor<v1::SessionRequest, v1::SessionEvent>*
 BraidService::Session(grpc::CallbackServerContext* context) {
-  const CallHooks hooks{&streams_, options_.metrics};
+  const CallHooks hooks{&streams_, options_.metrics, options_.load, context};
   absl::StatusOr<const Backend*> backend =
       Admit(context, frontend::Scope::kGenerate, "Session");
   if (!backend.ok()) {

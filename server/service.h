@@ -8,6 +8,7 @@
 #include "absl/time/time.h"
 #include "batching/engine.h"
 #include "frontend/auth.h"
+#include "frontend/load_report.h"
 #include "frontend/request_builder.h"
 #include "metrics/server_metrics.h"
 #include "model/model.h"
@@ -33,6 +34,8 @@ struct ServiceOptions {
   const frontend::TokenAuthenticator* auth =
       nullptr;                                // null: no authentication
   metrics::ServerMetrics* metrics = nullptr;  // null: no metrics
+  // null: no load reports in the calls' trailers.
+  const frontend::LoadTracker* load = nullptr;
   // Generate requests end with DEADLINE_EXCEEDED after this long, whatever
   // the client's deadline.
   absl::Duration max_request_duration = absl::InfiniteDuration();

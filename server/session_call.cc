@@ -64,9 +64,8 @@ class SessionCall::Outbox
     : public OrderedWriter<SessionCall, v1::SessionEvent, SessionItem>,
       public batching::SessionSink {
  public:
-  Outbox(SessionCall* call, batching::Engine* engine,
-         metrics::ServerMetrics* metrics)
-      : OrderedWriter(call, metrics, metrics::Rpc::kSession), engine_(engine) {}
+  Outbox(SessionCall* call, batching::Engine* engine, const CallHooks& hooks)
+      : OrderedWriter(call, hooks, metrics::Rpc::kSession), engine_(engine) {}
 
   // Before OpenSession.
   void Configure(std::string session_id,
@@ -261,7 +260,7 @@ SessionCall::SessionCall(Backend backend, std::string default_session_id,
                          CallHooks hooks)
     : backend_(backend),
       default_session_id_(std::move(default_session_id)),
-      outbox_(std::make_shared<Outbox>(this, backend.engine, hooks.metrics)),
+      outbox_(std::make_shared<Outbox>(this, backend.engine, hooks)),
       hooks_(hooks) {
   if (hooks_.metrics != nullptr) {
     hooks_.metrics->SessionOpened();
@@ -275,8 +274,7 @@ SessionCall::SessionCall(Backend backend, std::string default_session_id,
 }
 
 SessionCall::SessionCall(const grpc::Status& error, CallHooks hooks)
-    : outbox_(std::make_shared<Outbox>(this, nullptr, hooks.metrics)),
-      hooks_(hooks) {
+    : outbox_(std::make_shared<Outbox>(this, nullptr, hooks)), hooks_(hooks) {
   outbox_->FinishNow(error);
 }
 

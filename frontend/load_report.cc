@@ -1,0 +1,110 @@
+#include "frontend/load_report.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "absl/strings/str_cat.h"
+#include "batching/work_queue.h"
+#include "proto/xds/data/orca/v3/orca_load_report.pb.h"
+
+namespace braid::frontend {
+namespace {
+
+std::string Serialize(const LoadSnapshot& s) {
+  xds::data::orca::v3::OrcaLoadReport report;
+  report.set_application_utilization(s.utilization());
+  report.set_cpu_utilization(s.busy);
+  report.set_mem_utilization(s.kv_usage);
+  report.set_rps_fractional(s.rps);
+  (*report.mutable_utilization())["busy"] = s.busy;
+  (*report.mutable_utilization())["kv"] = s.kv_usage;
+  auto& named = *report.mutable_named_metrics();
+  int waiting = 0;
+  for (int q = 0; q < batching::kNumQueues; ++q) {
+    named[absl::StrCat(
+        "queue_", batching::QueueName(static_cast<batching::QueueKind>(q)))] =
+        s.waiting[q];
+    waiting += s.waiting[q];
+  }
+  named["waiting"] = waiting;
+  named["running"] = s.running;
+  named["kv_usage"] = s.kv_usage;
+  std::string out;
+  report.SerializeToString(&out);
+  return out;
+}
+
+}  // namespace
+
+LoadTracker::LoadTracker(LoadReportOptions options) : options_(options) {
+  orca_ = Serialize(current_);
+}
+
+void LoadTracker::Observe(const batching::EngineStats& stats, absl::Time now) {
+  absl::MutexLock lock(&mu_);
+  samples_.push_back({now, stats.busy, stats.steps,
+                      stats.completed + stats.cancelled + stats.failed});
+  // The oldest sample kept is the last one at least a window old.
+  while (samples_.size() > 2 && samples_[1].time <= now - options_.window) {
+    samples_.pop_front();
+  }
+  const Sample& first = samples_.front();
+  const Sample& last = samples_.back();
+  const double seconds = absl::ToDoubleSeconds(last.time - first.time);
+  LoadSnapshot& s = current_;
+  if (seconds > 0) {
+    const double busy = absl::ToDoubleSeconds(last.busy - first.busy);
+    s.busy = std::clamp(busy / seconds, 0.0, 1.0);
+    s.rps = static_cast<double>(last.finished - first.finished) / seconds;
+    if (last.steps > first.steps) {
+      s.step_ms = 1000 * busy / static_cast<double>(last.steps - first.steps);
+    }
+  }
+  s.kv_usage = stats.kv_blocks_total > 0
+                   ? 1.0 - static_cast<double>(stats.kv_blocks_free) /
+                               stats.kv_blocks_total
+                   : 0.0;
+  for (int q = 0; q < batching::kNumQueues; ++q) {
+    s.waiting[q] = stats.queue_sizes[q] - stats.queue_running[q];
+  }
+  s.running = stats.running;
+  orca_ = Serialize(s);
+}
+
+void LoadTracker::SetState(ReplicaState state) {
+  absl::MutexLock lock(&mu_);
+  current_.state = state;
+}
+
+LoadSnapshot LoadTracker::Current() const {
+  absl::MutexLock lock(&mu_);
+  return current_;
+}
+
+std::string LoadTracker::OrcaReport() const {
+  absl::MutexLock lock(&mu_);
+  return orca_;
+}
+
+std::string LoadTracker::AgentReply() const {
+  const LoadSnapshot s = Current();
+  switch (s.state) {
+    case ReplicaState::kLoading:
+    case ReplicaState::kStalled:
+      return "down\n";
+    case ReplicaState::kDraining:
+      return "drain\n";
+    case ReplicaState::kServing:
+      break;
+  }
+  double weight = 100;
+  if (s.step_ms > 0) weight *= options_.reference_step_ms / s.step_ms;
+  int waiting = 0;
+  for (int w : s.waiting) waiting += w;
+  weight *= (1 - s.kv_usage) / (1 + waiting);
+  const int percent =
+      static_cast<int>(std::clamp(std::lround(weight), 1L, 256L));
+  return absl::StrCat("ready up ", percent, "%\n");
+}
+
+}  // namespace braid::frontend

@@ -1,0 +1,89 @@
+// A replica's load as the balancers in front of braidd read it
+// (docs/OPERATIONS.md, "Capacity-weighted routing"): an ORCA load report
+// (xds.data.orca.v3.OrcaLoadReport) for the `endpoint-load-metrics-bin`
+// trailer of every gRPC call, which Envoy's client-side weighted round robin
+// turns into weights (requests per second / utilisation), and the weight
+// and state an HAProxy agent check reads.
+//
+// The composition root calls Observe with the engine's counters about every
+// 100 ms; the front ends read the latest report. Thread-safe.
+#ifndef BRAID_FRONTEND_LOAD_REPORT_H_
+#define BRAID_FRONTEND_LOAD_REPORT_H_
+
+#include <array>
+#include <deque>
+#include <string>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+#include "batching/engine.h"
+
+namespace braid::frontend {
+
+// The replica's state for balancers.
+enum class ReplicaState {
+  kLoading,  // not routable yet
+  kServing,
+  kStalled,   // an engine step is over the watchdog's bound
+  kDraining,  // shutting down: send nothing new
+};
+
+// The load over the last window.
+struct LoadSnapshot {
+  ReplicaState state = ReplicaState::kLoading;
+  double busy = 0;      // share of the window spent in engine steps
+  double kv_usage = 0;  // KV blocks in use / all blocks
+  double rps = 0;       // requests finished per second
+  double step_ms = 0;   // mean step duration (the last measured one; 0: none)
+  std::array<int, batching::kNumQueues> waiting = {};  // per queue
+  int running = 0;
+  // What balancers divide by: the larger of the busy share and KV usage.
+  double utilization() const { return busy > kv_usage ? busy : kv_usage; }
+};
+
+struct LoadReportOptions {
+  absl::Duration window = absl::Seconds(2);
+  // The step time that an agent check reports as 100% (see AgentReply).
+  double reference_step_ms = 50;
+};
+
+class LoadTracker {
+ public:
+  explicit LoadTracker(LoadReportOptions options = {});
+
+  // The engine's counters at `now` (monotonic in practice).
+  void Observe(const batching::EngineStats& stats, absl::Time now);
+  void SetState(ReplicaState state);
+
+  LoadSnapshot Current() const;
+  // The current report, serialized (for the `endpoint-load-metrics-bin`
+  // trailer): application_utilization = utilization(), cpu_utilization =
+  // busy, mem_utilization = KV usage, rps_fractional, and named metrics
+  // (queue depth per queue, running, KV usage).
+  std::string OrcaReport() const;
+  // An HAProxy agent-check reply, one line: "down" while loading or stalled,
+  // "drain" while draining, else "ready up N%" with N = 100 x
+  // reference_step_ms / step_ms x (1 - KV usage) / (1 + waiting requests),
+  // clamped to [1, 256]: the replica's speed relative to the reference,
+  // lowered as its cache fills and its queue grows.
+  std::string AgentReply() const;
+
+ private:
+  struct Sample {
+    absl::Time time;
+    absl::Duration busy;
+    int64_t steps = 0;
+    int64_t finished = 0;
+  };
+
+  const LoadReportOptions options_;
+  mutable absl::Mutex mu_;
+  std::deque<Sample> samples_ ABSL_GUARDED_BY(mu_);  // the window's
+  LoadSnapshot current_ ABSL_GUARDED_BY(mu_);
+  std::string orca_ ABSL_GUARDED_BY(mu_);  // current_, serialized
+};
+
+}  // namespace braid::frontend
+
+#endif  // BRAID_FRONTEND_LOAD_REPORT_H_
