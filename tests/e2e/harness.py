@@ -48,6 +48,32 @@ def load_stubs():
     return braid_pb2, braid_pb2_grpc
 
 
+def load_orca():
+    """Compiles braid's copy of ORCA's load report proto and imports it."""
+    from grpc_tools import protoc
+    out = tempfile.mkdtemp(prefix="orca_pb_")
+    path = runfile("proto/xds/data/orca/v3/orca_load_report.proto")
+    root = path[:-len("xds/data/orca/v3/orca_load_report.proto")]
+    rc = protoc.main(["protoc", f"-I{root}", f"--python_out={out}", path])
+    if rc != 0:
+        sys.exit("FAIL: protoc could not compile orca_load_report.proto")
+    sys.path.insert(0, out)
+    from xds.data.orca.v3 import orca_load_report_pb2
+    return orca_load_report_pb2
+
+
+def agent_check(port):
+    """An HAProxy agent check's read: connect, read to the end."""
+    import socket
+    with socket.create_connection(("127.0.0.1", port), timeout=10) as s:
+        out = b""
+        while True:
+            chunk = s.recv(256)
+            if not chunk:
+                return out.decode()
+            out += chunk
+
+
 def free_port():
     """A loopback port no process listens on right now."""
     import socket
@@ -137,9 +163,11 @@ class Daemon:
     `wait_serving` (the default) the constructor returns once the health
     service reports SERVING over a plaintext channel. `model` is the GGUF to
     serve, $BRAID_MODEL by default. With `http` the OpenAI-compatible HTTP
-    API listens on a free loopback port too (`http_port`, `base_url`)."""
+    API listens on a free loopback port too (`http_port`, `base_url`), with
+    `agent` the HAProxy agent check (`agent_port`)."""
 
-    def __init__(self, *flags, wait_serving=True, model=None, http=False):
+    def __init__(self, *flags, wait_serving=True, model=None, http=False,
+                 agent=False):
         model = model or require_env(
             "BRAID_MODEL",
             "path of SmolLM2-135M-Instruct.Q4_1.gguf (`make test` sets it)")
@@ -157,6 +185,10 @@ class Daemon:
         if http:
             extra += ["--http_listen=127.0.0.1:0",
                       f"--http_port_file={http_port_file}"]
+        agent_port_file = os.path.join(self.dir, "agent_port")
+        if agent:
+            extra += ["--agent_check_listen=127.0.0.1:0",
+                      f"--agent_check_port_file={agent_port_file}"]
         self.proc = subprocess.Popen(
             [runfile("server/braidd"), f"--model={model}",
              "--listen=127.0.0.1:0", f"--port_file={port_file}",
@@ -179,6 +211,12 @@ class Daemon:
             with open(http_port_file) as f:
                 self.http_port = int(f.read())
         self.base_url = f"http://127.0.0.1:{self.http_port}/v1"
+        self.agent_port = None
+        if agent:
+            wait_for(lambda: os.path.exists(agent_port_file), 60,
+                     "braidd writes its agent-check port")
+            with open(agent_port_file) as f:
+                self.agent_port = int(f.read())
         self.metrics_port = None
         if os.path.exists(metrics_port_file):
             with open(metrics_port_file) as f:
@@ -210,6 +248,14 @@ class Daemon:
                 raise RuntimeError("braidd exited early:\n" + self.read_log())
             return self.health(channel) == "SERVING"
         wait_for(serving, timeout, "braidd reports SERVING", interval=0.05)
+
+    def metric(self, name):
+        """The value of the series `name` (with its labels, as the page
+        writes them) on /metrics."""
+        for line in self.metrics_text().splitlines():
+            if line.startswith(name + " "):
+                return float(line.split()[-1])
+        raise AssertionError(f"no {name} in /metrics")
 
     def metrics_text(self):
         """The /metrics page."""
