@@ -267,9 +267,9 @@ void Engine::RunStep() {
     stats_.waiting_tokens -= started_tokens;
     stats_.step_started = now;
   }
-  DebugDelay();
   absl::StatusOr<StepOutput> output =
       executor_->Execute(plan, absl::MakeConstSpan(samplers));
+  DebugDelay(now);
   const absl::Duration took = absl::Now() - now;
   {
     absl::MutexLock lock(&mu_);
@@ -326,9 +326,10 @@ void Engine::RunStep() {
   }
 }
 
-void Engine::DebugDelay() {
+void Engine::DebugDelay(absl::Time start) {
   ++debug_steps_;
-  absl::Duration delay = options_.debug_step_delay;
+  absl::Duration delay = options_.debug_min_step - (absl::Now() - start);
+  if (delay < absl::ZeroDuration()) delay = absl::ZeroDuration();
   if (debug_steps_ == options_.debug_stall_step) delay += options_.debug_stall;
   if (delay > absl::ZeroDuration()) absl::SleepFor(delay);
 }
@@ -454,6 +455,7 @@ void Engine::Finish(Active& a, FinishReason reason, absl::Status error,
   {
     absl::MutexLock lock(&mu_);
     --stats_.requests;
+    if (arrival != absl::InfinitePast()) stats_.request_time += now - arrival;
     if (a.waiting) {
       --stats_.waiting;
       stats_.waiting_tokens -= static_cast<int64_t>(a.request.prompt.size());

@@ -56,10 +56,12 @@ struct EngineOptions {
   // Thinking markers (the same ids as scheduler.think_*): reasoning routing
   // and budgets of Generate requests and session streams.
   ReasoningMarkers reasoning;
-  // Debugging: every step takes this much longer (a slower machine, for
-  // routing tests), and step number `stall_step` (counted from 1; 0 =
-  // never) takes `stall` longer (a stuck step, for the watchdog).
-  absl::Duration debug_step_delay = absl::ZeroDuration();
+  // Debugging: every step takes at least this long (it sleeps out the rest:
+  // a slower machine whose step time does not depend on the batch, as a
+  // GPU's at small batches, for routing tests), and step number
+  // `stall_step` (counted from 1; 0 = never) takes `stall` longer (a stuck
+  // step, for the watchdog).
+  absl::Duration debug_min_step = absl::ZeroDuration();
   int64_t debug_stall_step = 0;
   absl::Duration debug_stall = absl::ZeroDuration();
 };
@@ -88,6 +90,8 @@ struct EngineStats {
   // (absl::InfinitePast() between steps): the busy share, the watchdog.
   absl::Duration busy = absl::ZeroDuration();
   absl::Time step_started = absl::InfinitePast();
+  // Finished requests' time in the engine (arrival to finish), summed.
+  absl::Duration request_time = absl::ZeroDuration();
 };
 
 // The continuous-batching engine: one thread runs the step loop
@@ -202,8 +206,9 @@ class Engine {
   void Finish(Active& a, FinishReason reason, absl::Status error,
               std::string matched_stop = "");
   void PublishStats();
-  // Sleeps for the debug step delay and stall (EngineOptions), if any.
-  void DebugDelay();
+  // Sleeps out the debug step floor and stall (EngineOptions), if any, for
+  // a step that began at `start`.
+  void DebugDelay(absl::Time start);
   void ApplySessionCommand(SessionCommand& command);
   // Ends a session: frees its blocks and sends kClosed with `status`.
   void FinishSession(Session& session, absl::Status status);

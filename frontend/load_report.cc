@@ -17,6 +17,7 @@ std::string Serialize(const LoadSnapshot& s) {
   report.set_mem_utilization(s.kv_usage);
   report.set_rps_fractional(s.rps);
   (*report.mutable_utilization())["busy"] = s.busy;
+  (*report.mutable_utilization())["occupancy"] = s.occupancy;
   (*report.mutable_utilization())["kv"] = s.kv_usage;
   auto& named = *report.mutable_named_metrics();
   int waiting = 0;
@@ -29,6 +30,7 @@ std::string Serialize(const LoadSnapshot& s) {
   named["waiting"] = waiting;
   named["running"] = s.running;
   named["kv_usage"] = s.kv_usage;
+  named["request_seconds"] = s.request_seconds;
   std::string out;
   report.SerializeToString(&out);
   return out;
@@ -43,7 +45,8 @@ LoadTracker::LoadTracker(LoadReportOptions options) : options_(options) {
 void LoadTracker::Observe(const batching::EngineStats& stats, absl::Time now) {
   absl::MutexLock lock(&mu_);
   samples_.push_back({now, stats.busy, stats.steps,
-                      stats.completed + stats.cancelled + stats.failed});
+                      stats.completed + stats.cancelled + stats.failed,
+                      stats.request_time});
   // The oldest sample kept is the last one at least a window old.
   while (samples_.size() > 2 && samples_[1].time <= now - options_.window) {
     samples_.pop_front();
@@ -52,18 +55,29 @@ void LoadTracker::Observe(const batching::EngineStats& stats, absl::Time now) {
   const Sample& last = samples_.back();
   const double seconds = absl::ToDoubleSeconds(last.time - first.time);
   LoadSnapshot& s = current_;
-  if (seconds > 0) {
-    const double busy = absl::ToDoubleSeconds(last.busy - first.busy);
-    s.busy = std::clamp(busy / seconds, 0.0, 1.0);
-    s.rps = static_cast<double>(last.finished - first.finished) / seconds;
-    if (last.steps > first.steps) {
-      s.step_ms = 1000 * busy / static_cast<double>(last.steps - first.steps);
-    }
-  }
   s.kv_usage = stats.kv_blocks_total > 0
                    ? 1.0 - static_cast<double>(stats.kv_blocks_free) /
                                stats.kv_blocks_total
                    : 0.0;
+  if (seconds > 0) {
+    const double busy = absl::ToDoubleSeconds(last.busy - first.busy);
+    s.busy = std::clamp(busy / seconds, 0.0, 1.0);
+    const int64_t finished = last.finished - first.finished;
+    s.rps = static_cast<double>(finished) / seconds;
+    s.request_seconds =
+        finished > 0
+            ? absl::ToDoubleSeconds(last.request_time - first.request_time) /
+                  static_cast<double>(finished)
+            : 0.0;
+    s.occupancy = std::min(
+        1.0, s.rps * s.request_seconds / std::max(1, options_.max_num_seqs));
+    if (s.rps > 0 && s.utilization() > 0) {
+      s.capacity = s.rps / s.utilization();
+    }
+    if (last.steps > first.steps) {
+      s.step_ms = 1000 * busy / static_cast<double>(last.steps - first.steps);
+    }
+  }
   for (int q = 0; q < batching::kNumQueues; ++q) {
     s.waiting[q] = stats.queue_sizes[q] - stats.queue_running[q];
   }
@@ -97,11 +111,8 @@ std::string LoadTracker::AgentReply() const {
     case ReplicaState::kServing:
       break;
   }
-  double weight = 100;
-  if (s.step_ms > 0) weight *= options_.reference_step_ms / s.step_ms;
-  int waiting = 0;
-  for (int w : s.waiting) waiting += w;
-  weight *= (1 - s.kv_usage) / (1 + waiting);
+  const double weight =
+      s.capacity > 0 ? 100 * s.capacity / options_.reference_capacity : 100;
   const int percent =
       static_cast<int>(std::clamp(std::lround(weight), 1L, 256L));
   return absl::StrCat("ready up ", percent, "%\n");

@@ -7,18 +7,19 @@ namespace braid::frontend {
 namespace {
 
 batching::EngineStats Stats(double busy_seconds, int64_t steps,
-                            int64_t finished) {
+                            int64_t finished, double request_seconds = 0) {
   batching::EngineStats s;
   s.busy = absl::Seconds(busy_seconds);
   s.steps = steps;
   s.completed = finished;
+  s.request_time = absl::Seconds(request_seconds);
   s.kv_blocks_total = 100;
   s.kv_blocks_free = 100;
   return s;
 }
 
 TEST(LoadTrackerTest, BusyShareRateAndStepTimeOverTheWindow) {
-  LoadTracker t({.window = absl::Seconds(2), .reference_step_ms = 50});
+  LoadTracker t({.window = absl::Seconds(2)});
   const absl::Time t0 = absl::FromUnixSeconds(1000);
   t.Observe(Stats(0, 0, 0), t0);
   t.Observe(Stats(0.5, 5, 2), t0 + absl::Seconds(1));
@@ -40,13 +41,34 @@ TEST(LoadTrackerTest, BusyShareRateAndStepTimeOverTheWindow) {
   EXPECT_DOUBLE_EQ(s.step_ms, 100);
 }
 
+TEST(LoadTrackerTest, OccupancyByLittlesLaw) {
+  LoadTracker t({.window = absl::Seconds(5), .max_num_seqs = 4});
+  const absl::Time t0 = absl::FromUnixSeconds(1000);
+  t.Observe(Stats(0, 0, 0), t0);
+  // 4 requests in 2 s, 1.5 s each in the engine: 3 in flight of 4 slots.
+  t.Observe(Stats(1.0, 10, 4, 6.0), t0 + absl::Seconds(2));
+  LoadSnapshot s = t.Current();
+  EXPECT_DOUBLE_EQ(s.rps, 2);
+  EXPECT_DOUBLE_EQ(s.request_seconds, 1.5);
+  EXPECT_DOUBLE_EQ(s.occupancy, 0.75);
+  EXPECT_DOUBLE_EQ(s.utilization(), 0.75);
+  // A balancer's weight, rate / utilisation, is slots / request time.
+  EXPECT_DOUBLE_EQ(s.rps / s.utilization(), 4 / 1.5);
+  // Nothing finished in the window: no rate, no occupancy.
+  t.Observe(Stats(1.0, 10, 4, 6.0), t0 + absl::Seconds(8));
+  t.Observe(Stats(1.0, 10, 4, 6.0), t0 + absl::Seconds(14));
+  s = t.Current();
+  EXPECT_DOUBLE_EQ(s.rps, 0);
+  EXPECT_DOUBLE_EQ(s.occupancy, 0);
+}
+
 TEST(LoadTrackerTest, OrcaReportCarriesUtilizationRateAndQueues) {
-  LoadTracker t;
+  LoadTracker t({.max_num_seqs = 64});
   const absl::Time t0 = absl::FromUnixSeconds(1000);
   batching::EngineStats a = Stats(0, 0, 0);
   t.Observe(a, t0);
-  batching::EngineStats b = Stats(0.25, 4, 3);
-  b.kv_blocks_free = 40;  // 60% used: above the busy share
+  batching::EngineStats b = Stats(0.25, 4, 3, 1.5);
+  b.kv_blocks_free = 40;  // 60% used: above the occupancy
   b.queue_sizes = {3, 0, 5};
   b.queue_running = {2, 0, 1};
   b.running = 3;
@@ -62,22 +84,31 @@ TEST(LoadTrackerTest, OrcaReportCarriesUtilizationRateAndQueues) {
   EXPECT_DOUBLE_EQ(report.named_metrics().at("queue_prompt"), 4);
   EXPECT_DOUBLE_EQ(report.named_metrics().at("waiting"), 5);
   EXPECT_DOUBLE_EQ(report.named_metrics().at("running"), 3);
+  EXPECT_DOUBLE_EQ(report.named_metrics().at("request_seconds"), 0.5);
+  EXPECT_DOUBLE_EQ(report.utilization().at("occupancy"), 3 * 0.5 / 64);
   EXPECT_DOUBLE_EQ(report.utilization().at("kv"), 0.6);
 }
 
-TEST(LoadTrackerTest, AgentReplyFollowsStateSpeedAndQueue) {
-  LoadTracker t({.window = absl::Seconds(2), .reference_step_ms = 50});
+TEST(LoadTrackerTest, AgentReplyFollowsStateAndCapacity) {
+  LoadTracker t({.window = absl::Seconds(2),
+                 .max_num_seqs = 64,
+                 .reference_capacity = 100});
   EXPECT_EQ(t.AgentReply(), "down\n");  // loading
   t.SetState(ReplicaState::kServing);
-  EXPECT_EQ(t.AgentReply(), "ready up 100%\n");  // no step measured yet
+  EXPECT_EQ(t.AgentReply(), "ready up 100%\n");  // nothing finished yet
   const absl::Time t0 = absl::FromUnixSeconds(1000);
   t.Observe(Stats(0, 0, 0), t0);
-  t.Observe(Stats(0.5, 20, 1), t0 + absl::Seconds(1));  // 25 ms steps
+  // 0.32 s a request: capacity 64 / 0.32 = 200.
+  t.Observe(Stats(0.5, 20, 10, 3.2), t0 + absl::Seconds(1));
+  EXPECT_DOUBLE_EQ(t.Current().capacity, 200);
   EXPECT_EQ(t.AgentReply(), "ready up 200%\n");
-  batching::EngineStats slow = Stats(1.5, 30, 2);  // 100 ms steps
-  slow.queue_sizes = {1, 0, 0};                    // one waiting
-  t.Observe(slow, t0 + absl::Seconds(4));          // the window: 1..4 s
-  EXPECT_EQ(t.AgentReply(), "ready up 25%\n");
+  // Slower (a queue, a slower machine): 1.28 s a request, 50%.
+  t.Observe(Stats(1.5, 30, 20, 16.0), t0 + absl::Seconds(4));
+  EXPECT_EQ(t.AgentReply(), "ready up 50%\n");
+  // Idle: the last capacity stands.
+  t.Observe(Stats(1.5, 30, 20, 16.0), t0 + absl::Seconds(10));
+  t.Observe(Stats(1.5, 30, 20, 16.0), t0 + absl::Seconds(13));
+  EXPECT_EQ(t.AgentReply(), "ready up 50%\n");
   t.SetState(ReplicaState::kStalled);
   EXPECT_EQ(t.AgentReply(), "down\n");
   t.SetState(ReplicaState::kDraining);
@@ -85,11 +116,13 @@ TEST(LoadTrackerTest, AgentReplyFollowsStateSpeedAndQueue) {
 }
 
 TEST(LoadTrackerTest, AgentWeightIsClamped) {
-  LoadTracker t({.window = absl::Seconds(2), .reference_step_ms = 1000});
+  LoadTracker t({.window = absl::Seconds(2),
+                 .max_num_seqs = 64,
+                 .reference_capacity = 1});
   t.SetState(ReplicaState::kServing);
   const absl::Time t0 = absl::FromUnixSeconds(1000);
   t.Observe(Stats(0, 0, 0), t0);
-  t.Observe(Stats(0.1, 100, 0), t0 + absl::Seconds(1));  // 1 ms steps
+  t.Observe(Stats(0.1, 100, 10, 1.0), t0 + absl::Seconds(1));
   EXPECT_EQ(t.AgentReply(), "ready up 256%\n");
 }
 

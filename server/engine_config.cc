@@ -72,13 +72,13 @@ absl::StatusOr<batching::EngineOptions> MakeEngineOptions(
   s.think_start_id = *start;
   s.think_end_id = *end;
   o.reasoning = {*start, *end};
-  if (flags.debug_step_delay_ms < 0 || flags.debug_stall_ms < 0 ||
+  if (flags.debug_min_step_ms < 0 || flags.debug_stall_ms < 0 ||
       flags.debug_stall_step < 0) {
     return absl::InvalidArgumentError(
-        "--debug_step_delay_ms, --debug_stall_step and --debug_stall_ms must "
+        "--debug_min_step_ms, --debug_stall_step and --debug_stall_ms must "
         "be >= 0");
   }
-  o.debug_step_delay = absl::Milliseconds(flags.debug_step_delay_ms);
+  o.debug_min_step = absl::Milliseconds(flags.debug_min_step_ms);
   o.debug_stall_step = flags.debug_stall_step;
   o.debug_stall = absl::Milliseconds(flags.debug_stall_ms);
   if (absl::Status st = s.Validate(); !st.ok()) {

@@ -36,7 +36,7 @@ struct EngineFlags {
   int max_sessions_per_client = 16;  // 0 = no limit
   int max_kept_sessions = 64;
   // Debugging (EngineOptions::debug_*).
-  int debug_step_delay_ms = 0;
+  int debug_min_step_ms = 0;
   int64_t debug_stall_step = 0;
   int debug_stall_ms = 0;
 };

@@ -130,9 +130,11 @@ ABSL_FLAG(std::string, agent_check_listen, "",
           "(docs/OPERATIONS.md). Empty: off.");
 ABSL_FLAG(std::string, agent_check_port_file, "",
           "If set, write the bound agent-check port here.");
-ABSL_FLAG(double, agent_reference_step_ms, 50,
-          "The engine step time the agent check reports as weight 100%; "
-          "faster replicas report more (up to 256%), slower ones less.");
+ABSL_FLAG(double, agent_reference_capacity, 100,
+          "The capacity the agent check reports as weight 100%: capacity is "
+          "requests finished per second / utilisation, as Envoy weighs the "
+          "ORCA report (max_num_seqs / mean request time); faster replicas "
+          "report more (up to 256%), slower or queueing ones less.");
 ABSL_FLAG(int, max_request_seconds, 600,
           "Generate requests end with DEADLINE_EXCEEDED after this long "
           "(0 = no limit); clients' shorter deadlines apply too.");
@@ -194,9 +196,10 @@ ABSL_FLAG(std::string, metrics_port_file, "",
           "If set, write the bound metrics port here.");
 ABSL_FLAG(int, debug_load_delay_ms, 0,
           "For tests: wait this long before loading the model.");
-ABSL_FLAG(int, debug_step_delay_ms, 0,
-          "For tests: every engine step takes this much longer (a slower "
-          "machine, for routing tests).");
+ABSL_FLAG(int, debug_min_step_ms, 0,
+          "For tests: every engine step takes at least this long (a slower "
+          "machine whose step time does not depend on the batch, for "
+          "routing tests).");
 ABSL_FLAG(int64_t, debug_stall_step, 0,
           "For tests: engine step number N (from 1) takes --debug_stall_ms "
           "longer (a stuck step, for the watchdog; 0 = never).");
@@ -253,8 +256,8 @@ DaemonFlags ReadFlags() {
   f.step_watchdog_seconds = absl::GetFlag(FLAGS_step_watchdog_seconds);
   f.agent_check.listen = absl::GetFlag(FLAGS_agent_check_listen);
   f.agent_check.port_file = absl::GetFlag(FLAGS_agent_check_port_file);
-  f.agent_check.reference_step_ms =
-      absl::GetFlag(FLAGS_agent_reference_step_ms);
+  f.agent_check.reference_capacity =
+      absl::GetFlag(FLAGS_agent_reference_capacity);
   f.max_request_seconds = absl::GetFlag(FLAGS_max_request_seconds);
   ServerLimits& l = f.limits;
   l.max_receive_message_bytes = absl::GetFlag(FLAGS_max_receive_message_bytes);
@@ -284,7 +287,7 @@ DaemonFlags ReadFlags() {
   f.port_file = absl::GetFlag(FLAGS_port_file);
   f.metrics_port_file = absl::GetFlag(FLAGS_metrics_port_file);
   f.debug_load_delay_ms = absl::GetFlag(FLAGS_debug_load_delay_ms);
-  e.debug_step_delay_ms = absl::GetFlag(FLAGS_debug_step_delay_ms);
+  e.debug_min_step_ms = absl::GetFlag(FLAGS_debug_min_step_ms);
   e.debug_stall_step = absl::GetFlag(FLAGS_debug_stall_step);
   e.debug_stall_ms = absl::GetFlag(FLAGS_debug_stall_ms);
   return f;

@@ -27,7 +27,7 @@ struct HttpFlags {
 struct AgentCheckFlags {
   std::string listen;  // empty: off
   std::string port_file;
-  double reference_step_ms = 50;
+  double reference_capacity = 100;
 };
 
 struct DaemonFlags {

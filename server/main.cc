@@ -170,7 +170,8 @@ int Run(const server::DaemonFlags& flags) {
     auth = *std::move(loaded);
   }
   frontend::LoadTracker load(
-      {.reference_step_ms = flags.agent_check.reference_step_ms});
+      {.max_num_seqs = flags.engine.max_num_seqs,
+       .reference_capacity = flags.agent_check.reference_capacity});
   auto agent = StartAgentCheck(flags, &load);
   if (!agent.ok()) return Fail(agent.status());
   server::ServiceOptions service_options;

@@ -80,8 +80,10 @@ class LoadReportTest(unittest.TestCase):
             self.assertGreater(r.application_utilization, 0)
             self.assertLessEqual(r.application_utilization, 1)
             self.assertGreater(r.rps_fractional, 0)
+            self.assertGreater(r.cpu_utilization, 0)  # the busy share
             self.assertEqual(r.application_utilization,
-                             max(r.cpu_utilization, r.mem_utilization))
+                             max(r.utilization["occupancy"],
+                                 r.mem_utilization))
             for name in ("queue_io", "queue_reasoning", "queue_prompt",
                          "waiting", "running", "kv_usage"):
                 self.assertIn(name, r.named_metrics)
