@@ -355,7 +355,7 @@ TEST_F(EngineSessionTest, CloseAndCancelFreeTheSessionWithinOneStep) {
 // too) at its end; and in the inter-token latency of their queue.
 TEST_F(EngineSessionTest, SessionTokensCountInTheMetrics) {
   prometheus::Registry registry;
-  metrics::EngineMetrics engine_metrics(registry, {});
+  metrics::EngineMetrics engine_metrics(registry);
   constexpr int32_t kThink = 1005, kWord = 2000;
   FakeExecutor executor(tokenizer_->vocab_size(), 4, Constant({kWord}, {1}));
   EngineOptions options = Options();

@@ -324,7 +324,7 @@ TEST_F(EngineTest, DeadlinesEndRequestsInAnyPhase) {
 
 TEST_F(EngineTest, RecordsMetrics) {
   prometheus::Registry registry;
-  metrics::EngineMetrics engine_metrics(registry, {});
+  metrics::EngineMetrics engine_metrics(registry);
   FakeExecutor executor(tokenizer_->vocab_size(), 4);
   EngineOptions o = Options();
   o.max_waiting_tokens = 100;

@@ -113,8 +113,18 @@ std::string LoadTracker::AgentReply() const {
   }
   const double weight =
       s.capacity > 0 ? 100 * s.capacity / options_.reference_capacity : 100;
-  const int percent =
-      static_cast<int>(std::clamp(std::lround(weight), 1L, 256L));
+  int percent = static_cast<int>(std::clamp(std::lround(weight), 1L, 256L));
+  {
+    // HAProxy re-places a server in its round robin on every weight change,
+    // which skews the shares when the weight jitters: keep the last weight
+    // until it is more than 5% off.
+    absl::MutexLock lock(&mu_);
+    if (last_percent_ > 0 &&
+        std::abs(percent - last_percent_) <= 0.05 * last_percent_) {
+      percent = last_percent_;
+    }
+    last_percent_ = percent;
+  }
   return absl::StrCat("ready up ", percent, "%\n");
 }
 

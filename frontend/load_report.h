@@ -87,7 +87,8 @@ class LoadTracker {
   // reference_capacity clamped to [1, 256] (100 before any request has
   // finished): the weight Envoy computes from the ORCA report, so both
   // balancers weigh a replica alike. A queue or a full cache lengthens the
-  // request time and so lowers it.
+  // request time and so lowers it. N changes only when it moves by more
+  // than 5%.
   std::string AgentReply() const;
 
  private:
@@ -104,6 +105,7 @@ class LoadTracker {
   std::deque<Sample> samples_ ABSL_GUARDED_BY(mu_);  // the window's
   LoadSnapshot current_ ABSL_GUARDED_BY(mu_);
   std::string orca_ ABSL_GUARDED_BY(mu_);  // current_, serialized
+  mutable int last_percent_ ABSL_GUARDED_BY(mu_) = 0;  // AgentReply's
 };
 
 }  // namespace braid::frontend

@@ -105,6 +105,10 @@ TEST(LoadTrackerTest, AgentReplyFollowsStateAndCapacity) {
   // Slower (a queue, a slower machine): 1.28 s a request, 50%.
   t.Observe(Stats(1.5, 30, 20, 16.0), t0 + absl::Seconds(4));
   EXPECT_EQ(t.AgentReply(), "ready up 50%\n");
+  // Jitter within 5% leaves the weight as it was: 64 / 1.333 = 48.
+  t.Observe(Stats(1.5, 30, 30, 29.87), t0 + absl::Seconds(5));
+  EXPECT_NEAR(t.Current().capacity, 48, 0.01);
+  EXPECT_EQ(t.AgentReply(), "ready up 50%\n");
   // Idle: the last capacity stands.
   t.Observe(Stats(1.5, 30, 20, 16.0), t0 + absl::Seconds(10));
   t.Observe(Stats(1.5, 30, 20, 16.0), t0 + absl::Seconds(13));

@@ -90,8 +90,7 @@ const char* QueueLabel(Queue queue) {
   return "?";
 }
 
-EngineMetrics::EngineMetrics(prometheus::Registry& r,
-                             const EngineMetricsOptions& options) {
+EngineMetrics::EngineMetrics(prometheus::Registry& r) {
   auto& steps =
       prometheus::BuildHistogram()
           .Name("braid_engine_step_duration_seconds")
@@ -194,20 +193,12 @@ EngineMetrics::EngineMetrics(prometheus::Registry& r,
       r, "braid_prefix_cache_hit_ratio",
       "Since start: tokens taken from the prefix cache / (those + tokens "
       "computed).");
-  if (options.vllm_names) {
-    const prometheus::Labels labels = {{"model_name", options.model_name}};
-    vllm_running_ = AddGauge(
-        r, "vllm:num_requests_running",
-        "vLLM-compatible: requests running (holding KV blocks).", labels);
-    vllm_waiting_ = AddGauge(r, "vllm:num_requests_waiting",
-                             "vLLM-compatible: requests waiting.", labels);
-    vllm_kv_usage_ =
-        AddGauge(r, "vllm:kv_cache_usage_perc",
-                 "vLLM-compatible: KV cache usage (0 to 1).", labels);
-    vllm_gpu_cache_usage_ = AddGauge(
-        r, "vllm:gpu_cache_usage_perc",
-        "vLLM-compatible (older name): KV cache usage (0 to 1).", labels);
-  }
+  num_running_ = AddGauge(
+      r, "braid_num_requests_running",
+      "Requests holding KV blocks, all queues (vLLM's num_requests_running).");
+  num_waiting_ = AddGauge(r, "braid_num_requests_waiting",
+                          "Requests waiting for KV blocks, all queues (vLLM's "
+                          "num_requests_waiting).");
 }
 
 void EngineMetrics::RecordStep(StepPhase phase, double seconds,
@@ -271,12 +262,8 @@ void EngineMetrics::SetGauges(const EngineGauges& g) {
   prefix_hit_ratio_->Set(
       looked_up > 0 ? static_cast<double>(g.prefix_hit_tokens) / looked_up
                     : 0.0);
-  if (vllm_running_ != nullptr) {
-    vllm_running_->Set(running);
-    vllm_waiting_->Set(waiting);
-    vllm_kv_usage_->Set(usage);
-    vllm_gpu_cache_usage_->Set(usage);
-  }
+  num_running_->Set(running);
+  num_waiting_->Set(waiting);
 }
 
 }  // namespace braid::metrics

@@ -1,9 +1,8 @@
 // The engine's metrics: what the step loop records (step durations and
 // sizes, per-token latency, finished requests, preemptions, admission
-// rejections) and the gauges of its state (requests per queue, KV blocks,
-// prefix cache), with braid's `braid_` names and, optionally, the
-// vLLM-compatible names that the Kubernetes Gateway API inference extension
-// reads for endpoint picking.
+// rejections) and the gauges of its state (requests per queue and in all,
+// KV blocks, prefix cache), under braid's own `braid_` names (the ones with
+// vLLM's meanings are listed in docs/OPERATIONS.md).
 //
 // The engine holds a nullable pointer to one of these and calls the Record
 // methods from its thread; SetGauges is called by whoever polls the engine's
@@ -78,18 +77,9 @@ struct EngineGauges {
   int64_t computed_tokens = 0;
 };
 
-struct EngineMetricsOptions {
-  // Also export vllm:num_requests_running, vllm:num_requests_waiting,
-  // vllm:kv_cache_usage_perc and vllm:gpu_cache_usage_perc.
-  bool vllm_names = false;
-  // The model_name label of the vLLM-compatible series.
-  std::string model_name;
-};
-
 class EngineMetrics {
  public:
-  EngineMetrics(prometheus::Registry& registry,
-                const EngineMetricsOptions& options);
+  explicit EngineMetrics(prometheus::Registry& registry);
 
   void RecordStep(StepPhase phase, double seconds, int num_sequences,
                   int num_tokens);
@@ -126,11 +116,8 @@ class EngineMetrics {
   prometheus::Gauge* kv_blocks_free_;
   prometheus::Gauge* kv_usage_ratio_;
   prometheus::Gauge* prefix_hit_ratio_;
-  // vLLM-compatible names; null unless options.vllm_names.
-  prometheus::Gauge* vllm_running_ = nullptr;
-  prometheus::Gauge* vllm_waiting_ = nullptr;
-  prometheus::Gauge* vllm_kv_usage_ = nullptr;
-  prometheus::Gauge* vllm_gpu_cache_usage_ = nullptr;
+  prometheus::Gauge* num_running_;
+  prometheus::Gauge* num_waiting_;
 };
 
 }  // namespace braid::metrics

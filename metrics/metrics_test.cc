@@ -22,7 +22,7 @@ std::string Text(const prometheus::Registry& r) {
 
 TEST(EngineMetricsTest, FixedLabelSetsExistAtZero) {
   prometheus::Registry r;
-  EngineMetrics m(r, {});
+  EngineMetrics m(r);
   for (const char* q : {"io", "reasoning", "prompt"}) {
     EXPECT_EQ(Value(r, "braid_requests_running", {{"queue", q}}), 0) << q;
     EXPECT_EQ(Value(r, "braid_requests_waiting", {{"queue", q}}), 0) << q;
@@ -34,12 +34,13 @@ TEST(EngineMetricsTest, FixedLabelSetsExistAtZero) {
               0);
   }
   EXPECT_EQ(Value(r, "braid_preemptions_total"), 0);
-  EXPECT_EQ(Value(r, "vllm:num_requests_waiting"), -1);
+  EXPECT_EQ(Value(r, "braid_num_requests_waiting"), 0);
+  EXPECT_EQ(Value(r, "vllm:num_requests_waiting"), -1);  // braid's own names
 }
 
 TEST(EngineMetricsTest, RecordsStepsTokensAndRequests) {
   prometheus::Registry r;
-  EngineMetrics m(r, {});
+  EngineMetrics m(r);
   m.RecordStep(StepPhase::kPrefill, 0.2, 1, 100);
   m.RecordStep(StepPhase::kDecode, 0.01, 4, 4);
   m.RecordStep(StepPhase::kDecode, 0.01, 4, 4);
@@ -92,9 +93,9 @@ TEST(EngineMetricsTest, RecordsStepsTokensAndRequests) {
       std::string::npos);
 }
 
-TEST(EngineMetricsTest, GaugesAndVllmNames) {
+TEST(EngineMetricsTest, Gauges) {
   prometheus::Registry r;
-  EngineMetrics m(r, {.vllm_names = true, .model_name = "smol"});
+  EngineMetrics m(r);
   EngineGauges g;
   g.running = {3, 1, 2};
   g.waiting = {0, 0, 5};
@@ -109,12 +110,8 @@ TEST(EngineMetricsTest, GaugesAndVllmNames) {
   EXPECT_EQ(Value(r, "braid_kv_blocks_free"), 75);
   EXPECT_DOUBLE_EQ(Value(r, "braid_kv_usage_ratio"), 0.25);
   EXPECT_DOUBLE_EQ(Value(r, "braid_prefix_cache_hit_ratio"), 0.25);
-  EXPECT_EQ(Value(r, "vllm:num_requests_running", {{"model_name", "smol"}}), 6);
-  EXPECT_EQ(Value(r, "vllm:num_requests_waiting"), 5);
-  EXPECT_DOUBLE_EQ(Value(r, "vllm:kv_cache_usage_perc"), 0.25);
-  EXPECT_DOUBLE_EQ(Value(r, "vllm:gpu_cache_usage_perc"), 0.25);
-  EXPECT_NE(Text(r).find("vllm:num_requests_waiting{model_name=\"smol\"} 5"),
-            std::string::npos);
+  EXPECT_EQ(Value(r, "braid_num_requests_running"), 6);
+  EXPECT_EQ(Value(r, "braid_num_requests_waiting"), 5);
 }
 
 TEST(ServerMetricsTest, RpcsByCodeSessionsStateAndInfo) {

@@ -182,10 +182,6 @@ ABSL_FLAG(std::string, served_model_name, "",
 ABSL_FLAG(std::string, metrics_listen, "127.0.0.1:9464",
           "Serve Prometheus metrics at http://ADDRESS/metrics (host:port; "
           "port 0 picks a free port; empty = off).");
-ABSL_FLAG(bool, metrics_vllm_names, false,
-          "Also export vllm:num_requests_waiting, vllm:num_requests_running "
-          "and vllm:kv_cache_usage_perc for the Gateway API inference "
-          "extension's endpoint picker.");
 ABSL_FLAG(std::string, stats_file, "",
           "If set, write the engine's counters here as JSON about every "
           "100 ms (for tests and operators).");
@@ -282,7 +278,6 @@ DaemonFlags ReadFlags() {
   f.http.served_model_name = absl::GetFlag(FLAGS_served_model_name);
 
   f.metrics_listen = absl::GetFlag(FLAGS_metrics_listen);
-  f.metrics_vllm_names = absl::GetFlag(FLAGS_metrics_vllm_names);
   f.stats_file = absl::GetFlag(FLAGS_stats_file);
   f.port_file = absl::GetFlag(FLAGS_port_file);
   f.metrics_port_file = absl::GetFlag(FLAGS_metrics_port_file);

@@ -54,7 +54,6 @@ struct DaemonFlags {
   HttpFlags http;
   // Observability and tests.
   std::string metrics_listen;  // empty: no /metrics endpoint
-  bool metrics_vllm_names = false;
   std::string stats_file, port_file, metrics_port_file;
   int debug_load_delay_ms = 0;
 };

@@ -202,9 +202,7 @@ int Run(const server::DaemonFlags& flags) {
   if (!engine_options.ok()) return Fail(engine_options.status());
   auto policy = queues::ParseQueuePolicy(flags.queue_policy);
   if (!policy.ok()) return Fail(policy.status());
-  metrics::EngineMetrics engine_metrics(
-      (*exporter)->registry(),
-      {.vllm_names = flags.metrics_vllm_names, .model_name = info.name});
+  metrics::EngineMetrics engine_metrics((*exporter)->registry());
   batching::ModelExecutor executor(loaded->model.get(),
                                    engine_options->scheduler.block_size,
                                    engine_options->scheduler.num_blocks);

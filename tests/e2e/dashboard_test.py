@@ -1,8 +1,8 @@
 """The Grafana dashboard (deploy/grafana/braid-dashboard.json) against a real
 Prometheus (Debian's `prometheus`) on loopback, scraping a real braidd under
 load every second: every panel's every query returns data through
-Prometheus' HTTP API, and every panel has a finite value. Also the
-vLLM-compatible series behind --metrics_vllm_names.
+Prometheus' HTTP API, and every panel has a finite value. Also the series
+an endpoint picker reads (braid's names with vLLM's meanings).
 
 The load mixes good requests, cancellations, invalid requests and bursts
 over --max_waiting_requests (rejections), on a KV pool small enough to
@@ -29,8 +29,8 @@ import grpc  # noqa: E402
 pb, pb_grpc = harness.load_stubs()
 
 LOAD_SECONDS = 15
-VLLM = ["vllm:num_requests_waiting", "vllm:num_requests_running",
-        "vllm:kv_cache_usage_perc"]
+PICKER = ["braid_num_requests_waiting", "braid_num_requests_running",
+          "braid_kv_usage_ratio", "braid_kv_cache_info"]
 
 
 def get_json(url, timeout=10):
@@ -220,7 +220,7 @@ class DashboardTest(unittest.TestCase):
         dash, queries = panel_queries()
         self.assertGreaterEqual(len(dash["panels"]), 10)
         daemon = harness.Daemon(
-            "--metrics_vllm_names", "--context_length=128",
+            "--context_length=128",
             "--kv_budget_tokens=256", "--max_num_seqs=8",
             "--max_waiting_requests=4", "--threads=2")
         prom = None
@@ -254,7 +254,7 @@ class DashboardTest(unittest.TestCase):
                 with self.subTest(panel=title):
                     self.assertTrue(any(math.isfinite(v) for v in values),
                                     f"only NaN: {values}")
-            for name in VLLM:
+            for name in PICKER:
                 with self.subTest(metric=name):
                     self.assertTrue(prom.query(name), "no data")
             # The load preempted and was rejected: those panels are not 0.

@@ -184,7 +184,7 @@ class RoutingTest(unittest.TestCase):
         port = harness.free_port()
         servers = "\n".join(
             f"  server r{i} 127.0.0.1:{r.daemon.port} proto h2 weight 100 "
-            f"agent-check agent-port {r.daemon.agent_port} agent-inter 250ms"
+            f"agent-check agent-port {r.daemon.agent_port} agent-inter 1s"
             for i, r in enumerate(self.replicas))
         with open(harness.runfile("deploy/proxy/haproxy.cfg")) as f:
             config = string.Template(f.read()).substitute(
