@@ -27,6 +27,16 @@ ROOT = os.environ.get("TEST_SRCDIR", "")
 ROOT = os.path.join(ROOT, "braid") if ROOT else "."
 K8S = os.path.join(ROOT, "deploy", "k8s")
 POOLS = ["cpu", "gpu-h100", "gpu-l4"]
+OVERLAYS = POOLS + ["inference-pool"]
+
+
+def metrics_braidd_exports():
+    """Every braid_ metric name the metrics sources register."""
+    names = set()
+    for f in ("engine_metrics.cc", "server_metrics.cc"):
+        with open(os.path.join(ROOT, "metrics", f)) as src:
+            names |= set(re.findall(r'"(braid_\w+)"', src.read()))
+    return names
 
 
 def flags_braidd_defines():
@@ -60,7 +70,7 @@ class K8sTest(unittest.TestCase):
         tree = os.path.join(cls.tmp.name, "k8s")
         shutil.copytree(K8S, tree)
         cls.rendered = {}
-        for pool in POOLS:
+        for pool in OVERLAYS:
             r = subprocess.run(
                 [cls.kubectl, "kustomize", os.path.join(tree, "overlays", pool)],
                 capture_output=True, text=True)
@@ -76,7 +86,7 @@ class K8sTest(unittest.TestCase):
                                 "kubernetes-validate")
         self.assertTrue(os.path.exists(validate),
                         "pip install kubernetes-validate (scripts/setup.sh)")
-        for pool in POOLS:
+        for pool in OVERLAYS:
             with tempfile.NamedTemporaryFile("w", suffix=".yaml") as f:
                 f.write(self.rendered[pool][0])
                 f.flush()
@@ -104,9 +114,15 @@ class K8sTest(unittest.TestCase):
                              "braid.v1.Braid")
             self.assertNotIn("grpc", c["livenessProbe"], "draining is "
                              "NOT_SERVING: liveness must not read health")
-            self.assertEqual({p["name"] for p in c["ports"]},
-                             {"grpc", "metrics"})
-            self.assertEqual(conf["listen"], "0.0.0.0:50051")
+            ports = {p["name"]: p["containerPort"] for p in c["ports"]}
+            self.assertEqual(set(ports),
+                             {"grpc", "metrics", "http", "agent-check"})
+            self.assertEqual(conf["listen"], "0.0.0.0:%d" % ports["grpc"])
+            self.assertEqual(conf["metrics_listen"],
+                             "0.0.0.0:%d" % ports["metrics"])
+            self.assertEqual(conf["http_listen"], "0.0.0.0:%d" % ports["http"])
+            self.assertEqual(conf["agent_check_listen"],
+                             "0.0.0.0:%d" % ports["agent-check"])
             self.assertIn("--flagfile=/etc/braid/braidd.conf", c["args"])
             self.assertEqual(dep["spec"]["strategy"]["rollingUpdate"]
                              ["maxUnavailable"], 0)
@@ -172,6 +188,57 @@ class K8sTest(unittest.TestCase):
                 self.assertIn("braid_requests_waiting", q)
                 queues |= set(re.findall(r'queue="(\w+)"', q))
             self.assertEqual(queues, {"io", "reasoning", "prompt"})
+
+    def test_inference_pools_route_each_hardware_class(self):
+        objs = self.rendered["inference-pool"][1]
+        kind = lambda k: [o for o in objs if o and o["kind"] == k]  # noqa
+        pods = {d["spec"]["template"]["metadata"]["labels"]["braid.dev/pool"]:
+                d for d in kind("Deployment")
+                if d["metadata"]["name"].startswith("braidd")}
+        self.assertEqual(set(pods), set(POOLS))
+        pools = {p["metadata"]["name"]: p for p in kind("InferencePool")}
+        self.assertEqual(set(pools), {"braid-" + p for p in POOLS})
+        epps = {d["metadata"]["name"]: d for d in kind("Deployment")
+                if d["metadata"]["name"].startswith("braid-epp")}
+        exported = metrics_braidd_exports()
+        for pool in POOLS:
+            ip = pools["braid-" + pool]["spec"]
+            labels = pods[pool]["spec"]["template"]["metadata"]["labels"]
+            # The pool selects exactly its pods, on their HTTP port.
+            self.assertTrue(all(labels.get(k) == v for k, v in
+                                ip["selector"]["matchLabels"].items()), pool)
+            for other in set(POOLS) - {pool}:
+                other_labels = pods[other]["spec"]["template"]["metadata"][
+                    "labels"]
+                self.assertFalse(all(other_labels.get(k) == v for k, v in
+                                     ip["selector"]["matchLabels"].items()))
+            (c,) = pods[pool]["spec"]["template"]["spec"]["containers"]
+            http = [p["containerPort"] for p in c["ports"]
+                    if p["name"] == "http"]
+            self.assertEqual([t["number"] for t in ip["targetPorts"]], http)
+            # Its picker reads braid's own metric names, which braidd
+            # exports, from braidd's metrics port.
+            epp = epps[ip["endpointPickerRef"]["name"]]
+            args = dict(a[2:].partition("=")[::2] for a in
+                        epp["spec"]["template"]["spec"]["containers"][0]
+                        ["args"])
+            self.assertEqual(args["pool-name"], "braid-" + pool)
+            metrics_port = [p["containerPort"] for p in c["ports"]
+                            if p["name"] == "metrics"]
+            self.assertEqual([int(args["model-server-metrics-port"])],
+                             metrics_port)
+            for flag in ("total-queued-requests-metric",
+                         "total-running-requests-metric",
+                         "kv-cache-usage-percentage-metric",
+                         "cache-info-metric"):
+                self.assertIn(args[flag], exported, flag)
+                self.assertFalse(args[flag].startswith("vllm"))
+        # Per-hardware-class weights split the traffic across the pools.
+        (route,) = kind("HTTPRoute")
+        refs = route["spec"]["rules"][0]["backendRefs"]
+        self.assertEqual({r["name"] for r in refs}, set(pools))
+        self.assertTrue(all(r["kind"] == "InferencePool" and r["weight"] > 0
+                            for r in refs))
 
     def test_dashboard_configmap_is_deploy_grafanas(self):
         with open(os.path.join(ROOT, "deploy", "grafana",
