@@ -16,7 +16,7 @@ DEB_PACKAGES=(
   prometheus openssl
   libcpp-httplib-dev nlohmann-json3-dev
   clang libclang-rt-14-dev
-  curl haproxy
+  curl haproxy debootstrap umoci
 )
 
 missing=()

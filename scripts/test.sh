@@ -28,6 +28,7 @@ fi
 bazel test //... \
   --test_env=BRAID_MODEL="$MODEL" \
   --test_env=BRAID_PYTHON="$CACHE/venv/bin/python" \
+  --test_env=BRAID_CACHE="$CACHE" \
   "$@"
 rc=$?
 
