@@ -154,6 +154,8 @@ TEST(ServerMetricsTest, RpcsByCodeSessionsStateAndInfo) {
   EXPECT_EQ(Value(r, "braid_server_state", {{"state", "stalled"}}), 1);
   m.RecordStall();
   EXPECT_EQ(Value(r, "braid_engine_stalls_total"), 1);
+  m.SetResidentBytes(123456789);
+  EXPECT_EQ(Value(r, "process_resident_memory_bytes"), 123456789);
   EXPECT_EQ(Value(r, "braid_build_info", {{"version", "1.2.3"}}), 1);
   m.SetModelInfo({.name = "SmolLM2",
                   .architecture = "llama",

@@ -98,6 +98,11 @@ ServerMetrics::ServerMetrics(prometheus::Registry& r,
   for (int s = 0; s < kNumServerStates; ++s)
     state_[s] = &state.Add({{"state", StateLabel(s)}});
   SetState(ServerState::kLoading);
+  resident_bytes_ = &prometheus::BuildGauge()
+                         .Name("process_resident_memory_bytes")
+                         .Help("Resident memory of braidd, in bytes.")
+                         .Register(r)
+                         .Add({});
   stalls_ = &prometheus::BuildCounter()
                  .Name("braid_engine_stalls_total")
                  .Help(
@@ -127,6 +132,10 @@ void ServerMetrics::SessionOpened() { open_sessions_->Increment(); }
 void ServerMetrics::SessionClosed() { open_sessions_->Decrement(); }
 
 void ServerMetrics::RecordStall() { stalls_->Increment(); }
+
+void ServerMetrics::SetResidentBytes(int64_t bytes) {
+  resident_bytes_->Set(static_cast<double>(bytes));
+}
 
 void ServerMetrics::SetState(ServerState state) {
   for (int s = 0; s < kNumServerStates; ++s) {

@@ -76,6 +76,8 @@ class ServerMetrics {
   // The watchdog saw a step over its bound (once per stuck step).
   void RecordStall();
   void SetModelInfo(const ModelInfo& info);
+  // The process's resident memory (process_resident_memory_bytes).
+  void SetResidentBytes(int64_t bytes);
 
  private:
   prometheus::Registry& registry_;
@@ -84,6 +86,7 @@ class ServerMetrics {
       rpc_children_;
   std::array<prometheus::Counter*, kNumCancelCauses> cancellations_;
   prometheus::Gauge* open_sessions_;
+  prometheus::Gauge* resident_bytes_;
   std::array<prometheus::Gauge*, kNumServerStates> state_;
   prometheus::Counter* stalls_;
 };

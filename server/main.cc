@@ -260,6 +260,7 @@ int Run(const server::DaemonFlags& flags) {
     }
     const batching::EngineStats stats = engine.Stats();
     engine_metrics.SetGauges(server::ToGauges(stats));
+    server_metrics.SetResidentBytes(server::ResidentBytes());
     load.Observe(stats, now);
     if (drain_at == absl::InfiniteFuture()) {
       OnWatchdog(watchdog, watchdog.Check(stats, now),

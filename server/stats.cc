@@ -1,5 +1,7 @@
 #include "server/stats.h"
 
+#include <unistd.h>
+
 #include <cstdio>
 
 #include "absl/strings/str_cat.h"
@@ -46,6 +48,15 @@ void WriteStatsFile(const std::string& path,
   std::fwrite(json.data(), 1, json.size(), f);
   std::fclose(f);
   std::rename(tmp.c_str(), path.c_str());
+}
+
+int64_t ResidentBytes() {
+  long pages = 0, resident = 0;
+  FILE* f = std::fopen("/proc/self/statm", "r");
+  if (f == nullptr) return 0;
+  const bool ok = std::fscanf(f, "%ld %ld", &pages, &resident) == 2;
+  std::fclose(f);
+  return ok ? int64_t{resident} * sysconf(_SC_PAGESIZE) : 0;
 }
 
 }  // namespace braid::server

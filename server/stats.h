@@ -17,6 +17,9 @@ std::string StatsJson(const batching::EngineStats& stats);
 // (running) and the rest (waiting).
 metrics::EngineGauges ToGauges(const batching::EngineStats& stats);
 
+// This process's resident memory in bytes (/proc/self/statm; 0 if unread).
+int64_t ResidentBytes();
+
 // Writes StatsJson atomically (temp file + rename); errors are ignored.
 void WriteStatsFile(const std::string& path,
                     const batching::EngineStats& stats);

@@ -1,5 +1,7 @@
 #include "server/stats.h"
 
+#include <vector>
+
 #include "gtest/gtest.h"
 
 namespace braid::server {
@@ -19,5 +21,13 @@ TEST(StatsTest, StatsJsonHasEveryCounter) {
   EXPECT_NE(json.find("\"kept_sessions\": 4"), std::string::npos);
 }
 
+TEST(StatsTest, ResidentBytesGrowsWithTouchedMemory) {
+  const int64_t before = ResidentBytes();
+  EXPECT_GT(before, 0);
+  std::vector<char> block(64 << 20, 1);  // 64 MiB, every page touched
+  EXPECT_GE(ResidentBytes(), before + (48 << 20)) << block[12345];
+}
+
 }  // namespace
+
 }  // namespace braid::server
