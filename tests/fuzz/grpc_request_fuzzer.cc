@@ -19,6 +19,7 @@
 #include "model/tokenizer/tokenizer.h"
 #include "proto/braid/v1/braid.pb.h"
 #include "server/convert.h"
+#include "tests/fuzz/vocab.h"
 
 namespace {
 
@@ -39,20 +40,9 @@ extern "C" int LLVMFuzzerInitialize(int*, char***) {
   // Invalid UTF-8 in string fields is refused by the parser, with a log line
   // per input; the refusal is what matters.
   google::protobuf::SetLogHandler(nullptr);
-  const char* vocab = std::getenv("BRAID_FUZZ_VOCAB");
-  if (vocab == nullptr) vocab = "model/tokenizer/testdata/spm_vocab.gguf";
-  auto file = braid::model::GgufFile::Open(vocab);
-  if (!file.ok()) std::abort();
-  auto data = braid::model::TokenizerDataFromGguf(**file);
-  if (!data.ok()) std::abort();
-  auto tokenizer = braid::model::Tokenizer::Create(*std::move(data));
-  if (!tokenizer.ok()) std::abort();
-  g_tokenizer = *std::move(tokenizer);
-  auto chat = braid::model::ChatTemplate::FromSource(
-      "{% for message in messages %}{{'<|im_start|>' + message['role'] + "
-      "'\\n' + message['content'] + '<|im_end|>' + '\\n'}}{% endfor %}{% if "
-      "add_generation_prompt %}{{ '<|im_start|>assistant\\n' }}{% endif %}",
-      "<s>", "</s>");
+  g_tokenizer = braid::fuzz::LoadTokenizer();
+  auto chat = braid::model::ChatTemplate::FromSource(braid::fuzz::kChatMl,
+                                                     "<s>", "</s>");
   if (!chat.ok()) std::abort();
   g_template = std::make_unique<braid::model::ChatTemplate>(*std::move(chat));
   g_builder = std::make_unique<braid::frontend::RequestBuilder>(

@@ -17,6 +17,7 @@
 #include "model/tokenizer/gguf_loader.h"
 #include "model/tokenizer/streaming_detokenizer.h"
 #include "model/tokenizer/tokenizer.h"
+#include "tests/fuzz/vocab.h"
 
 namespace {
 
@@ -29,19 +30,9 @@ std::vector<ChatTemplate> g_templates;
 }  // namespace
 
 extern "C" int LLVMFuzzerInitialize(int*, char***) {
-  const char* vocab = std::getenv("BRAID_FUZZ_VOCAB");
-  if (vocab == nullptr) vocab = "model/tokenizer/testdata/spm_vocab.gguf";
-  auto file = braid::model::GgufFile::Open(vocab);
-  if (!file.ok()) std::abort();
-  auto data = braid::model::TokenizerDataFromGguf(**file);
-  if (!data.ok()) std::abort();
-  auto tokenizer = braid::model::Tokenizer::Create(*std::move(data));
-  if (!tokenizer.ok()) std::abort();
-  g_tokenizer = *std::move(tokenizer);
+  g_tokenizer = braid::fuzz::LoadTokenizer();
   for (const char* source :
-       {"{% for message in messages %}{{'<|im_start|>' + message['role'] + "
-        "'\\n' + message['content'] + '<|im_end|>' + '\\n'}}{% endfor %}{% if "
-        "add_generation_prompt %}{{ '<|im_start|>assistant\\n' }}{% endif %}",
+       {braid::fuzz::kChatMl,
         "{{- bos_token }}{%- for message in messages %}{{- '<|start_header_id|>"
         "' + message['role'] + '<|end_header_id|>\\n\\n' + message['content'] "
         "| trim + '<|eot_id|>' }}{%- endfor %}{%- if add_generation_prompt "
