@@ -153,6 +153,96 @@ std::string ServedModelName(const server::DaemonFlags& flags) {
   return name;
 }
 
+// The bearer tokens when --auth_token_file is set (null otherwise).
+absl::StatusOr<std::unique_ptr<frontend::TokenAuthenticator>> LoadAuth(
+    const server::DaemonFlags& flags) {
+  if (flags.auth_token_file.empty()) return nullptr;
+  return frontend::TokenAuthenticator::FromFile(flags.auth_token_file);
+}
+
+// braid_model_info and braid_kv_cache_info.
+metrics::ModelInfo ModelInfoOf(const server::LoadedModel& loaded,
+                               const batching::SchedulerOptions& scheduler) {
+  const model::ModelInfo& info = loaded.model->info();
+  return {.name = info.name,
+          .architecture = info.architecture,
+          .backend = info.backend,
+          .context_length = loaded.info.context_length,
+          .kv_block_size = scheduler.block_size,
+          .kv_num_blocks = scheduler.num_blocks};
+}
+
+// The gRPC service's options from the flags.
+server::ServiceOptions ServiceOptionsOf(
+    const server::DaemonFlags& flags, const frontend::TokenAuthenticator* auth,
+    const frontend::LoadTracker* load, metrics::ServerMetrics* metrics) {
+  server::ServiceOptions o;
+  o.auth = auth;
+  o.load = load;
+  o.metrics = metrics;
+  if (flags.max_request_seconds > 0) {
+    o.max_request_duration = absl::Seconds(flags.max_request_seconds);
+  }
+  return o;
+}
+
+// What the HTTP front end serves once the model is loaded.
+openai::HttpBackend HttpBackendOf(const server::DaemonFlags& flags,
+                                  const server::LoadedModel& loaded,
+                                  batching::Engine* engine,
+                                  absl::Time load_start) {
+  openai::HttpBackend backend;
+  backend.model_id = ServedModelName(flags);
+  backend.aliases = {loaded.model->info().name, flags.model_path};
+  backend.created = absl::ToUnixSeconds(load_start);
+  backend.tokenizer = loaded.tokenizer.get();
+  backend.chat_template = loaded.chat_template.get();
+  backend.engine = engine;
+  backend.context_length = loaded.info.context_length;
+  return backend;
+}
+
+// Every 100 ms until a signal, then through --drain_notice_seconds (health
+// already NOT_SERVING) or until a second signal: the gauges, the load
+// report, the watchdog, --stats_file and the token file's reload.
+void ServeUntilDrain(const server::DaemonFlags& flags, batching::Engine& engine,
+                     metrics::EngineMetrics& engine_metrics,
+                     const Health& health, frontend::TokenAuthenticator* auth) {
+  server::StepWatchdog watchdog(absl::Seconds(flags.step_watchdog_seconds));
+  absl::Time drain_at = absl::InfiniteFuture();
+  while (absl::Now() < drain_at && g_signals.load() < 2) {
+    absl::SleepFor(absl::Milliseconds(100));
+    const absl::Time now = absl::Now();
+    if (g_signals.load() > 0 && drain_at == absl::InfiniteFuture()) {
+      drain_at = now + absl::Seconds(flags.drain_notice_seconds);
+      health.Set(frontend::ReplicaState::kDraining);
+      if (flags.drain_notice_seconds > 0) {
+        std::fprintf(stderr,
+                     "braidd: draining in %d s (--drain_notice_seconds); "
+                     "health NOT_SERVING, still serving\n",
+                     flags.drain_notice_seconds);
+      }
+    }
+    const batching::EngineStats stats = engine.Stats();
+    engine_metrics.SetGauges(server::ToGauges(stats));
+    health.metrics->SetResidentBytes(server::ResidentBytes());
+    health.load->Observe(stats, now);
+    if (drain_at == absl::InfiniteFuture()) {
+      OnWatchdog(watchdog, watchdog.Check(stats, now),
+                 flags.step_watchdog_seconds, health);
+    }
+    if (!flags.stats_file.empty()) {
+      server::WriteStatsFile(flags.stats_file, stats);
+    }
+    if (auth != nullptr) {
+      if (absl::Status s = auth->ReloadIfChanged(); !s.ok()) {
+        std::fprintf(stderr, "braidd: token file not reloaded: %s\n",
+                     std::string(s.message()).c_str());
+      }
+    }
+  }
+}
+
 int Run(const server::DaemonFlags& flags) {
   if (flags.model_path.empty()) {
     return Fail(absl::InvalidArgumentError(
@@ -163,29 +253,18 @@ int Run(const server::DaemonFlags& flags) {
   auto exporter = StartMetrics(flags);
   if (!exporter.ok()) return Fail(exporter.status());
   metrics::ServerMetrics server_metrics((*exporter)->registry(), BRAID_VERSION);
-  std::unique_ptr<frontend::TokenAuthenticator> auth;
-  if (!flags.auth_token_file.empty()) {
-    auto loaded = frontend::TokenAuthenticator::FromFile(flags.auth_token_file);
-    if (!loaded.ok()) return Fail(loaded.status());
-    auth = *std::move(loaded);
-  }
+  auto auth = LoadAuth(flags);
+  if (!auth.ok()) return Fail(auth.status());
   frontend::LoadTracker load(
       {.max_num_seqs = flags.engine.max_num_seqs,
        .reference_capacity = flags.agent_check.reference_capacity});
   auto agent = StartAgentCheck(flags, &load);
   if (!agent.ok()) return Fail(agent.status());
-  server::ServiceOptions service_options;
-  service_options.auth = auth.get();
-  service_options.load = &load;
-  service_options.metrics = &server_metrics;
-  if (flags.max_request_seconds > 0) {
-    service_options.max_request_duration =
-        absl::Seconds(flags.max_request_seconds);
-  }
-  server::BraidService service(service_options);
+  server::BraidService service(
+      ServiceOptionsOf(flags, auth->get(), &load, &server_metrics));
   auto server = server::StartGrpcServer(&service, flags);
   if (!server.ok()) return Fail(server.status());
-  auto http = StartHttp(flags, auth.get(), &server_metrics);
+  auto http = StartHttp(flags, auth->get(), &server_metrics);
   if (!http.ok()) return Fail(http.status());
 
   const absl::Time load_start = absl::Now();
@@ -215,23 +294,9 @@ int Run(const server::DaemonFlags& flags) {
   service.SetReady(info, loaded->tokenizer.get(), loaded->chat_template.get(),
                    &engine, loaded->info);
   if (*http != nullptr) {
-    openai::HttpBackend backend;
-    backend.model_id = ServedModelName(flags);
-    backend.aliases = {info.name, flags.model_path};
-    backend.created = absl::ToUnixSeconds(load_start);
-    backend.tokenizer = loaded->tokenizer.get();
-    backend.chat_template = loaded->chat_template.get();
-    backend.engine = &engine;
-    backend.context_length = loaded->info.context_length;
-    (*http)->SetReady(std::move(backend));
+    (*http)->SetReady(HttpBackendOf(flags, *loaded, &engine, load_start));
   }
-  server_metrics.SetModelInfo(
-      {.name = info.name,
-       .architecture = info.architecture,
-       .backend = info.backend,
-       .context_length = loaded->info.context_length,
-       .kv_block_size = engine_options->scheduler.block_size,
-       .kv_num_blocks = engine_options->scheduler.num_blocks});
+  server_metrics.SetModelInfo(ModelInfoOf(*loaded, engine_options->scheduler));
   const Health health{server->get(), http->get(), &load, &server_metrics};
   health.Set(frontend::ReplicaState::kServing);
   std::fprintf(stderr,
@@ -241,41 +306,7 @@ int Run(const server::DaemonFlags& flags) {
                info.n_layer, loaded->tokenizer->vocab_size(),
                absl::ToDoubleSeconds(absl::Now() - load_start));
 
-  server::StepWatchdog watchdog(absl::Seconds(flags.step_watchdog_seconds));
-  // Serves until a signal, then through --drain_notice_seconds (health
-  // already NOT_SERVING) or a second signal.
-  absl::Time drain_at = absl::InfiniteFuture();
-  while (absl::Now() < drain_at && g_signals.load() < 2) {
-    absl::SleepFor(absl::Milliseconds(100));
-    const absl::Time now = absl::Now();
-    if (g_signals.load() > 0 && drain_at == absl::InfiniteFuture()) {
-      drain_at = now + absl::Seconds(flags.drain_notice_seconds);
-      health.Set(frontend::ReplicaState::kDraining);
-      if (flags.drain_notice_seconds > 0) {
-        std::fprintf(stderr,
-                     "braidd: draining in %d s (--drain_notice_seconds); "
-                     "health NOT_SERVING, still serving\n",
-                     flags.drain_notice_seconds);
-      }
-    }
-    const batching::EngineStats stats = engine.Stats();
-    engine_metrics.SetGauges(server::ToGauges(stats));
-    server_metrics.SetResidentBytes(server::ResidentBytes());
-    load.Observe(stats, now);
-    if (drain_at == absl::InfiniteFuture()) {
-      OnWatchdog(watchdog, watchdog.Check(stats, now),
-                 flags.step_watchdog_seconds, health);
-    }
-    if (!flags.stats_file.empty()) {
-      server::WriteStatsFile(flags.stats_file, stats);
-    }
-    if (auth != nullptr) {
-      if (absl::Status s = auth->ReloadIfChanged(); !s.ok()) {
-        std::fprintf(stderr, "braidd: token file not reloaded: %s\n",
-                     std::string(s.message()).c_str());
-      }
-    }
-  }
+  ServeUntilDrain(flags, engine, engine_metrics, health, auth->get());
   server::Drain(server->get(), service, http->get(), server_metrics,
                 flags.drain_grace_seconds,
                 [] { return g_signals.load() >= 2; });
