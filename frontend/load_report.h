@@ -41,12 +41,12 @@ enum class ReplicaState {
 // The load over the last window.
 struct LoadSnapshot {
   ReplicaState state = ReplicaState::kLoading;
-  double busy = 0;      // share of the window spent in engine steps
-  double kv_usage = 0;  // KV blocks in use / all blocks
-  double rps = 0;       // requests finished per second
+  double busy = 0;             // share of the window spent in engine steps
+  double kv_usage = 0;         // KV blocks in use / all blocks
+  double rps = 0;              // requests finished per second
   double request_seconds = 0;  // their mean time in the engine (0: none)
   double occupancy = 0;        // rps x request_seconds / max_num_seqs
-  double step_ms = 0;   // mean step duration (the last measured one; 0: none)
+  double step_ms = 0;  // mean step duration (the last measured one; 0: none)
   // What a balancer weighs the replica by: rps / utilization(), that is
   // max_num_seqs / request_seconds while occupancy leads; the last one
   // measured (0: none yet).
@@ -104,7 +104,7 @@ class LoadTracker {
   mutable absl::Mutex mu_;
   std::deque<Sample> samples_ ABSL_GUARDED_BY(mu_);  // the window's
   LoadSnapshot current_ ABSL_GUARDED_BY(mu_);
-  std::string orca_ ABSL_GUARDED_BY(mu_);  // current_, serialized
+  std::string orca_ ABSL_GUARDED_BY(mu_);              // current_, serialized
   mutable int last_percent_ ABSL_GUARDED_BY(mu_) = 0;  // AgentReply's
 };
 

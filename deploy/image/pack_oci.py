@@ -35,7 +35,7 @@ def layer_tar(rootfs):
     with tarfile.open(fileobj=buf, mode="w", format=tarfile.PAX_FORMAT) as tar:
         for dirpath, dirnames, filenames in os.walk(rootfs):
             dirnames.sort()
-            for name in sorted(dirnames) + sorted(filenames):
+            for name in dirnames + sorted(filenames):
                 path = os.path.join(dirpath, name)
                 info = tar.gettarinfo(path, os.path.relpath(path, rootfs))
                 info.mtime = 0

@@ -167,7 +167,7 @@ def resident_bytes(url):
 async def soak(args):
     backend = loadgen.make_backend(args)
     end = time.time() + args.hours * 3600
-    first_rss, errors, window = None, 0, 0
+    first_rss, rss, errors, window = None, None, 0, 0
     try:
         await run_at(backend, args, float("inf"), 1, args.seed + 999)  # warm-up
         while time.time() < end:

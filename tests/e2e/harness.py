@@ -267,12 +267,8 @@ class Daemon:
 
     def rpc_count(self, method, code, frontend="grpc"):
         """braid_rpcs_total{code, frontend, method} from /metrics."""
-        want = (f'braid_rpcs_total{{code="{code}",frontend="{frontend}",'
-                f'method="{method}"}}')
-        for line in self.metrics_text().splitlines():
-            if line.startswith(want):
-                return float(line.split()[-1])
-        raise AssertionError(f"no {want} in /metrics")
+        return self.metric(f'braid_rpcs_total{{code="{code}",'
+                           f'frontend="{frontend}",method="{method}"}}')
 
     def read_log(self):
         if not self.log.closed:

@@ -222,7 +222,8 @@ class RoutingTest(unittest.TestCase):
 
     # -- checks ---------------------------------------------------------------
     def phase(self, name, addr, n, seed, sigterm_replica=None):
-        """Load through `addr`; returns (summary, shares)."""
+        """Load through `addr`; returns (summary, (shares, capacity
+        shares)), or (summary, None) for a phase with a SIGTERM."""
         before = [r.ok_count() for r in self.replicas]
         time_before = [r.request_time() for r in self.replicas]
         sampler = Sampler(self.replicas)
@@ -282,6 +283,17 @@ class RoutingTest(unittest.TestCase):
                     f"{name}: replica {i} got {got:.3f} of the requests, its "
                     f"capacity share is {want:.3f}")
 
+    def weighted_then_drain(self, name, addr, warmup, seed):
+        """A warm-up that lets the weights settle, 180 requests whose shares
+        are checked, then 45 more with the fastest replica SIGTERMed mid-run
+        (nothing may fail; it exits 0)."""
+        run_load(addr, warmup, seed=seed)
+        _, shares = self.phase(name, addr, 180, seed=seed + 1)
+        self.check_capacity_shares(name, shares)
+        self.phase(name + ", replica 0 drains", addr, 45, seed=seed + 2,
+                   sigterm_replica=0)
+        self.assertEqual(self.replicas[0].daemon.proc.wait(timeout=60), 0)
+
     def test_envoy_then_haproxy(self):
         self.misses = []
         envoy, ports = self.start_envoy()
@@ -294,25 +306,14 @@ class RoutingTest(unittest.TestCase):
         # The check tells routing apart: round robin misses it by far.
         self.assertGreater(abs(rr_shares[2] - rr_capacity[2]),
                            2 * SHARE_TOLERANCE * rr_capacity[2])
-        run_load(wrr, 30, seed=11)
-        _, shares = self.phase("envoy weighted", wrr, 180, seed=12)
-        self.check_capacity_shares("envoy weighted", shares)
-        # SIGTERM the fastest replica mid-run: nothing fails.
-        self.phase("envoy weighted, replica 0 drains", wrr, 45, seed=13,
-                   sigterm_replica=0)
-        self.assertEqual(self.replicas[0].daemon.proc.wait(timeout=60), 0)
+        self.weighted_then_drain("envoy weighted", wrr, warmup=30, seed=11)
         self.replicas[0].start()
         envoy.terminate()
         envoy.wait(timeout=30)
 
-        haproxy, port = self.start_haproxy()
-        addr = f"127.0.0.1:{port}"
-        run_load(addr, 15, seed=20)
-        _, shares = self.phase("haproxy agent weights", addr, 180, seed=21)
-        self.check_capacity_shares("haproxy agent weights", shares)
-        self.phase("haproxy, replica 0 drains", addr, 45, seed=22,
-                   sigterm_replica=0)
-        self.assertEqual(self.replicas[0].daemon.proc.wait(timeout=60), 0)
+        _, port = self.start_haproxy()
+        self.weighted_then_drain("haproxy agent weights", f"127.0.0.1:{port}",
+                                 warmup=15, seed=20)
         self.assertEqual(self.misses, [])
         # Weighted routing beats round robin on these replicas.
         self.assertLess(self.figures["envoy weighted"]["ttft_p99_ms"],
