@@ -236,7 +236,8 @@ void Engine::RunStep() {
     // the inbox instead of spinning.
     absl::MutexLock lock(&mu_);
     auto inbox = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-      return shutdown_ || !inbox_.empty() || !cancels_.empty();
+      return shutdown_ || !inbox_.empty() || !cancels_.empty() ||
+             !session_commands_.empty();
     };
     mu_.AwaitWithTimeout(absl::Condition(&inbox), absl::Milliseconds(50));
     return;
