@@ -51,7 +51,8 @@ asan_rc=$?
 # libFuzzer targets (clang, --config=fuzz), each for a fixed number of inputs
 # from its committed seed corpus (tests/fuzz).
 FUZZ_TARGETS=(//tests/fuzz:openai_request_fuzz_test //tests/fuzz:gguf_fuzz_test
-  //tests/fuzz:text_fuzz_test //tests/fuzz:grpc_request_fuzz_test)
+  //tests/fuzz:text_fuzz_test //tests/fuzz:grpc_request_fuzz_test
+  //tests/fuzz:session_action_fuzz_test)
 bazel test --config=fuzz "${FUZZ_TARGETS[@]}" "$@"
 fuzz_rc=$?
 [ "$rc" -ne 0 ] || rc=$fuzz_rc
