@@ -270,12 +270,23 @@ TEST_F(EngineSessionTest, ThinkingSessionDecodesOnTheReasoningQueue) {
   SessionOptions o = OneOutputSession(5);
   o.streams[1].reasoning.budget = 2;
   auto sink = std::make_shared<testing::RecordingSessionSink>();
+  // The input goes in with the open (the executor held, so both are applied
+  // before the first step): the prefix and the input are one prompt chunk
+  // whatever the machine's speed.
+  executor.Hold();
+  auto blocker = std::make_shared<RecordingSink>();
+  ASSERT_TRUE(engine->Submit(Request(2, 2, 3000), blocker).ok());
+  while (engine->Stats().step_started == absl::InfinitePast()) {
+    absl::SleepFor(absl::Microseconds(100));
+  }
   auto h = engine->OpenSession(o, sink);
   ASSERT_TRUE(h.ok()) << h.status();
   engine->SessionAppend(*h, {"in1", 1, {1003, kThink}, {2}});
+  executor.Release();
   ASSERT_TRUE(sink->WaitFor(SessionEvent::Kind::kTurnEnd, 1));
   engine->CloseSession(*h);
   ASSERT_TRUE(sink->WaitFor(SessionEvent::Kind::kClosed, 1));
+  ASSERT_TRUE(blocker->WaitFinal().final);
   EXPECT_EQ(sink->Tokens(2),
             (std::vector<int32_t>{kWord, kWord, kThink + 1, kWord, kWord}));
   // The queue of each step that sampled the session's next token.

@@ -17,6 +17,7 @@ DEB_PACKAGES=(
   libcpp-httplib-dev nlohmann-json3-dev
   clang libclang-rt-14-dev
   curl haproxy debootstrap umoci
+  cmake dpkg-dev stress
 )
 
 missing=()
