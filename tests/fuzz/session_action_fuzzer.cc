@@ -19,7 +19,8 @@
 //   the session closes first; an ack covers exactly the input's tokens;
 // - positions on a stream only grow (acks and tokens), within the context;
 // - tokens only on output streams, only in a turn started by input that
-//   asked for that stream, and a turn's end counts the tokens it sent;
+//   asked for that stream, and a turn's end counts the tokens it sent (and
+//   the stop token or end of generation that ended it, which is not sent);
 // - at the end (every session closed, every request finished): no request
 //   or session left and every KV block free.
 // A broken invariant or a hang (30 s) aborts with what broke.
@@ -135,6 +136,25 @@ struct Limits {
 // Checks one driven session's events against what was sent to it.
 void CheckSession(const Driven& d, const Limits& limits) {
   const std::vector<SessionEvent> events = d.sink->events();
+  // A broken rule prints the session's inputs and events, then aborts.
+  auto Fail = [&](const std::string& what) {
+    for (const batching::SessionInput& in : d.inputs) {
+      std::fprintf(stderr, "input %s stream %d tokens %zu generate_on %zu\n",
+                   in.input_id.c_str(), in.stream, in.tokens.size(),
+                   in.generate_on.size());
+    }
+    for (const SessionEvent& e : events) {
+      std::fprintf(stderr,
+                   "event kind %d stream %d tokens %zu first %lld end %lld "
+                   "input %s finish %d output_tokens %d text \"%s\" %s\n",
+                   static_cast<int>(e.kind), e.stream, e.tokens.size(),
+                   static_cast<long long>(e.first_position),
+                   static_cast<long long>(e.end_position), e.input_id.c_str(),
+                   static_cast<int>(e.finish_reason), e.output_tokens,
+                   e.text.c_str(), e.status.ToString().c_str());
+    }
+    fuzz::Fail(what);
+  };
   if (events.empty() || events.back().kind != Kind::kClosed) {
     Fail("a session ended without kClosed");
   }
@@ -227,7 +247,12 @@ void CheckSession(const Driven& d, const Limits& limits) {
           Fail(absl::StrCat("a turn end on stream ", e.stream));
         }
         const int64_t sent = active[e.stream] ? turn_tokens[e.stream] : 0;
-        if (e.output_tokens != sent) {
+        // A stop token or end of generation ends the turn counted, unsent.
+        const bool unsent_last =
+            e.finish_reason == batching::FinishReason::kStop ||
+            e.finish_reason == batching::FinishReason::kEos;
+        if (e.output_tokens != sent &&
+            !(unsent_last && e.output_tokens == sent + 1)) {
           Fail(absl::StrCat("a turn end counts ", e.output_tokens,
                             " tokens; the turn sent ", sent));
         }
