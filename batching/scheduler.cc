@@ -200,9 +200,10 @@ void Scheduler::Remove(uint64_t id) {
 // and the KV pool allow, so long prompts are split across steps and decode
 // tokens ride in the same forward pass as prefill chunks (vLLM v1's
 // "no separate prefill mode"). When the pool is full, work that ranks below
-// the request (lower priority, then most recently admitted) is preempted and
-// will be recomputed, even if it was granted work earlier in this step (the
-// grant is taken back); new requests never preempt work of equal priority.
+// the request (lower priority, then most recently first admitted) is
+// preempted and will be recomputed, even if it was granted work earlier in
+// this step (the grant is taken back); new requests never preempt work of
+// equal priority.
 StepPlan Scheduler::Schedule() {
   ++step_;
   StepPlan plan;
@@ -377,6 +378,18 @@ int Scheduler::Grant(Request& r, int max_tokens, StepPlan* plan) {
     return (entries + bs - 1) / bs - static_cast<int>(r.block_table.size());
   };
   int n = NextChunk(r, max_tokens);
+  if (r.admit == 0 && n > 0 && !OutranksRunning(r)) {
+    // Admission leaves a block free for each running request (the next
+    // block its decoding will need): a request admitted into the last
+    // blocks would only be preempted again a few steps later, each time
+    // stalling a stream that had started.
+    const int room = blocks_.num_free_blocks() - num_running_;
+    if (blocks_for(done + n) > room) {
+      const int fit =
+          (static_cast<int>(r.block_table.size()) + room) * bs - done;
+      n = fit > 0 ? NextChunk(r, std::min(max_tokens, fit)) : 0;
+    }
+  }
   bool out_of_blocks = false;
   if (n > 0 && blocks_for(done + n) > 0 &&
       !MakeRoom(r, blocks_for(done + n), plan)) {
@@ -403,6 +416,7 @@ int Scheduler::Grant(Request& r, int max_tokens, StepPlan* plan) {
   }
   if (r.admit == 0) {
     r.admit = next_admit_++;
+    if (r.rank == 0) r.rank = r.admit;
     ++num_running_;
   }
   if (attached) num_prefix_hit_tokens_ += r.num_computed;
@@ -415,6 +429,13 @@ int Scheduler::Grant(Request& r, int max_tokens, StepPlan* plan) {
   }
   r.num_planned += n;
   return n;
+}
+
+bool Scheduler::OutranksRunning(const Request& r) const {
+  for (const auto& [id, q] : requests_) {
+    if (q->admit != 0 && q->priority < r.priority) return true;
+  }
+  return false;
 }
 
 bool Scheduler::MakeRoom(const Request& r, int n, StepPlan* plan) {

@@ -193,6 +193,9 @@ class Scheduler {
   // Grants up to `max_tokens` more tokens of `r` in this step; returns how
   // many (0 when the KV pool cannot hold them even after preemption).
   int Grant(Request& r, int max_tokens, StepPlan* plan);
+  // Whether some request holding blocks has a lower priority than `r`
+  // (which may then preempt it to be admitted).
+  bool OutranksRunning(const Request& r) const;
   // Makes `n` blocks free by preempting work that ranks below `r`; false
   // when `r` itself ranks lowest.
   bool MakeRoom(const Request& r, int n, StepPlan* plan);

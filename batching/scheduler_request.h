@@ -43,6 +43,9 @@ struct Scheduler::Request {
   // chunk to one kind.
   std::vector<uint8_t> one_token;
   uint64_t admit = 0;  // admission order while holding blocks; 0 = none
+  // The order of the first admission, kept when preempted: a recomputed
+  // request ranks by when it first ran, not as the newest.
+  uint64_t rank = 0;
   int num_preemptions = 0;
   // Planning state of the current step.
   int64_t planned_step = -1;
@@ -54,13 +57,16 @@ struct Scheduler::Request {
     return static_cast<int>(tokens.size()) - num_computed - num_planned;
   }
   // Rank for preemption: lower priority first, then the most recently
-  // admitted (a request holding nothing counts as the most recent of all).
+  // first admitted (a request holding nothing counts as the most recent of
+  // all). A preempted request keeps its first admission, so once it runs
+  // again the requests admitted after it go before it: preemption falls on
+  // the newest work, which has streamed the least, not again and again on
+  // the same request.
   bool RanksBelow(const Request& other) const {
     if (priority != other.priority) return priority < other.priority;
-    const uint64_t a =
-        admit == 0 ? std::numeric_limits<uint64_t>::max() : admit;
+    const uint64_t a = admit == 0 ? std::numeric_limits<uint64_t>::max() : rank;
     const uint64_t b =
-        other.admit == 0 ? std::numeric_limits<uint64_t>::max() : other.admit;
+        other.admit == 0 ? std::numeric_limits<uint64_t>::max() : other.rank;
     return a > b;
   }
 };

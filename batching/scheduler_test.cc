@@ -228,43 +228,49 @@ TEST(SchedulerTest, ThinkingMarkersMoveWorkBetweenQueues) {
   EXPECT_EQ(h.Step(), "A:reasoning+1*");
 }
 
-// Pool of 4 blocks of 4 tokens. When a decode needs a block, the work that
+// Pool of 5 blocks of 4 tokens. When a decode needs a block, the work that
 // ranks lowest (lower priority, then most recently admitted) is preempted.
 TEST(SchedulerTest, PreemptsLowestPriorityMostRecentlyAdmittedFirst) {
   SchedulerOptions o = Small();
-  o.num_blocks = 4;
+  o.num_blocks = 5;
   o.max_batch_tokens = 16;
   Harness h(o);
   h.Add("A", Tokens(4), /*priority=*/0);
   h.Add("B", Tokens(4, 10), /*priority=*/1);
   h.Add("C", Tokens(4, 20), /*priority=*/0);
   EXPECT_EQ(h.Step(), "A:prompt+4* B:prompt+4* C:prompt+4*");
-  // A takes the last free block; B needs one: C (priority 0, admitted
-  // after A) goes.
+  // A and B take the last free blocks; C needs one and ranks lowest
+  // (priority 0, admitted after A): C goes.
   EXPECT_EQ(h.Step(), "A:io+1* B:io+1* | preempt C");
   EXPECT_EQ(h.scheduler().queue(h.id("C")), QueueKind::kPrompt);
   EXPECT_EQ(h.scheduler().num_computed_tokens(h.id("C")), 0);
-  // C cannot come back while A and B fill the pool.
+  // C cannot come back while A and B fill the pool (it would leave no
+  // block for their next ones).
   EXPECT_EQ(h.Step(), "A:io+1* B:io+1*");
   EXPECT_EQ(h.Step(), "A:io+1* B:io+1*");
   EXPECT_EQ(h.Step(), "A:io+1* B:io+1*");
-  // Both need a third block and none is free: A ranks below B, so A
-  // preempts itself; C re-enters in the block A left (a partial chunk).
+  // Both need a third block and one is free: A takes it, B needs one too
+  // and A ranks below B, so A goes; C re-enters with what leaves a block
+  // for B (a partial chunk).
   EXPECT_EQ(h.Step(), "B:io+1* C:prompt+4 | preempt A");
   EXPECT_EQ(h.scheduler().stats().num_preemptions, 2);
   EXPECT_EQ(h.scheduler().num_preemptions(h.id("A")), 1);
   EXPECT_EQ(h.scheduler().num_preemptions(h.id("C")), 1);
 }
 
+// A new request is admitted with what leaves one free block for each
+// request already running (the next block its decoding needs), so it is
+// not preempted again a few steps later; later new requests wait in order.
 TEST(SchedulerTest, NewRequestsWaitForBlocksInOrder) {
   SchedulerOptions o = Small();
-  o.num_blocks = 3;
+  o.num_blocks = 4;
   o.max_batch_tokens = 16;
   Harness h(o);
   h.Add("A", Tokens(8));
   h.Add("B", Tokens(8, 20));
   h.Add("C", Tokens(2, 40));
-  // B gets one block's worth (a partial chunk); C, admitted later, waits.
+  // B gets one block's worth (a partial chunk: one block stays free for A);
+  // C, admitted later, waits.
   EXPECT_EQ(h.Step(), "A:prompt+8* B:prompt+4");
   h.Remove("A");
   EXPECT_EQ(h.Step(), "B:prompt+4* C:prompt+2*");

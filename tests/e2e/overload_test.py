@@ -13,7 +13,8 @@ loop):
   ample pool   --kv_budget_tokens=1024: no preemption (asserted)
   small pool   --kv_budget_tokens=SMALL_POOL (15 blocks, while four
                running requests hold 16 on average): requests are
-               preempted in every window of the overload (asserted)
+               preempted in every window of the overload (asserted; the
+               end of this docstring says what that costs)
 
 Both serve with --threads=1 (one core for the model, the other for braidd's
 gRPC threads and this client, which must not be the bottleneck on two
@@ -69,15 +70,18 @@ Each case, every figure from the same daemon in the same run:
      decide a max. The client's and kernel's own share is measured beside
      it: control calls, Generate calls that braidd refuses before the
      engine (an empty prompt: INVALID_ARGUMENT on the same RPC path, with
-     no Engine::Submit), at random moments at half the arrival rate, on the
-     same channel and loop. Where the control's own p99 is over 10 ms
-     (then the delay is the machine's, not the engine's), the bound is the
-     control's p99 + 5 ms: a rejection may cost braidd a few milliseconds
-     more than a call that never reaches the engine, not a step (tens of
-     ms) or a request (a second or more). And the slowest rejection must
-     take less than the quickest admitted request: none waited for a slot.
+     no Engine::Submit), started beside half the arrivals (chosen at
+     random; so they meet the same bursts as the rejections, which come
+     when arrivals bunch up), on the same channel and loop. Where the
+     control's own p99 is over 10 ms (then the delay is the machine's and
+     the client's, not the engine's), the bound is the control's p99 +
+     5 ms: a rejection may cost braidd a few milliseconds more than a call
+     that never reaches the engine, not a step (tens of ms) or a request
+     (a second or more). And the slowest rejection must take less than
+     the quickest admitted request: none waited for a slot.
    - braidd's resident memory (VmRSS) at the end of the overload window is
-     < 1.05 x the reading at its start; the peak reading is printed.
+     < 1.05 x the reading at its start; the peak and the reading at each
+     window's start are printed (a leak climbs window by window).
    - nothing is lost: every call ends with a status within its deadline,
      OK with exactly max_tokens tokens and FINISH_REASON_LENGTH, or
      RESOURCE_EXHAUSTED; nothing else. The counts equal braidd's own:
@@ -97,7 +101,18 @@ the unloaded and the overload runs and printed beside the client's figure
 (its p99 is a bucket bound, too coarse to assert on). About 3 minutes a
 case.
 
-Usage: overload_test.py [--overload_seconds=120] [--seed=1] ...
+Two targets: //tests/e2e:overload_test runs the ample pool (in make test),
+//tests/e2e:overload_preemption_test the small pool (manual: it fails now).
+A request preempted after it has streamed tokens waits for blocks and is
+recomputed, one gap of several steps, so ITL p99 holds only while such gaps
+stay under 1% of the output tokens. The scheduler ranks a recomputed request
+by its first admission (so the newest work is preempted, not the same
+request again and again) and admits new work only while a block stays free
+for each running request; with this pool that took the small case from 50
+preemptions a window and ITL p99 7.45x the unloaded figure (2.0 requests/s
+served) to about 30 and 2.46x (2.7 requests/s), still over the 1.5x bound.
+
+Usage: overload_test.py [--case=ample|small|both] [--overload_seconds=120] ...
 """
 import argparse
 import asyncio
@@ -280,21 +295,19 @@ class Client:
         """Poisson arrivals for `seconds`, each call on its own (no waiting
         for earlier ones). `rate` is the arrivals per second; with
         `window`, each window after the first gets 2 x the capacity served
-        in the one before. With `control`, control calls at half the rate
-        beside them. `on_arrival` is called before each arrival,
-        `on_window` at each boundary between windows. Returns (calls, lags,
-        windows: (start, end, rate))."""
+        in the one before. With `control`, half the arrivals (at random)
+        bring a control call along, started beside the arrival's call.
+        `on_arrival` is called before each arrival, `on_window` at each
+        boundary between windows. Returns (calls, lags, windows: (start,
+        end, rate))."""
         tasks, lags, windows = [], [], []
         t0 = time.perf_counter()
         end = t0 + seconds
         w_start = t0
         w_end = t0 + window if window else end
         at = t0 + rng.expovariate(rate)
-        control_at = t0 + rng.expovariate(rate / 2) if control else end
-        while min(at, control_at) < end:
-            is_control = control_at < at
-            nxt = control_at if is_control else at
-            delay = nxt - time.perf_counter()
+        while at < end:
+            delay = at - time.perf_counter()
             if delay > 0:
                 await asyncio.sleep(delay)
             now = time.perf_counter()
@@ -306,16 +319,16 @@ class Client:
                 w_start, w_end = w_end, min(w_end + window, end)
             if on_arrival is not None:
                 on_arrival()
-            if is_control:
-                control_at += rng.expovariate(rate / 2)
-                tasks.append(asyncio.ensure_future(self.generate(
+            lags.append(now - at)
+            starts = [self.generate(self.request())]
+            if control and rng.random() < 0.5:
+                starts.append(self.generate(
                     pb.GenerateRequest(prompt=pb.Prompt(text=b"")),
-                    kind="control")))
-            else:
-                at += rng.expovariate(rate)
-                lags.append(now - nxt)
-                tasks.append(asyncio.ensure_future(
-                    self.generate(self.request())))
+                    kind="control"))
+                if rng.random() < 0.5:
+                    starts.reverse()
+            tasks += [asyncio.ensure_future(c) for c in starts]
+            at += rng.expovariate(rate)
         windows.append((w_start, end, rate))
         calls = await asyncio.gather(*tasks)
         return calls, lags, windows
@@ -425,13 +438,19 @@ class OverloadTest(unittest.TestCase):
             rss_peak = [rss0]
             loop = asyncio.get_running_loop()
             boundaries = []  # braid_preemptions_total between windows
+            rss_marks = [rss0]
+
+            def on_window():
+                rss_marks.append(vm_rss(daemon.proc.pid))
+                boundaries.append(loop.run_in_executor(
+                    None, daemon.metric, "braid_preemptions_total"))
             calls, lags, windows = await client.open_loop(
                 2 * capacity, ARGS.overload_seconds, rng,
                 window=ARGS.window_seconds, control=True,
                 on_arrival=lambda: rss_peak.append(vm_rss(daemon.proc.pid)),
-                on_window=lambda: boundaries.append(loop.run_in_executor(
-                    None, daemon.metric, "braid_preemptions_total")))
+                on_window=on_window)
             rss1 = vm_rss(daemon.proc.pid)
+            rss_marks.append(rss1)
             m1 = await self.settle(daemon, calls, m0)
             marks = ([m0["braid_preemptions_total"]]
                      + [await b for b in boundaries]
@@ -495,67 +514,90 @@ class OverloadTest(unittest.TestCase):
         say(f"arrival lag p99 {ms(pct(lags, 99))} max {ms(max(lags))}")
         say(f"resident memory: start {rss0 / 2**20:.1f} MiB, end "
             f"{rss1 / 2**20:.1f} MiB ({(rss1 / rss0 - 1) * 100:+.2f}%), peak "
-            f"{max(rss_peak) / 2**20:.1f} MiB")
+            f"{max(rss_peak) / 2**20:.1f} MiB; at each window's start and "
+            f"the end: {[round(r / 2**20, 1) for r in rss_marks]}")
+
+        # Every clause is checked and every miss reported together.
+        misses = []
+
+        def check(ok_, what):
+            if not ok_:
+                misses.append(what)
+
+        def same(got, want, what):
+            check(got == want, f"{what}: {got} != {want}")
 
         # Nothing lost: every call has a status, the right one.
-        self.assertEqual([(c.code, c.details) for c in other[:10]], [],
-                         f"{len(other)} calls ended otherwise")
-        self.assertEqual([(c.code, c.details) for c in control
-                          if c.code != "INVALID_ARGUMENT"][:10], [])
-        self.assertEqual([(c.tokens, c.finish) for c in ok
-                          if c.tokens != MAX_TOKENS
-                          or c.finish != pb.FINISH_REASON_LENGTH][:10], [],
-                         "OK calls with other than max_tokens")
-        self.assertEqual([c.details for c in rejected
-                          if "max_waiting_requests" not in c.details][:10],
-                         [])
+        same([(c.code, c.details) for c in other][:10], [],
+             f"{len(other)} calls ended otherwise")
+        same([(c.code, c.details) for c in control
+              if c.code != "INVALID_ARGUMENT"][:10], [], "control calls")
+        same([(c.tokens, c.finish) for c in ok
+              if c.tokens != MAX_TOKENS
+              or c.finish != pb.FINISH_REASON_LENGTH][:10], [],
+             "OK calls with other than max_tokens")
+        same([c.details for c in rejected
+              if "max_waiting_requests" not in c.details][:10], [],
+             "refusals by another bound")
 
         # braidd's own counts.
         def delta(metric, **labels):
             return (series_sum(m1, metric, **labels)
                     - series_sum(m0, metric, **labels))
         gen = dict(method="Generate", frontend="grpc")
-        self.assertEqual(delta("braid_rpcs_total", code="OK", **gen), len(ok))
-        self.assertEqual(delta("braid_rpcs_total", code="RESOURCE_EXHAUSTED",
-                               **gen), len(rejected))
-        self.assertEqual(delta("braid_rpcs_total", code="INVALID_ARGUMENT",
-                               **gen), len(control))
-        self.assertEqual(delta("braid_rpcs_total", **gen), len(calls))
-        self.assertEqual(delta("braid_admission_rejections_total",
-                               bound="waiting_requests"), len(rejected))
-        self.assertEqual(delta("braid_admission_rejections_total"),
-                         len(rejected))
-        self.assertEqual(delta("braid_requests_finished_total",
-                               finish_reason="length"), len(ok))
-        self.assertEqual(delta("braid_requests_finished_total"), len(ok))
-        self.assertEqual(delta("braid_output_tokens_total"),
-                         len(ok) * MAX_TOKENS)
-        self.assertEqual(delta("braid_cancellations_total"), 0)
+        same(delta("braid_rpcs_total", code="OK", **gen), len(ok),
+             "braid_rpcs_total OK")
+        same(delta("braid_rpcs_total", code="RESOURCE_EXHAUSTED", **gen),
+             len(rejected), "braid_rpcs_total RESOURCE_EXHAUSTED")
+        same(delta("braid_rpcs_total", code="INVALID_ARGUMENT", **gen),
+             len(control), "braid_rpcs_total INVALID_ARGUMENT")
+        same(delta("braid_rpcs_total", **gen), len(calls),
+             "braid_rpcs_total, all codes")
+        same(delta("braid_admission_rejections_total",
+                   bound="waiting_requests"), len(rejected),
+             "braid_admission_rejections_total waiting_requests")
+        same(delta("braid_admission_rejections_total"), len(rejected),
+             "braid_admission_rejections_total, all bounds")
+        same(delta("braid_requests_finished_total", finish_reason="length"),
+             len(ok), "braid_requests_finished_total length")
+        same(delta("braid_requests_finished_total"), len(ok),
+             "braid_requests_finished_total, all reasons")
+        same(delta("braid_output_tokens_total"), len(ok) * MAX_TOKENS,
+             "braid_output_tokens_total")
+        same(delta("braid_cancellations_total"), 0,
+             "braid_cancellations_total")
 
         # It was overload, and the client kept up.
-        self.assertGreaterEqual(offered / served, MIN_OVERLOAD,
-                                "not overloaded")
-        self.assertLessEqual(max(lags), MAX_LAG_S, "the client fell behind")
+        check(offered / served >= MIN_OVERLOAD,
+              f"not overloaded: offered / served {offered / served:.2f} < "
+              f"{MIN_OVERLOAD}")
+        check(max(lags) <= MAX_LAG_S,
+              f"the client fell behind: an arrival {max(lags):.2f} s late")
 
         # Admitted requests keep their ITL.
-        self.assertLessEqual(itl_p99, ITL_FACTOR * unloaded_p99,
-                             "overload ITL p99 over 1.5x the unloaded one")
+        check(itl_p99 <= ITL_FACTOR * unloaded_p99,
+              f"overload ITL p99 {ms(itl_p99)} over {ITL_FACTOR} x the "
+              f"unloaded {ms(unloaded_p99)}")
 
         # The rest are refused at once.
         bound = max(REJECTION_S, pct(ctl_lat, 99) + CONTROL_SLACK_S)
-        self.assertLessEqual(pct(rej_lat, 99), bound, "rejection p99")
-        self.assertLess(max(rej_lat), quickest, "a rejection waited")
+        check(pct(rej_lat, 99) <= bound,
+              f"rejection p99 {ms(pct(rej_lat, 99))} over {ms(bound)}")
+        check(max(rej_lat, default=0) < quickest,
+              f"a rejection took {ms(max(rej_lat, default=0))}, the quickest "
+              f"admitted request {ms(quickest)}")
 
         # Memory.
-        self.assertLess(rss1, (1 + RSS_GROWTH) * rss0, "resident memory grew")
+        check(rss1 < (1 + RSS_GROWTH) * rss0,
+              f"resident memory grew {(rss1 / rss0 - 1) * 100:.2f}%")
 
         # Preemption throughout (small pool), none (ample pool).
         if expect_preemption:
-            self.assertTrue(all(n > 0 for n in window_preemptions),
-                            f"a window without preemption: "
-                            f"{window_preemptions}")
+            check(all(n > 0 for n in window_preemptions),
+                  f"a window without preemption: {window_preemptions}")
         else:
-            self.assertEqual(sum(window_preemptions), 0)
+            same(sum(window_preemptions), 0, "preemptions")
+        self.assertEqual(misses, [], f"{name}: {len(misses)} misses")
 
 
 if __name__ == "__main__":
@@ -567,6 +609,12 @@ if __name__ == "__main__":
     parser.add_argument("--window_seconds", type=float, default=20)
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--small_pool", type=int, default=SMALL_POOL)
+    parser.add_argument("--case", choices=["ample", "small", "both"],
+                        default="both")
     ARGS, rest = parser.parse_known_args()
+    if ARGS.case == "ample":
+        del OverloadTest.test_small_pool_preempting
+    elif ARGS.case == "small":
+        del OverloadTest.test_ample_pool
     sys.argv = sys.argv[:1] + rest
     harness.main()

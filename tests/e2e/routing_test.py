@@ -18,7 +18,8 @@ requests may grow without bound, every stream must arrive whole; then one
 replica gets SIGTERM mid-run and no client request fails (Envoy retries
 UNAVAILABLE and health-checks; HAProxy reads `drain` from the agent during
 --drain_notice_seconds) and the replica exits 0. TTFT p50/p99 and goodput
-are printed for round robin and weighted routing.
+are printed for round robin and weighted routing, and weighted routing must
+have more of its requests meet both objectives than round robin.
 
 The proxy configurations are deploy/proxy/envoy.yaml and haproxy.cfg.
 """
@@ -315,9 +316,16 @@ class RoutingTest(unittest.TestCase):
         self.weighted_then_drain("haproxy agent weights", f"127.0.0.1:{port}",
                                  warmup=15, seed=20)
         self.assertEqual(self.misses, [])
-        # Weighted routing beats round robin on these replicas.
-        self.assertLess(self.figures["envoy weighted"]["ttft_p99_ms"],
-                        self.figures["envoy round robin"]["ttft_p99_ms"])
+        # Weighted routing beats round robin on these replicas: a larger
+        # share of its requests meets both objectives (round robin sends the
+        # slowest replica a third of them; the TTFT tail alone is too noisy
+        # on a loaded machine to compare one run's p99s).
+        def met(name):
+            f = self.figures[name]
+            return f["goodput_rps"] / f["request_rps"]
+        self.assertGreater(met("envoy weighted"), met("envoy round robin"))
+        self.assertGreater(met("haproxy agent weights"),
+                           met("envoy round robin"))
 
 
 if __name__ == "__main__":
