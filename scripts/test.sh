@@ -49,25 +49,27 @@ asan_rc=$?
 [ "$rc" -ne 0 ] || rc=$asan_rc
 
 # The engine, scheduler, session and server tests under ThreadSanitizer
-# (--config=tsan) with abseil built under it too (scripts/tsan_libs.sh, once,
-# about 3 minutes), so absl::Mutex's ordering is seen; any report fails.
-# The gRPC daemon is not in this set: Debian's gRPC core is not built with
-# ThreadSanitizer (docs/TESTING.md).
+# (--config=tsan) with abseil and gRPC built under it too
+# (scripts/tsan_libs.sh, once: about 18 minutes on two cores), so
+# absl::Mutex's ordering and gRPC's hand-offs are seen; the daemon's gRPC
+# end-to-end and session suites run on a braidd built so. Any report fails.
 TSAN_TARGETS=(
   //batching:engine_test //batching:engine_session_test //batching:scheduler_test
   //batching:session_scheduler_test //batching:session_keep_test
   //queues:work_queues_test //frontend:load_report_test //server:watchdog_test
   //server:agent_check_test //server:session_streams_test //server:stats_test
+  //tests/e2e:e2e_test //tests/e2e:session_test
 )
 if TSAN_LIB="$(scripts/tsan_libs.sh)"; then
   bazel test --config=tsan "${TSAN_TARGETS[@]}" \
     --test_env=BRAID_MODEL="$MODEL" \
+    --test_env=BRAID_PYTHON="$CACHE/venv/bin/python" \
     --test_env=LD_LIBRARY_PATH="$TSAN_LIB" \
     --test_env=TSAN_OPTIONS="halt_on_error=1 suppressions=$PWD/tests/sanitizers/tsan.supp" \
     "$@"
   tsan_rc=$?
 else
-  echo "test: could not build abseil under ThreadSanitizer (see above)" >&2
+  echo "test: could not build abseil and gRPC under ThreadSanitizer (see above)" >&2
   tsan_rc=1
 fi
 [ "$rc" -ne 0 ] || rc=$tsan_rc
