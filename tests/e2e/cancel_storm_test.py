@@ -45,9 +45,11 @@ class CancelStormTest(harness.DaemonTestCase):
         cls.stats_path = os.path.join(tempfile.mkdtemp(), "stats")
         cls.start_daemon(
  "--threads=2", "--context_length=128",
- # 16 sequences of up to ~45 tokens want ~700 entries; the pool
- # holds 192, so the engine preempts.
- "--max_num_seqs=16", "--kv_budget_tokens=192",
+ # 16 sequences of up to ~100 tokens want ~1000 entries; the pool
+ # holds 192 in blocks of 4, so running requests outgrow the block a
+ # request is admitted only while one stays free for each of them, and
+ # the engine preempts.
+ "--max_num_seqs=16", "--kv_budget_tokens=192", "--block_size=4",
  "--max_batch_tokens=128", "--max_waiting_requests=5000",
  f"--stats_file={cls.stats_path}")
 
@@ -58,8 +60,10 @@ class CancelStormTest(harness.DaemonTestCase):
         prefix = "Shared preamble: " + " ".join(WORDS) + ". " if i % 3 == 0 else ""
         req = pb.GenerateRequest(
             prompt=pb.Prompt(text=(prefix + " ".join(words)).encode()),
-            sampling=pb.SamplingParams(max_tokens=rng.randint(2, 6),
-                                       ignore_eos=True))
+            # Half write longer (they outgrow their blocks).
+            sampling=pb.SamplingParams(
+                max_tokens=rng.randint(24, 48) if i % 2 == 1 else
+                rng.randint(2, 6), ignore_eos=True))
         call = self.stub.Generate(req, timeout=300)
         cancel = rng.random() < 0.3
         if not cancel:
