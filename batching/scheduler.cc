@@ -377,6 +377,11 @@ int Scheduler::Grant(Request& r, int max_tokens, StepPlan* plan) {
   auto blocks_for = [&](int entries) {
     return (entries + bs - 1) / bs - static_cast<int>(r.block_table.size());
   };
+  // The next chunk that fits in `free` more blocks.
+  auto chunk_within = [&](int free) {
+    const int fit = (static_cast<int>(r.block_table.size()) + free) * bs - done;
+    return fit > 0 ? NextChunk(r, std::min(max_tokens, fit)) : 0;
+  };
   int n = NextChunk(r, max_tokens);
   if (r.admit == 0 && n > 0 && !OutranksRunning(r)) {
     // Admission leaves a block free for each running request (the next
@@ -384,22 +389,13 @@ int Scheduler::Grant(Request& r, int max_tokens, StepPlan* plan) {
     // blocks would only be preempted again a few steps later, each time
     // stalling a stream that had started.
     const int room = blocks_.num_free_blocks() - num_running_;
-    if (blocks_for(done + n) > room) {
-      const int fit =
-          (static_cast<int>(r.block_table.size()) + room) * bs - done;
-      n = fit > 0 ? NextChunk(r, std::min(max_tokens, fit)) : 0;
-    }
+    if (blocks_for(done + n) > room) n = chunk_within(room);
   }
   bool out_of_blocks = false;
   if (n > 0 && blocks_for(done + n) > 0 &&
       !MakeRoom(r, blocks_for(done + n), plan)) {
     out_of_blocks = true;
-    // Take what the pool can still hold, if anything.
-    const int fit =
-        (static_cast<int>(r.block_table.size()) + blocks_.num_free_blocks()) *
-            bs -
-        done;
-    n = NextChunk(r, std::min(max_tokens, fit));
+    n = chunk_within(blocks_.num_free_blocks());  // what still fits, if any
   }
   if (n <= 0) {
     if (attached) {

@@ -41,10 +41,7 @@ ASAN_TARGETS=(
   //frontend:request_builder_test //openai:api_test //tools/cli:args_test
   //tests/e2e:openai_test //tests/e2e:http_bad_input_test
 )
-bazel test --config=asan "${ASAN_TARGETS[@]}" \
-  --test_env=BRAID_MODEL="$MODEL" \
-  --test_env=BRAID_PYTHON="$CACHE/venv/bin/python" \
-  "$@"
+BRAID_MODEL="$MODEL" BRAID_CACHE="$CACHE" scripts/sanitize.sh asan "${ASAN_TARGETS[@]}" "$@"
 asan_rc=$?
 [ "$rc" -ne 0 ] || rc=$asan_rc
 
@@ -60,18 +57,8 @@ TSAN_TARGETS=(
   //server:agent_check_test //server:session_streams_test //server:stats_test
   //tests/e2e:e2e_test //tests/e2e:session_test
 )
-if TSAN_LIB="$(scripts/tsan_libs.sh)"; then
-  bazel test --config=tsan "${TSAN_TARGETS[@]}" \
-    --test_env=BRAID_MODEL="$MODEL" \
-    --test_env=BRAID_PYTHON="$CACHE/venv/bin/python" \
-    --test_env=LD_LIBRARY_PATH="$TSAN_LIB" \
-    --test_env=TSAN_OPTIONS="halt_on_error=1 suppressions=$PWD/tests/sanitizers/tsan.supp" \
-    "$@"
-  tsan_rc=$?
-else
-  echo "test: could not build abseil and gRPC under ThreadSanitizer (see above)" >&2
-  tsan_rc=1
-fi
+BRAID_MODEL="$MODEL" BRAID_CACHE="$CACHE" scripts/sanitize.sh tsan "${TSAN_TARGETS[@]}" "$@"
+tsan_rc=$?
 [ "$rc" -ne 0 ] || rc=$tsan_rc
 
 # libFuzzer targets (clang, --config=fuzz), each for a fixed number of inputs

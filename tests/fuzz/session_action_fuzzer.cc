@@ -351,21 +351,13 @@ batching::SessionOptions SessionOf(FuzzedDataProvider& in, const Setup& setup,
   return o;
 }
 
-// The output streams of `o` (1-based).
-std::vector<int> Outputs(const batching::SessionOptions& o) {
+// The output (or input) streams of `o`, 1-based.
+std::vector<int> Streams(const batching::SessionOptions& o, bool output) {
   std::vector<int> out;
   for (size_t i = 0; i < o.streams.size(); ++i) {
-    if (o.streams[i].output) out.push_back(static_cast<int>(i) + 1);
+    if (o.streams[i].output == output) out.push_back(static_cast<int>(i) + 1);
   }
   return out;
-}
-
-std::vector<int> Inputs(const batching::SessionOptions& o) {
-  std::vector<int> in;
-  for (size_t i = 0; i < o.streams.size(); ++i) {
-    if (!o.streams[i].output) in.push_back(static_cast<int>(i) + 1);
-  }
-  return in;
 }
 
 // Waits until the executor ran `steps` more steps, or none ran for 2 ms
@@ -432,13 +424,13 @@ void RunOne(FuzzedDataProvider& in) {
         case 2:
         case 3: {  // input, with or without generation
           if (target == nullptr) break;
-          const std::vector<int> inputs = Inputs(target->options);
+          const std::vector<int> inputs = Streams(target->options, false);
           batching::SessionInput input;
           input.input_id = absl::StrCat("in", next_input++);
           input.stream =
               inputs[in.ConsumeIntegralInRange<size_t>(0, inputs.size() - 1)];
           input.tokens = Tokens(in, 10, vocab);
-          for (int s : Outputs(target->options)) {
+          for (int s : Streams(target->options, true)) {
             if (op != 3 && in.ConsumeBool()) input.generate_on.push_back(s);
           }
           target->inputs.push_back(input);
@@ -447,7 +439,7 @@ void RunOne(FuzzedDataProvider& in) {
         }
         case 4: {  // interrupt an output stream
           if (target == nullptr) break;
-          const std::vector<int> outputs = Outputs(target->options);
+          const std::vector<int> outputs = Streams(target->options, true);
           engine.SessionInterrupt(target->handle,
                                   outputs[in.ConsumeIntegralInRange<size_t>(
                                       0, outputs.size() - 1)]);
