@@ -5,14 +5,14 @@
 #              GGUF; ADDR=host:port and HTTP_ADDR=host:port listen elsewhere,
 #              HTTP_ADDR= turns HTTP off; ARGS="..." passes braidd flags)
 #   make test  build and run every test; the last line is "N passed, N failed"
-# and, not part of make test: make test-asan / make test-tsan (the whole
+# and, not part of make test: make test-asan / test-ubsan / test-tsan (the whole
 # suite under that sanitizer; docs/TESTING.md)
 ADDR ?= 127.0.0.1:50051
 HTTP_ADDR ?= 127.0.0.1:8080
 MODEL ?= $(BRAID_MODEL)
 ARGS ?=
 
-.PHONY: run test setup build test-asan test-tsan
+.PHONY: run test setup build test-asan test-ubsan test-tsan
 
 setup:
 	@scripts/setup.sh
@@ -28,5 +28,5 @@ run: build
 test: setup
 	@scripts/test.sh
 
-test-asan test-tsan: setup
+test-asan test-ubsan test-tsan: setup
 	@scripts/sanitize.sh $(@:test-%=%)
