@@ -243,18 +243,26 @@ void Engine::RunStep() {
     return;
   }
   const absl::Time now = absl::Now();
-  std::vector<Sampler*> samplers;
-  samplers.reserve(plan.sequences.size());
+  StartStep(plan, now);
+  absl::StatusOr<StepOutput> output = executor_->Execute(plan);
+  EndStep(plan, now);
+  if (!output.ok()) {
+    FailStep(plan, output.status());
+    return;
+  }
+  ApplyStep(plan, *output, now);
+}
+
+void Engine::StartStep(StepPlan& plan, absl::Time now) {
   int64_t started = 0, started_tokens = 0;
   for (ScheduledSequence& s : plan.sequences) {
     if (auto it = sessions_.find(s.request_id); it != sessions_.end()) {
-      samplers.push_back(nullptr);
       for (SamplePoint& p : s.samples)
         p.sampler = it->second->sampler(p.stream);
       continue;
     }
     Active& a = *active_.at(s.request_id);
-    samplers.push_back(&a.sampler);
+    for (SamplePoint& p : s.samples) p.sampler = &a.sampler;
     if (a.waiting) {
       a.waiting = false;
       a.first_scheduled = now;
@@ -262,16 +270,15 @@ void Engine::RunStep() {
       started_tokens += static_cast<int64_t>(a.request.prompt.size());
     }
   }
-  {
-    absl::MutexLock lock(&mu_);
-    stats_.waiting -= static_cast<int>(started);
-    stats_.waiting_tokens -= started_tokens;
-    stats_.step_started = now;
-  }
-  absl::StatusOr<StepOutput> output =
-      executor_->Execute(plan, absl::MakeConstSpan(samplers));
-  DebugDelay(now);
-  const absl::Duration took = absl::Now() - now;
+  absl::MutexLock lock(&mu_);
+  stats_.waiting -= static_cast<int>(started);
+  stats_.waiting_tokens -= started_tokens;
+  stats_.step_started = now;
+}
+
+void Engine::EndStep(const StepPlan& plan, absl::Time start) {
+  DebugDelay(start);
+  const absl::Duration took = absl::Now() - start;
   {
     absl::MutexLock lock(&mu_);
     stats_.busy += took;
@@ -284,46 +291,54 @@ void Engine::RunStep() {
   }
   RecordStep(plan, decode_tokens, prefill_tokens, took);
   pacer_.Observe(decode_tokens, prefill_tokens, absl::ToDoubleSeconds(took));
-  if (!output.ok()) {
-    // A failed step fails its requests only; the others go on.
-    const absl::Status error = absl::InternalError(
-        absl::StrCat("forward pass failed: ", output.status().message()));
-    for (const ScheduledSequence& s : plan.sequences) {
-      if (auto it = sessions_.find(s.request_id); it != sessions_.end()) {
-        FinishSession(*it->second, error);
-      } else {
-        Finish(*active_.at(s.request_id), FinishReason::kNone, error);
-      }
+}
+
+void Engine::FailStep(const StepPlan& plan, const absl::Status& status) {
+  const absl::Status error = absl::InternalError(
+      absl::StrCat("forward pass failed: ", status.message()));
+  for (const ScheduledSequence& s : plan.sequences) {
+    if (auto it = sessions_.find(s.request_id); it != sessions_.end()) {
+      FinishSession(*it->second, error);
+    } else {
+      Finish(*active_.at(s.request_id), FinishReason::kNone, error);
     }
-    return;
   }
+}
+
+void Engine::ApplyStep(const StepPlan& plan, StepOutput& output,
+                       absl::Time now) {
   // Thinking: a spent reasoning budget forces the end marker in place of
-  // the sampled token, before the scheduler appends it.
+  // the sampled token, before the scheduler appends it. (A session's
+  // streams have gates of their own, Session::OnStep.)
   std::vector<ReasoningGate::Decision> decisions(plan.sequences.size());
+  std::vector<Session*> sessions(plan.sequences.size(), nullptr);
   for (size_t i = 0; i < plan.sequences.size(); ++i) {
-    if (!plan.sequences[i].sample) continue;
-    decisions[i] = active_.at(plan.sequences[i].request_id)
-                       ->gate.Next(output->tokens[i].token_id);
-    if (decisions[i].forced) {
-      output->tokens[i].token_id = decisions[i].token;
-      output->tokens[i].logprob = 0;
-      output->tokens[i].top.clear();
-    }
-  }
-  scheduler_.Update(plan, *output);
-  for (size_t i = 0; i < plan.sequences.size(); ++i) {
-    const ScheduledSequence& s = plan.sequences[i];
-    if (!s.samples.empty() && i < output->stream_tokens.size()) {
-      auto it = sessions_.find(s.request_id);
-      if (it != sessions_.end()) {
-        it->second->OnStep(s, output->stream_tokens[i], scheduler_);
-        it->second->Touch(now);
-      }
+    const uint64_t id = plan.sequences[i].request_id;
+    if (auto it = sessions_.find(id); it != sessions_.end()) {
+      sessions[i] = it->second.get();
       continue;
     }
-    if (!s.sample) continue;
-    OnToken(*active_.at(s.request_id), output->tokens[i],
-            decisions[i].reasoning);
+    if (output.tokens[i].empty()) continue;
+    SampledToken& t = output.tokens[i][0];
+    decisions[i] = active_.at(id)->gate.Next(t.token_id);
+    if (decisions[i].forced) {
+      t.token_id = decisions[i].token;
+      t.logprob = 0;
+      t.top.clear();
+    }
+  }
+  scheduler_.Update(plan, output);
+  for (size_t i = 0; i < plan.sequences.size(); ++i) {
+    const ScheduledSequence& s = plan.sequences[i];
+    if (sessions[i] != nullptr) {
+      if (!s.samples.empty()) {
+        sessions[i]->OnStep(s, output.tokens[i], scheduler_);
+        sessions[i]->Touch(now);
+      }
+    } else if (!output.tokens[i].empty()) {
+      OnToken(*active_.at(s.request_id), output.tokens[i][0],
+              decisions[i].reasoning);
+    }
   }
 }
 

@@ -195,7 +195,19 @@ class Engine {
   bool DrainInbox();
   // Ends the requests whose deadline has passed.
   void ExpireDeadlines();
+  // One step: plan, run, apply (or wait for work when nothing fits).
   void RunStep();
+  // Before the executor runs a step begun at `now`: each sample point gets
+  // its request's or stream's sampler; requests starting now stop counting
+  // as waiting.
+  void StartStep(StepPlan& plan, absl::Time now);
+  // After it ran: the debug delays, busy time, step metrics, the pacer.
+  void EndStep(const StepPlan& plan, absl::Time start);
+  // A failed step fails its requests only; the others go on.
+  void FailStep(const StepPlan& plan, const absl::Status& status);
+  // The sampled tokens: the reasoning budget's forced end markers, then the
+  // scheduler, the requests and the sessions.
+  void ApplyStep(const StepPlan& plan, StepOutput& output, absl::Time now);
   // Step metrics; the step's decode and prompt tokens come counted.
   void RecordStep(const StepPlan& plan, int decode_tokens, int prefill_tokens,
                   absl::Duration duration);

@@ -1,5 +1,5 @@
-// Runs a StepPlan: one forward pass over every scheduled sequence, then
-// sampling for the sequences that asked for a token.
+// Runs a StepPlan: one forward pass over every scheduled sequence, then a
+// token for each of its sample points (each with its own sampler).
 //
 // Implementations: ModelExecutor (batching/model_executor.h, the Llama model
 // over the paged KV pool) and testing::FakeExecutor (scripted logits). Owned
@@ -18,11 +18,9 @@ class Executor {
  public:
   virtual ~Executor() = default;
 
-  // `samplers[i]` belongs to plan.sequences[i]'s request (never null where
-  // `sample` is set). On error nothing was sampled; the engine fails the
-  // step's requests.
-  virtual absl::StatusOr<StepOutput> Execute(
-      const StepPlan& plan, absl::Span<Sampler* const> samplers) = 0;
+  // Every sample point's `sampler` is set. On error nothing was sampled;
+  // the engine fails the step's requests.
+  virtual absl::StatusOr<StepOutput> Execute(const StepPlan& plan) = 0;
 
   // Size of one logits row.
   virtual int vocab_size() const = 0;

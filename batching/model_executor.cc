@@ -9,19 +9,20 @@ ModelExecutor::ModelExecutor(model::Model* model, int block_size,
                              int num_blocks)
     : model_(model), kv_(model->NewKvCache(block_size, num_blocks)) {}
 
-// A session's entries are cut into runs of one stream each, every run its own
-// BatchSequence over the session's block table: run k starts at context
+// A sequence's entries are cut into runs of one stream each, every run its
+// own BatchSequence over the sequence's block table: run k starts at context
 // index num_cached + (its offset), so it sees the entries of the runs before
 // it (computed earlier in entry order) and the kernel masks the rest by the
-// visibility rule. A lockstep decode step of K streams thus becomes K
-// one-token sequences, each on the kernel of an ordinary decode step.
-void ModelExecutor::AddSession(const ScheduledSequence& s,
-                               std::vector<int>* sample_rows, int* rows) {
+// visibility rule. A single-stream request is one run; a session's lockstep
+// decode step of K streams becomes K one-token sequences, each on the kernel
+// of a single-stream decode step.
+void ModelExecutor::AddSequence(const ScheduledSequence& s,
+                                std::vector<int>* sample_rows, int* rows) {
   const int n = static_cast<int>(s.tokens.size());
   for (int a = 0; a < n;) {
-    const int32_t stream = s.meta[a].stream;
+    const int32_t stream = s.tag(a).stream;
     int b = a + 1;
-    while (b < n && s.meta[b].stream == stream) ++b;
+    while (b < n && s.tag(b).stream == stream) ++b;
     model::BatchSequence seq;
     seq.first_token = static_cast<int>(batch_.tokens.size());
     seq.num_tokens = b - a;
@@ -50,46 +51,26 @@ void ModelExecutor::AddSession(const ScheduledSequence& s,
       *rows += 1;
     }
     for (int i = a; i < b; ++i) {
+      const EntryTag t = s.tag(i);
       batch_.tokens.push_back(s.tokens[i]);
-      batch_.meta.push_back({s.meta[i].stream, s.meta[i].y});
+      batch_.meta.push_back({t.stream, t.y});
     }
     batch_.sequences.push_back(std::move(seq));
     a = b;
   }
 }
 
-absl::StatusOr<StepOutput> ModelExecutor::Execute(
-    const StepPlan& plan, absl::Span<Sampler* const> samplers) {
+absl::StatusOr<StepOutput> ModelExecutor::Execute(const StepPlan& plan) {
   batch_.tokens.clear();
   batch_.meta.clear();
   batch_.sequences.clear();
-  // Logits row of each ordinary sequence's sample, and of each session
-  // sample point.
-  std::vector<int> seq_rows(plan.sequences.size(), -1);
+  // The logits row of each sample point.
   std::vector<std::vector<int>> sample_rows(plan.sequences.size());
   int rows = 0;
   for (size_t i = 0; i < plan.sequences.size(); ++i) {
     const ScheduledSequence& s = plan.sequences[i];
-    if (!s.meta.empty()) {
-      sample_rows[i].assign(s.samples.size(), -1);
-      AddSession(s, &sample_rows[i], &rows);
-      continue;
-    }
-    model::BatchSequence seq;
-    seq.first_token = static_cast<int>(batch_.tokens.size());
-    seq.num_tokens = static_cast<int>(s.tokens.size());
-    seq.num_cached = s.num_cached;
-    seq.block_table = s.block_table;
-    seq.logits = s.sample ? model::BatchSequence::Logits::kLast
-                          : model::BatchSequence::Logits::kNone;
-    seq.kernel_tokens = s.kernel_tokens;
-    if (s.sample) seq_rows[i] = rows++;
-    batch_.sequences.push_back(std::move(seq));
-    // Single-stream requests: stream 0, y = context index.
-    for (size_t j = 0; j < s.tokens.size(); ++j) {
-      batch_.tokens.push_back(s.tokens[j]);
-      batch_.meta.push_back({0, s.num_cached + static_cast<int32_t>(j)});
-    }
+    sample_rows[i].assign(s.samples.size(), -1);
+    AddSequence(s, &sample_rows[i], &rows);
   }
   if (absl::Status st = model_->Forward(batch_, *kv_, &logits_); !st.ok()) {
     return st;
@@ -97,19 +78,13 @@ absl::StatusOr<StepOutput> ModelExecutor::Execute(
   const int n_vocab = vocab_size();
   StepOutput out;
   out.tokens.resize(plan.sequences.size());
-  out.stream_tokens.resize(plan.sequences.size());
   for (size_t i = 0; i < plan.sequences.size(); ++i) {
     const ScheduledSequence& s = plan.sequences[i];
-    if (seq_rows[i] >= 0) {
-      absl::Span<float> logits(logits_.data() + int64_t{seq_rows[i]} * n_vocab,
-                               n_vocab);
-      out.tokens[i] = samplers[i]->Sample(logits);
-    }
     for (size_t j = 0; j < s.samples.size(); ++j) {
       // Branches may share a row: it stays as it is (the sampler copies it
       // only for penalties).
       const float* row = logits_.data() + int64_t{sample_rows[i][j]} * n_vocab;
-      out.stream_tokens[i].push_back(s.samples[j].sampler->Sample(
+      out.tokens[i].push_back(s.samples[j].sampler->Sample(
           absl::MakeConstSpan(row, n_vocab), &row_scratch_));
     }
   }

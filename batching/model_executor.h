@@ -21,15 +21,14 @@ class ModelExecutor : public Executor {
  public:
   ModelExecutor(model::Model* model, int block_size, int num_blocks);
 
-  absl::StatusOr<StepOutput> Execute(
-      const StepPlan& plan, absl::Span<Sampler* const> samplers) override;
+  absl::StatusOr<StepOutput> Execute(const StepPlan& plan) override;
   int vocab_size() const override { return model_->info().n_vocab; }
 
   const model::KvCache& kv_cache() const { return *kv_; }
 
  private:
-  void AddSession(const ScheduledSequence& s, std::vector<int>* sample_rows,
-                  int* rows);
+  void AddSequence(const ScheduledSequence& s, std::vector<int>* sample_rows,
+                   int* rows);
 
   model::Model* const model_;
   const std::unique_ptr<model::KvCache> kv_;

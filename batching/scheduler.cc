@@ -251,7 +251,7 @@ StepPlan Scheduler::Schedule() {
       }
       continue;
     }
-    s.sample = r.remaining() == 0;
+    if (r.remaining() == 0) s.samples.push_back({r.num_planned - 1, 0});
     // A chunk of prompt tokens gets the attention kernels of the whole
     // prompt (model::BatchSequence::kernel_tokens), so its bits do not
     // depend on how the prompt was chunked.
@@ -487,8 +487,9 @@ void Scheduler::Update(const StepPlan& plan, const StepOutput& output) {
               r.sample_points.begin(), r.sample_points.end(),
               [&r](const SamplePoint& p) { return p.index < r.num_computed; }),
           r.sample_points.end());
-    } else if (s.sample && i < output.tokens.size()) {
-      const int32_t token = output.tokens[i].token_id;
+    } else if (!s.samples.empty() && i < output.tokens.size() &&
+               !output.tokens[i].empty()) {
+      const int32_t token = output.tokens[i][0].token_id;
       r.tokens.push_back(token);
       if (token == options_.think_start_id) r.thinking = true;
       if (token == options_.think_end_id) r.thinking = false;

@@ -49,10 +49,11 @@ class Harness {
       const std::string& name = names_.at(s.request_id);
       kernel_tokens_[name] = s.kernel_tokens;
       parts.push_back(absl::StrCat(name, ":", QueueName(s.queue), "+",
-                                   s.tokens.size(), s.sample ? "*" : ""));
+                                   s.tokens.size(),
+                                   s.samples.empty() ? "" : "*"));
       SampledToken t;
       t.token_id = next.count(name) ? next.at(name) : 7;
-      out.tokens.push_back(t);
+      out.tokens.push_back({t});
     }
     std::string text = absl::StrJoin(parts, " ");
     if (!plan.preempted.empty()) {

@@ -37,7 +37,6 @@ TEST(SessionSchedulerTest, PrefixThenLockstepDecode) {
   EXPECT_EQ(p.sequences[0].sees[1], std::vector<int32_t>{0});
   StepOutput out;
   out.tokens.resize(1);
-  out.stream_tokens.resize(1);
   s.Update(p, out);
   EXPECT_EQ(s.num_computed_tokens(7), 5);
   // Both branches write at y = 5: two entries, both sampled in one step.
@@ -72,7 +71,6 @@ TEST(SessionSchedulerTest, KernelsFollowTheAppendNotTheChunk) {
   s.AddSession(1, {1, 2, 3, 4, 5}, Tags(0, 0, 5), {{}, {0}}, 0, "");
   StepOutput out;
   out.tokens.resize(1);
-  out.stream_tokens.resize(1);
   StepPlan p = s.Schedule();  // 3 of the 5-entry prefix
   ASSERT_EQ(p.sequences.size(), 1u);
   EXPECT_EQ(p.sequences[0].tokens.size(), 3u);
@@ -106,7 +104,6 @@ TEST(SessionSchedulerTest, SmallInputWhileWritingIsIoWork) {
   s.AddSession(7, {1, 2, 3, 4, 5}, Tags(0, 0, 5), {{}, {0}, {0}}, 0, "");
   StepOutput out;
   out.tokens.resize(1);
-  out.stream_tokens.resize(1);
   s.Update(s.Schedule(), out);
   // Idle: 9 entries of input are prompt work.
   s.AppendEntries(7, std::vector<int32_t>(9, 7), Tags(1, 5, 9));
@@ -136,7 +133,6 @@ TEST(SessionSchedulerTest, ChunkNeverSplitsTheSamplePoints) {
   StepPlan p = s.Schedule();
   StepOutput out;
   out.tokens.resize(1);
-  out.stream_tokens.resize(1);
   s.Update(p, out);
   // Input of 3, then two streams' points at entries 6 and 8 (after input).
   const int32_t toks[] = {5, 6, 7, 8, 9};
@@ -157,7 +153,6 @@ void RunAll(Scheduler& s) {
   for (StepPlan p = s.Schedule(); !p.empty(); p = s.Schedule()) {
     StepOutput out;
     out.tokens.resize(p.sequences.size());
-    out.stream_tokens.resize(p.sequences.size());
     s.Update(p, out);
   }
 }
@@ -252,7 +247,6 @@ TEST(SessionSchedulerTest, KeptBlocksAreEvictedForNewWork) {
     ASSERT_FALSE(p.empty());
     StepOutput out;
     out.tokens.resize(p.sequences.size());
-    out.stream_tokens.resize(p.sequences.size());
     s.Update(p, out);
   }
   EXPECT_EQ(s.stats().num_preemptions, 0);

@@ -21,10 +21,12 @@ struct EntryTag {
   int32_t y = 0;
 };
 
-// A session's sample: the logits of tokens[index] give the next token of
-// output stream `stream`. Several may read the same row (branches sampling
-// their first token from the shared prefix). `sampler` is filled by the
-// engine before Execute (the scheduler leaves it null).
+// A sample: the logits of tokens[index] (an index into the step's tokens)
+// give the next token of output stream `stream` (0 for a single-stream
+// request, which samples after its last known token). Several may read the
+// same row (a session's branches sampling their first token from the shared
+// prefix). `sampler` is filled by the engine before Execute (the scheduler
+// leaves it null).
 struct SamplePoint {
   int index = 0;
   int32_t stream = 0;
@@ -43,9 +45,6 @@ struct ScheduledSequence {
   // Blocks covering num_cached + tokens.size() entries, in order. Blocks
   // holding entries < num_cached may be shared with other sequences.
   std::vector<int32_t> block_table;
-  // True when this step computes the request's last known token, so its
-  // logits give the next token.
-  bool sample = false;
   // Prompt chunks: the prompt's size, which picks the attention kernels
   // (model::BatchSequence::kernel_tokens); recomputed output tokens: 1 (the
   // kernels they were decoded with); a session's recomputed entries: 1 or
@@ -53,17 +52,24 @@ struct ScheduledSequence {
   // session: each run's) own size.
   int kernel_tokens = 0;
 
-  // Sessions only (empty for ordinary requests, whose entries are stream 0
-  // at y = context index and whose last token is sampled by `sample`):
-  // `meta[i]` tags tokens[i]; `sees[s]` is sees(s) of stream s besides
-  // itself; `samples` the rows to sample, in lockstep for every active
-  // output stream. The executor computes each run of consecutive entries of
-  // one stream as its own model::BatchSequence over the shared block table,
-  // so a decode step of K streams is K one-token sequences (the same
-  // attention kernel as an ordinary decode step).
+  // The rows to sample: a single-stream request's last known token when
+  // this step computes it; a session's, in lockstep for every active output
+  // stream.
+  std::vector<SamplePoint> samples;
+
+  // Sessions only (empty for single-stream requests, whose entries are
+  // stream 0 at y = context index): `meta[i]` tags tokens[i]; `sees[s]` is
+  // sees(s) of stream s besides itself. The executor computes each run of
+  // consecutive entries of one stream as its own model::BatchSequence over
+  // the shared block table, so a decode step of K streams is K one-token
+  // sequences (the same attention kernel as a single-stream decode step).
   std::vector<EntryTag> meta;
   std::vector<std::vector<int32_t>> sees;
-  std::vector<SamplePoint> samples;
+
+  // Entry i's tag: meta[i], or stream 0 at y = its context index.
+  EntryTag tag(int i) const {
+    return meta.empty() ? EntryTag{0, num_cached + i} : meta[i];
+  }
 };
 
 struct StepPlan {
@@ -75,12 +81,10 @@ struct StepPlan {
   bool empty() const { return sequences.empty(); }
 };
 
-// The executor's answer, aligned with StepPlan::sequences: tokens[i] is the
-// token sampled for sequences[i] (meaningful only where `sample` is set).
+// The executor's answer, aligned with StepPlan::sequences: tokens[i][j] was
+// sampled for sequences[i].samples[j].
 struct StepOutput {
-  std::vector<SampledToken> tokens;
-  // Sessions: stream_tokens[i][j] was sampled for sequences[i].samples[j].
-  std::vector<std::vector<SampledToken>> stream_tokens;
+  std::vector<std::vector<SampledToken>> tokens;
 };
 
 }  // namespace braid::batching

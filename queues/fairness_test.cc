@@ -53,7 +53,7 @@ std::vector<std::string> ServeOrder(QueuePolicy policy,
     order.push_back(absl::StrJoin(served, "+"));
     s.Update(plan, out);
     for (const auto& seq : plan.sequences) {
-      if (seq.sample) s.Remove(seq.request_id);
+      if (!seq.samples.empty()) s.Remove(seq.request_id);
     }
   }
   return order;

@@ -52,8 +52,7 @@ int64_t FakeExecutor::num_tokens() const {
   return n;
 }
 
-absl::StatusOr<StepOutput> FakeExecutor::Execute(
-    const StepPlan& plan, absl::Span<Sampler* const> samplers) {
+absl::StatusOr<StepOutput> FakeExecutor::Execute(const StepPlan& plan) {
   Hook hook;
   int step;
   {
@@ -75,7 +74,6 @@ absl::StatusOr<StepOutput> FakeExecutor::Execute(
   }
   StepOutput out;
   out.tokens.resize(plan.sequences.size());
-  out.stream_tokens.resize(plan.sequences.size());
   std::vector<float> logits(vocab_size_);
   std::vector<int32_t> context;
   for (size_t i = 0; i < plan.sequences.size(); ++i) {
@@ -94,17 +92,12 @@ absl::StatusOr<StepOutput> FakeExecutor::Execute(
             kv_[s.block_table.at(e / block_size_)][e % block_size_]);
       }
     };
-    if (s.sample) {
-      read(end - 1);
-      script_(context, &logits);
-      out.tokens[i] = samplers[i]->Sample(absl::MakeSpan(logits));
-    }
-    // A session's sample points (indices into this step's tokens): each
-    // from the entries up to its own (every stream's, whatever it sees).
+    // Each sample point (an index into this step's tokens) from the
+    // entries up to its own (every stream's, whatever it sees).
     for (const SamplePoint& p : s.samples) {
       read(s.num_cached + p.index);
       script_(context, &logits);
-      out.stream_tokens[i].push_back(p.sampler->Sample(absl::MakeSpan(logits)));
+      out.tokens[i].push_back(p.sampler->Sample(absl::MakeSpan(logits)));
     }
   }
   return out;

@@ -32,8 +32,7 @@ class FakeExecutor : public Executor {
 
   FakeExecutor(int vocab_size, int block_size, Script script = nullptr);
 
-  absl::StatusOr<StepOutput> Execute(
-      const StepPlan& plan, absl::Span<Sampler* const> samplers) override;
+  absl::StatusOr<StepOutput> Execute(const StepPlan& plan) override;
   int vocab_size() const override { return vocab_size_; }
 
   // Makes the next Execute fail with `status` (once).
