@@ -111,12 +111,18 @@ absl::StatusOr<uint64_t> Engine::Submit(GenerationRequest request,
                      " tokens of KV cache but the whole pool holds ",
                      pool_tokens, " (--kv_budget_mb / --kv_budget_tokens)"));
   }
-  if (stats_.waiting >= options_.max_waiting_requests) {
+  // A request that a free batch slot starts at the next step does not
+  // wait: the bound counts the requests beyond the free slots (a burst at
+  // an idle engine is not refused while slots are free).
+  const int waiting =
+      stats_.waiting -
+      std::max(0, options_.scheduler.max_num_seqs - stats_.running);
+  if (waiting >= options_.max_waiting_requests) {
     reject(metrics::Rejection::kWaitingRequests);
-    return absl::ResourceExhaustedError(
-        absl::StrCat("waiting queue is full: ", stats_.waiting,
-                     " requests are waiting (--max_waiting_requests=",
-                     options_.max_waiting_requests, "); retry later"));
+    return absl::ResourceExhaustedError(absl::StrCat(
+        "waiting queue is full: ", waiting,
+        " requests are waiting for a batch slot (--max_waiting_requests=",
+        options_.max_waiting_requests, "); retry later"));
   }
   if (stats_.waiting_tokens + prompt_tokens > options_.max_waiting_tokens) {
     reject(metrics::Rejection::kWaitingTokens);
@@ -273,6 +279,7 @@ void Engine::StartStep(StepPlan& plan, absl::Time now) {
   absl::MutexLock lock(&mu_);
   stats_.waiting -= static_cast<int>(started);
   stats_.waiting_tokens -= started_tokens;
+  stats_.running = scheduler_.num_running();  // with them, for Submit
   stats_.step_started = now;
 }
 

@@ -203,6 +203,7 @@ TEST_F(EngineTest, AdmissionControlNamesTheBound) {
   FakeExecutor executor(tokenizer_->vocab_size(), 4);
   executor.Hold();  // nothing starts
   EngineOptions o = Options();
+  o.scheduler.max_num_seqs = 1;  // once the first starts, no slot is free
   o.max_waiting_requests = 3;
   o.max_waiting_tokens = 50;
   auto engine = MakeEngine(&executor, o);
@@ -232,6 +233,36 @@ TEST_F(EngineTest, AdmissionControlNamesTheBound) {
   EXPECT_EQ(huge.status().code(), absl::StatusCode::kResourceExhausted);
   EXPECT_NE(huge.status().message().find("pool"), std::string::npos);
   executor.Release();
+}
+
+// The waiting bound counts the requests beyond the free batch slots: a
+// burst that free slots will start at the next step is not refused.
+TEST_F(EngineTest, RequestsForFreeSlotsDoNotCountAsWaiting) {
+  FakeExecutor executor(tokenizer_->vocab_size(), 4);
+  executor.Hold();  // the first step never ends
+  EngineOptions o = Options();
+  o.scheduler.max_num_seqs = 4;
+  o.max_waiting_requests = 1;
+  auto engine = MakeEngine(&executor, o);
+  std::vector<std::shared_ptr<RecordingSink>> sinks;
+  auto submit = [&]() {
+    sinks.push_back(std::make_shared<RecordingSink>());
+    return engine->Submit(Request(4, 2), sinks.back());
+  };
+  ASSERT_TRUE(submit().ok());
+  while (engine->Stats().waiting > 0) absl::SleepFor(absl::Milliseconds(1));
+  // One slot taken, three free: three requests for them and one waiting.
+  for (int i = 0; i < 4; ++i) EXPECT_TRUE(submit().ok()) << i;
+  auto refused = submit();
+  EXPECT_EQ(refused.status().code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_NE(refused.status().message().find("--max_waiting_requests"),
+            std::string::npos)
+      << refused.status();
+  executor.Release();
+  for (int i = 0; i < 5; ++i) {
+    EXPECT_EQ(sinks[i]->WaitFinal().finish_reason, FinishReason::kLength);
+  }
+  ExpectIdle(*engine);
 }
 
 // When the pool runs out, the lower-priority request is the one preempted,

@@ -173,6 +173,7 @@ class Scheduler {
   QueueKind queue(uint64_t id) const;
 
   SchedulerStats stats() const;
+  int num_running() const { return num_running_; }  // holding KV blocks
   const SchedulerOptions& options() const { return options_; }
 
  private:

@@ -57,7 +57,9 @@ ABSL_FLAG(int, max_num_seqs, 64,
           "Sequences per engine step, and requests holding KV blocks at once.");
 ABSL_FLAG(int, max_running, 0, "Deprecated alias of --max_num_seqs.");
 ABSL_FLAG(int, max_waiting_requests, 256,
-          "Requests that may wait to start; beyond it RESOURCE_EXHAUSTED.");
+          "Requests that may wait for a batch slot (requests that free "
+          "slots start at the next step do not count); beyond it "
+          "RESOURCE_EXHAUSTED.");
 ABSL_FLAG(
     int64_t, max_waiting_tokens, 262144,
     "Prompt tokens that may wait to start; beyond it RESOURCE_EXHAUSTED.");
