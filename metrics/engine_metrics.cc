@@ -91,6 +91,12 @@ const char* QueueLabel(Queue queue) {
 }
 
 EngineMetrics::EngineMetrics(prometheus::Registry& r) {
+  RegisterSteps(r);
+  RegisterRequests(r);
+  RegisterGauges(r);
+}
+
+void EngineMetrics::RegisterSteps(prometheus::Registry& r) {
   auto& steps =
       prometheus::BuildHistogram()
           .Name("braid_engine_step_duration_seconds")
@@ -110,6 +116,9 @@ EngineMetrics::EngineMetrics(prometheus::Registry& r) {
       r, "braid_engine_step_tokens",
       "Tokens computed in one engine step (decode tokens plus prefill chunks).",
       PowersOfTwo(16384));
+}
+
+void EngineMetrics::RegisterRequests(prometheus::Registry& r) {
   auto& itl = prometheus::BuildHistogram()
                   .Name("braid_inter_token_latency_seconds")
                   .Help(
@@ -164,6 +173,9 @@ EngineMetrics::EngineMetrics(prometheus::Registry& r) {
   for (int j = 0; j < kNumRejections; ++j) {
     rejections_[j] = &rejected.Add({{"bound", RejectionLabel(j)}});
   }
+}
+
+void EngineMetrics::RegisterGauges(prometheus::Registry& r) {
   auto& running = prometheus::BuildGauge()
                       .Name("braid_requests_running")
                       .Help(

@@ -95,6 +95,11 @@ class EngineMetrics {
   void SetGauges(const EngineGauges& gauges);
 
  private:
+  // The constructor's parts: step, per-request and gauge families.
+  void RegisterSteps(prometheus::Registry& r);
+  void RegisterRequests(prometheus::Registry& r);
+  void RegisterGauges(prometheus::Registry& r);
+
   // Per-label-value children, resolved once (Family::Add takes a lock).
   std::array<prometheus::Histogram*, 3> step_seconds_;
   prometheus::Histogram* step_sequences_;

@@ -8,6 +8,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_replace.h"
 #include "model/tokenizer/unicode.h"
+#include "util/status_macros.h"
 
 namespace braid::model {
 namespace {
@@ -92,14 +93,10 @@ struct BigramAfter {
 Tokenizer::Tokenizer(std::unique_ptr<PreTokenizer> pre_tokenizer)
     : pre_tokenizer_(std::move(pre_tokenizer)) {}
 
-absl::StatusOr<std::unique_ptr<Tokenizer>> Tokenizer::Create(
-    TokenizerData data) {
-  const bool spm = data.model == "llama";
-  if (data.model != "gpt2" && !spm) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "unsupported tokenizer model '", data.model,
-        "' (braid reads gpt2 byte-level BPE and llama SentencePiece)"));
-  }
+namespace {
+
+// What Create needs of the data before it builds anything.
+absl::Status CheckData(const TokenizerData& data, bool spm) {
   const size_t n = data.tokens.size();
   if (n == 0) return absl::InvalidArgumentError("empty vocabulary");
   if (!data.token_types.empty() && data.token_types.size() != n) {
@@ -111,18 +108,30 @@ absl::StatusOr<std::unique_ptr<Tokenizer>> Tokenizer::Create(
        {std::pair{data.bos_id, "bos"}, std::pair{data.eos_id, "eos"},
         std::pair{data.unk_id, "unk"}, std::pair{data.pad_id, "pad"},
         std::pair{data.eot_id, "eot"}}) {
-    if (absl::Status s = CheckId(id, n, what); !s.ok()) return s;
+    BRAID_RETURN_IF_ERROR(CheckId(id, n, what));
   }
   if (spm && !data.scores.empty() && data.scores.size() != n) {
     return absl::InvalidArgumentError(absl::StrCat(
         "scores has ", data.scores.size(), " entries for ", n, " tokens"));
   }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<Tokenizer>> Tokenizer::Create(
+    TokenizerData data) {
+  const bool spm = data.model == "llama";
+  if (data.model != "gpt2" && !spm) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "unsupported tokenizer model '", data.model,
+        "' (braid reads gpt2 byte-level BPE and llama SentencePiece)"));
+  }
+  BRAID_RETURN_IF_ERROR(CheckData(data, spm));
+  const size_t n = data.tokens.size();
   std::unique_ptr<PreTokenizer> pre_tokenizer;
   if (!spm) {
-    absl::StatusOr<std::unique_ptr<PreTokenizer>> pre =
-        PreTokenizer::Create(data.pre);
-    if (!pre.ok()) return pre.status();
-    pre_tokenizer = *std::move(pre);
+    BRAID_ASSIGN_OR_RETURN(pre_tokenizer, PreTokenizer::Create(data.pre));
   }
 
   auto tok =
@@ -147,60 +156,69 @@ absl::StatusOr<std::unique_ptr<Tokenizer>> Tokenizer::Create(
   for (size_t id = 0; id < n; ++id) {
     tok->token_ids_[tok->tokens_[id]] = static_cast<int32_t>(id);  // Last wins.
   }
+  BRAID_RETURN_IF_ERROR(tok->IndexMerges(data.merges));
+  tok->FindEndTokens();
+  tok->IndexTokenBytes();
+  return tok;
+}
 
-  tok->merge_ranks_.reserve(data.merges.size());
-  for (size_t rank = 0; rank < data.merges.size(); ++rank) {
-    const std::string& merge = data.merges[rank];
+absl::Status Tokenizer::IndexMerges(const std::vector<std::string>& merges) {
+  merge_ranks_.reserve(merges.size());
+  for (size_t rank = 0; rank < merges.size(); ++rank) {
+    const std::string& merge = merges[rank];
     const size_t space = merge.find(' ', 1);
     if (space == std::string::npos || space + 1 >= merge.size()) {
       return absl::InvalidArgumentError(
           absl::StrCat("malformed merge ", rank, ": '", merge, "'"));
     }
-    tok->merge_ranks_.try_emplace(merge, static_cast<int>(rank));
+    merge_ranks_.try_emplace(merge, static_cast<int>(rank));
   }
+  return absl::OkStatus();
+}
 
-  // End-of-turn / end-of-generation detection by text, as llama.cpp does.
+// End-of-turn / end-of-generation detection by text, as llama.cpp does.
+void Tokenizer::FindEndTokens() {
   for (std::string_view text : kEotTexts) {
-    if (tok->eot_id_ != kNoToken) break;
-    if (auto id = tok->token_ids_.find(AsAbsl(text));
-        id != tok->token_ids_.end()) {
-      tok->eot_id_ = id->second;
-      tok->token_types_[id->second] = TokenType::kControl;
+    if (eot_id_ != kNoToken) break;
+    if (auto id = token_ids_.find(AsAbsl(text)); id != token_ids_.end()) {
+      eot_id_ = id->second;
+      token_types_[id->second] = TokenType::kControl;
     }
   }
   for (std::string_view text : kEogTexts) {
-    if (auto id = tok->token_ids_.find(AsAbsl(text));
-        id != tok->token_ids_.end()) {
-      tok->end_of_generation_.push_back(id->second);
-      tok->token_types_[id->second] = TokenType::kControl;
+    if (auto id = token_ids_.find(AsAbsl(text)); id != token_ids_.end()) {
+      end_of_generation_.push_back(id->second);
+      token_types_[id->second] = TokenType::kControl;
     }
   }
-  for (int32_t id : {tok->eos_id_, tok->eot_id_}) {
-    if (id != kNoToken) tok->end_of_generation_.push_back(id);
+  for (int32_t id : {eos_id_, eot_id_}) {
+    if (id != kNoToken) end_of_generation_.push_back(id);
   }
+}
 
-  tok->token_bytes_.resize(n);
-  std::fill(std::begin(tok->byte_ids_), std::end(tok->byte_ids_), kNoToken);
+void Tokenizer::IndexTokenBytes() {
+  const size_t n = tokens_.size();
+  token_bytes_.resize(n);
+  std::fill(std::begin(byte_ids_), std::end(byte_ids_), kNoToken);
   for (size_t id = 0; id < n; ++id) {
-    const std::string& text = tok->tokens_[id];
-    if (IsSpecialType(tok->token_types_[id])) {
-      tok->special_tokens_.push_back(static_cast<int32_t>(id));
-      tok->token_bytes_[id] = text;
-    } else if (!spm) {
-      tok->token_bytes_[id] = ByteLevelToBytes(text);
-    } else if (int byte; tok->token_types_[id] == TokenType::kByte &&
+    const std::string& text = tokens_[id];
+    if (IsSpecialType(token_types_[id])) {
+      special_tokens_.push_back(static_cast<int32_t>(id));
+      token_bytes_[id] = text;
+    } else if (!spm_) {
+      token_bytes_[id] = ByteLevelToBytes(text);
+    } else if (int byte; token_types_[id] == TokenType::kByte &&
                          (byte = SpmByte(text)) >= 0) {
-      tok->token_bytes_[id] = std::string(1, static_cast<char>(byte));
-      tok->byte_ids_[byte] = static_cast<int32_t>(id);
+      token_bytes_[id] = std::string(1, static_cast<char>(byte));
+      byte_ids_[byte] = static_cast<int32_t>(id);
     } else {
-      tok->token_bytes_[id] = absl::StrReplaceAll(text, {{kSpmSpace, " "}});
+      token_bytes_[id] = absl::StrReplaceAll(text, {{kSpmSpace, " "}});
     }
   }
-  std::stable_sort(tok->special_tokens_.begin(), tok->special_tokens_.end(),
+  std::stable_sort(special_tokens_.begin(), special_tokens_.end(),
                    [&](int32_t a, int32_t b) {
-                     return tok->tokens_[a].size() > tok->tokens_[b].size();
+                     return tokens_[a].size() > tokens_[b].size();
                    });
-  return tok;
 }
 
 // Design note: the special-token partition follows llama.cpp's

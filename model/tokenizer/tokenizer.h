@@ -86,6 +86,11 @@ class Tokenizer {
 
  private:
   explicit Tokenizer(std::unique_ptr<PreTokenizer> pre_tokenizer);
+  // Create's parts, after the data is checked: the merge ranks, the end
+  // tokens found by text, each token's bytes and the special tokens.
+  absl::Status IndexMerges(const std::vector<std::string>& merges);
+  void FindEndTokens();
+  void IndexTokenBytes();
 
   // Steps 2-3 of the pipeline for one raw-text fragment.
   void EncodeFragment(std::string_view text, std::vector<int32_t>* out) const;
