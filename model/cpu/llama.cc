@@ -231,30 +231,6 @@ void LlamaModel::RunQkv(int il, int n, const KvView& kv, const Exec& exec,
   const bool slides = c.Slides(il);
   const float* rope_cs = slides && !s.rope_cs_swa.empty() ? s.rope_cs_swa.data()
                                                           : s.rope_cs.data();
-  // The epilogue of Q's or K's rows [a, b) (whole heads when whole_heads):
-  // bias, per-head norm, RoPE, and for Q the scale (q_scale).
-  auto qk_epilogue = [&](float* out, int64_t ld, int64_t a, int64_t b,
-                         const std::vector<float>& bias,
-                         const std::vector<float>& norm, float scale) {
-    for (int t = 0; t < n; ++t) {
-      float* row = out + t * ld;
-      if (!bias.empty()) k::AddInPlace(row + a, bias.data() + a, b - a);
-      if (!norm.empty()) {
-        k::RmsNorm(row + a, norm.data(), (b - a) / hd, hd, c.rms_eps, row + a);
-      }
-    }
-    if (c.traits.rope == ArchTraits::Rope::kNeox) {
-      k::RopeApplyNeox(out, n, ld, a, b, hd, c.n_rot, rope_cs);
-    } else {
-      k::RopeApply(out, n, ld, a, b, hd, c.n_rot, rope_cs);
-    }
-    if (scale > 0) {
-      for (int t = 0; t < n; ++t) {
-        float* row = out + t * ld;
-        for (int64_t i = a; i < b; ++i) row[i] *= scale;
-      }
-    }
-  };
   const int64_t units = (q_dim + 2 * kv_dim) / unit;
   auto qkv_rows = [&](int64_t u0, int64_t u1, int64_t share_end) {
     const int64_t r0 = u0 * unit, r1 = u1 * unit, r_end = share_end * unit;
@@ -272,7 +248,8 @@ void LlamaModel::RunQkv(int il, int n, const KvView& kv, const Exec& exec,
     };
     if (const auto [a, b, e] = part(0, q_dim); a < b) {
       k::MatMulRows(l.wq, in[0], a, b, s.q.data(), q_dim, false, e);
-      qk_epilogue(s.q.data(), q_dim, a, b, l.bq, l.q_norm, c.q_scale);
+      QkEpilogue(s.q.data(), q_dim, n, a, b, l.bq, l.q_norm, c.q_scale,
+                 rope_cs);
     }
     for (const bool is_k : {true, false}) {
       const auto [a, b, e] = part(is_k ? q_dim : q_dim + kv_dim, kv_dim);
@@ -281,7 +258,7 @@ void LlamaModel::RunQkv(int il, int n, const KvView& kv, const Exec& exec,
       k::MatMulRows(is_k ? l.wk : l.wv, in[is_k ? 1 : 2], a, b, out, kv_dim,
                     false, e);
       if (is_k) {
-        qk_epilogue(out, kv_dim, a, b, l.bk, l.k_norm, 0.0f);
+        QkEpilogue(out, kv_dim, n, a, b, l.bk, l.k_norm, 0.0f, rope_cs);
       } else if (!l.bv.empty()) {
         for (int t = 0; t < n; ++t) {
           k::AddInPlace(out + t * kv_dim + a, l.bv.data() + a, b - a);
@@ -296,6 +273,32 @@ void LlamaModel::RunQkv(int il, int n, const KvView& kv, const Exec& exec,
   };
   pool.ParallelRanges(units, k::kMatMulRunRows / unit, qkv_rows);
   clock.Mark(kQkv);
+}
+
+void LlamaModel::QkEpilogue(float* out, int64_t ld, int n, int64_t a, int64_t b,
+                            const std::vector<float>& bias,
+                            const std::vector<float>& norm, float scale,
+                            const float* rope_cs) const {
+  const LlamaConfig& c = config_;
+  const int64_t hd = c.head_dim;
+  for (int t = 0; t < n; ++t) {
+    float* row = out + t * ld;
+    if (!bias.empty()) k::AddInPlace(row + a, bias.data() + a, b - a);
+    if (!norm.empty()) {
+      k::RmsNorm(row + a, norm.data(), (b - a) / hd, hd, c.rms_eps, row + a);
+    }
+  }
+  if (c.traits.rope == ArchTraits::Rope::kNeox) {
+    k::RopeApplyNeox(out, n, ld, a, b, hd, c.n_rot, rope_cs);
+  } else {
+    k::RopeApply(out, n, ld, a, b, hd, c.n_rot, rope_cs);
+  }
+  if (scale > 0) {
+    for (int t = 0; t < n; ++t) {
+      float* row = out + t * ld;
+      for (int64_t i = a; i < b; ++i) row[i] *= scale;
+    }
+  }
 }
 
 // Attention over the paged cache, then the O projection into the residual.

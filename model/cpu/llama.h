@@ -255,6 +255,13 @@ class LlamaModel : public Model {
   // RunLayer's three sections, in order.
   void RunQkv(int il, int n, const KvView& kv, const Exec& exec,
               SectionClock& clock);
+  // The epilogue of n tokens' Q or K rows [a, b) (whole heads where the
+  // rope or the per-head norms need them) in `out` (row stride ld): bias,
+  // per-head norm, RoPE with `rope_cs`, and the scale when > 0 (Q).
+  void QkEpilogue(float* out, int64_t ld, int n, int64_t a, int64_t b,
+                  const std::vector<float>& bias,
+                  const std::vector<float>& norm, float scale,
+                  const float* rope_cs) const;
   void RunAttentionOut(int il, const KvEntryMeta* meta, int n, const KvView& kv,
                        const Exec& exec, SectionClock& clock);
   void RunFfn(int il, int n, const Exec& exec, SectionClock& clock);
