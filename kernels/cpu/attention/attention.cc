@@ -356,6 +356,84 @@ void BuildRunView(const AttentionShape& shape, const PagedEntries& entries,
   view.num_entries = at;
 }
 
+// The run's view for this thread: built at its first task of the run in
+// the call, or with a view_pass at its first task of the run in the pass
+// (kept for the later layers). At a thread's first task of a run, the rows
+// its tokens see, all KV heads, are read from memory at once
+// (PagedEntries::Touch; only the entries seen: a session's branches each
+// see a part of its context). docs/perf-log/code-notes.md has what each
+// choice measured.
+const ViewSlot& RunViewFor(const AttentionShape& shape, const PagedKvLayer& kv,
+                           const PagedEntries& entries,
+                           const PagedAttentionSeq& seq,
+                           const KvEntryMeta* q_meta, const TokenRun& run,
+                           int64_t run_index, bool first) {
+  ViewSlot* slot = &tls.view;
+  const bool kept =
+      kv.view_pass != 0 &&
+      run_index < static_cast<int64_t>(tls.passes.size()) &&
+      run.count * seq.num_ctx <=
+          static_cast<int64_t>(tls.passes[run_index].entries.size());
+  if (kept) {
+    slot = &tls.passes[run_index];
+    if (slot->pass != kv.view_pass || slot->first != run.first ||
+        slot->count != run.count) {
+      BuildRunView(shape, entries, seq, q_meta, run, *slot);
+      slot->pass = kv.view_pass;
+      slot->first = run.first;
+      slot->count = run.count;
+    }
+  } else if (first) {
+    BuildRunView(shape, entries, seq, q_meta, run, *slot);
+  }
+  if (first) {
+    const int64_t n = slot->view.num_entries;
+    const uint64_t touched = n * entries.RowBytes() <= kTouchMaxBytes
+                                 ? entries.Touch(slot->entries.data(), n)
+                                 : 0;
+    asm volatile("" : : "r"(touched));  // (keeps the loads)
+  }
+  return *slot;
+}
+
+// KV head kvh's query heads [h0, h0 + g) of the run's tokens over what its
+// view says they see: the last token's entries (shared by the tokens that
+// see a prefix of them), then each token that sees a list of its own.
+void AttendRun(const AttentionShape& shape, const PagedEntries& entries,
+               const float* q, float* out, const PagedAttentionSeq& seq,
+               const TokenRun& run, const ViewSlot& slot, int64_t kvh,
+               int64_t h0, int g, float scale) {
+  const RunView& view = slot.view;
+  const int32_t* ents = slot.entries.data();
+  const uint16_t** k_rows = Scratch(tls.k_rows, seq.num_ctx);
+  const uint16_t** v_rows = Scratch(tls.v_rows, seq.num_ctx);
+  const KernelChoice kernels =
+      ChooseKernels(seq.kernel_tokens > 0 ? seq.kernel_tokens : seq.num_tokens,
+                    shape.head_dim);
+  // This KV head's rows of n listed entries.
+  auto rows_of = [&](const int32_t* list, int64_t n) {
+    for (int64_t j = 0; j < n; ++j) {
+      k_rows[j] = entries.K(list[j], kvh);
+      v_rows[j] = entries.V(list[j], kvh);
+    }
+  };
+  QueryRows rows;
+  for (int i = 0; i < view.num_prefix; ++i) {
+    AddRows(shape, q, out, view.prefix_t[i], h0, g, view.prefix_n[i], &rows);
+  }
+  AddRows(shape, q, out, run.first + run.count - 1, h0, g, view.n_last, &rows);
+  rows_of(ents, view.n_last);
+  AttendRows(rows, k_rows, v_rows, shape.head_dim, scale, shape.softcap,
+             kernels);
+  for (int i = 0; i < view.num_alone; ++i) {
+    QueryRows one;
+    AddRows(shape, q, out, view.alone_t[i], h0, g, view.alone_n[i], &one);
+    rows_of(ents + view.alone_at[i], view.alone_n[i]);
+    AttendRows(one, k_rows, v_rows, shape.head_dim, scale, shape.softcap,
+               kernels);
+  }
+}
+
 }  // namespace
 
 namespace internal {
@@ -455,77 +533,9 @@ void PagedAttention(
   auto attend = [&](const TokenRun& run, int64_t run_index, int64_t kvh,
                     int64_t h0, int g, bool first) {
     const PagedAttentionSeq& seq = seqs[token_seq[run.first]];
-    // The run's view: built at this thread's first task of the run in the
-    // call, or with a view_pass at its first task of the run in the pass
-    // (kept for the later layers). Against building it in every layer:
-    // llama_bench steps alternating, 4 sequences 0.1-1.1% less a step, 8
-    // sequences 0.8-1.5%; `attention_bench --branches=4 --ctx=32
-    // --branch_len=32 --evict_mb=8` (a session's lockstep branches, which
-    // scan their whole shared context for the entries they see) 11.2 ->
-    // 9.6 us a call, `--seqs=4 --ctx=91` 12.6 -> 12.1.
-    ViewSlot* slot = &tls.view;
-    const bool kept =
-        kv.view_pass != 0 &&
-        run_index < static_cast<int64_t>(tls.passes.size()) &&
-        run.count * seq.num_ctx <=
-            static_cast<int64_t>(tls.passes[run_index].entries.size());
-    if (kept) {
-      slot = &tls.passes[run_index];
-      if (slot->pass != kv.view_pass || slot->first != run.first ||
-          slot->count != run.count) {
-        BuildRunView(shape, entries, seq, q_meta, run, *slot);
-        slot->pass = kv.view_pass;
-        slot->first = run.first;
-        slot->count = run.count;
-      }
-    } else if (first) {
-      BuildRunView(shape, entries, seq, q_meta, run, *slot);
-    }
-    // At a thread's first task of a run: the entries its tokens see (the
-    // RunView), then their rows, all KV heads, from memory at once
-    // (PagedEntries::Touch). Against prefetching the next task's rows while
-    // a task computes (which the compiler had deleted), step-interleaved in
-    // process: 4 sequences 5.2-6.1% and 8 sequences 6.6-8.9% faster a step,
-    // one stream 0-0.9% slower. Only the entries seen: a session's branches
-    // each see a part of its context (K = 4 branches in braidd, steps
-    // alternating: 1.1-1.2% faster at 64 tokens a stream, 2.4% at 200).
-    if (first) {
-      const int64_t n = slot->view.num_entries;
-      const uint64_t touched = n * entries.RowBytes() <= kTouchMaxBytes
-                                   ? entries.Touch(slot->entries.data(), n)
-                                   : 0;
-      asm volatile("" : : "r"(touched));  // (keeps the loads)
-    }
-    const RunView& view = slot->view;
-    const int32_t* ents = slot->entries.data();
-    const uint16_t** k_rows = Scratch(tls.k_rows, seq.num_ctx);
-    const uint16_t** v_rows = Scratch(tls.v_rows, seq.num_ctx);
-    const KernelChoice kernels = ChooseKernels(
-        seq.kernel_tokens > 0 ? seq.kernel_tokens : seq.num_tokens,
-        shape.head_dim);
-    // This KV head's rows of n listed entries.
-    auto rows_of = [&](const int32_t* list, int64_t n) {
-      for (int64_t j = 0; j < n; ++j) {
-        k_rows[j] = entries.K(list[j], kvh);
-        v_rows[j] = entries.V(list[j], kvh);
-      }
-    };
-    QueryRows rows;
-    for (int i = 0; i < view.num_prefix; ++i) {
-      AddRows(shape, q, out, view.prefix_t[i], h0, g, view.prefix_n[i], &rows);
-    }
-    AddRows(shape, q, out, run.first + run.count - 1, h0, g, view.n_last,
-            &rows);
-    rows_of(ents, view.n_last);
-    AttendRows(rows, k_rows, v_rows, shape.head_dim, scale, shape.softcap,
-               kernels);
-    for (int i = 0; i < view.num_alone; ++i) {
-      QueryRows one;
-      AddRows(shape, q, out, view.alone_t[i], h0, g, view.alone_n[i], &one);
-      rows_of(ents + view.alone_at[i], view.alone_n[i]);
-      AttendRows(one, k_rows, v_rows, shape.head_dim, scale, shape.softcap,
-                 kernels);
-    }
+    const ViewSlot& slot =
+        RunViewFor(shape, kv, entries, seq, q_meta, run, run_index, first);
+    AttendRun(shape, entries, q, out, seq, run, slot, kvh, h0, g, scale);
     done(run.first, run.first + run.count, h0 * shape.head_dim,
          (h0 + g) * shape.head_dim);
   };
