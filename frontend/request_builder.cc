@@ -194,7 +194,14 @@ absl::StatusOr<std::vector<int32_t>> RequestBuilder::PromptTokens(
 absl::Status RequestBuilder::FillSampling(
     const SamplingSpec& p, int prompt_tokens,
     batching::GenerationRequest* out) const {
-  batching::SamplingOptions& s = out->sampling;
+  BRAID_RETURN_IF_ERROR(FillSamplerOptions(p, &out->sampling));
+  BRAID_RETURN_IF_ERROR(FillStops(p, out));
+  return FillLength(p, prompt_tokens, out);
+}
+
+absl::Status RequestBuilder::FillSamplerOptions(
+    const SamplingSpec& p, batching::SamplingOptions* out) const {
+  batching::SamplingOptions& s = *out;
   if (!Finite(p.temperature) || p.temperature < 0 || p.temperature > 100) {
     return Invalid("sampling.temperature",
                    absl::StrCat("must be a finite number in [0, 100], got ",
@@ -238,7 +245,11 @@ absl::Status RequestBuilder::FillSampling(
   }
   s.logprobs = p.logprobs;
   s.top_logprobs = p.top_logprobs;
+  return absl::OkStatus();
+}
 
+absl::Status RequestBuilder::FillStops(const SamplingSpec& p,
+                                       batching::GenerationRequest* out) const {
   if (static_cast<int>(p.stop.size()) > limits_.max_stop_strings) {
     return Invalid(
         "sampling.stop",
@@ -259,7 +270,12 @@ absl::Status RequestBuilder::FillSampling(
       CheckTokenIds(p.stop_token_ids, "sampling.stop_token_ids"));
   out->stop_token_ids = p.stop_token_ids;
   out->ignore_eos = p.ignore_eos;
+  return absl::OkStatus();
+}
 
+absl::Status RequestBuilder::FillLength(
+    const SamplingSpec& p, int prompt_tokens,
+    batching::GenerationRequest* out) const {
   const int64_t room = limits_.context_length - prompt_tokens;
   if (p.max_tokens.has_value()) {
     if (*p.max_tokens < 1 || *p.max_tokens > room) {

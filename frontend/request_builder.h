@@ -61,6 +61,14 @@ class RequestBuilder {
                             batching::GenerationRequest* out) const;
 
  private:
+  // FillSampling's parts: the sampler's options; stop strings and ids;
+  // max_tokens (inside the context) and the reasoning options.
+  absl::Status FillSamplerOptions(const SamplingSpec& p,
+                                  batching::SamplingOptions* s) const;
+  absl::Status FillStops(const SamplingSpec& p,
+                         batching::GenerationRequest* out) const;
+  absl::Status FillLength(const SamplingSpec& p, int prompt_tokens,
+                          batching::GenerationRequest* out) const;
   // A chat prompt that continues a session's conversation
   // (PromptSpec::continuation).
   absl::StatusOr<std::vector<int32_t>> ChatContinuation(
