@@ -4,6 +4,7 @@
 #include <cstdio>
 
 #include "absl/strings/str_cat.h"
+#include "util/status_macros.h"
 
 namespace braid::server {
 namespace {
@@ -21,13 +22,11 @@ absl::StatusOr<int32_t> MarkerToken(const std::string& flag,
   return ids[0];
 }
 
-}  // namespace
-
-absl::StatusOr<batching::EngineOptions> MakeEngineOptions(
-    const EngineFlags& flags, absl::FunctionRef<int64_t(int)> kv_block_bytes,
-    const model::Tokenizer* tokenizer) {
-  batching::EngineOptions o;
-  batching::SchedulerOptions& s = o.scheduler;
+// The KV pool: block size and count (from --kv_budget_tokens or
+// --kv_budget_mb), at least one context.
+absl::Status SetKvPool(const EngineFlags& flags,
+                       absl::FunctionRef<int64_t(int)> kv_block_bytes,
+                       batching::SchedulerOptions& s) {
   if (flags.block_size < 1 || flags.block_size > 1024) {
     return absl::InvalidArgumentError("--block_size must be in [1, 1024]");
   }
@@ -50,43 +49,11 @@ absl::StatusOr<batching::EngineOptions> MakeEngineOptions(
                      "); raise --kv_budget_mb / --kv_budget_tokens or lower "
                      "--context_length"));
   }
-  s.max_batch_tokens = flags.max_batch_tokens;
-  s.max_prefill_tokens_while_decoding = flags.max_prefill_tokens_while_decoding;
-  s.prefill_tokens_per_decode_token = flags.prefill_tokens_per_decode_token;
-  if (!(flags.max_decode_slowdown >= 0 && flags.max_decode_slowdown <= 100)) {
-    return absl::InvalidArgumentError(
-        "--max_decode_slowdown must be in [0, 100] (<= 1 = off)");
-  }
-  o.max_decode_slowdown = flags.max_decode_slowdown;
-  if (flags.tpot_objective_ms < 0 || flags.tpot_objective_ms > 60000) {
-    return absl::InvalidArgumentError(
-        "--tpot_objective_ms must be in [0, 60000] (0 = none)");
-  }
-  o.tpot_objective = absl::Milliseconds(flags.tpot_objective_ms);
-  s.max_num_seqs = flags.max_num_seqs;
-  s.queue_shares = flags.queue_shares;
-  auto start = MarkerToken("think_start", flags.think_start, tokenizer);
-  if (!start.ok()) return start.status();
-  auto end = MarkerToken("think_end", flags.think_end, tokenizer);
-  if (!end.ok()) return end.status();
-  s.think_start_id = *start;
-  s.think_end_id = *end;
-  o.reasoning = {*start, *end};
-  if (flags.debug_min_step_ms < 0 || flags.debug_stall_ms < 0 ||
-      flags.debug_stall_step < 0) {
-    return absl::InvalidArgumentError(
-        "--debug_min_step_ms, --debug_stall_step and --debug_stall_ms must "
-        "be >= 0");
-  }
-  o.debug_min_step = absl::Milliseconds(flags.debug_min_step_ms);
-  o.debug_stall_step = flags.debug_stall_step;
-  o.debug_stall = absl::Milliseconds(flags.debug_stall_ms);
-  if (absl::Status st = s.Validate(); !st.ok()) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        st.message(),
-        " (--max_batch_tokens, --max_num_seqs, --io_share, --reasoning_share, "
-        "--prompt_share)"));
-  }
+  return absl::OkStatus();
+}
+
+// Admission control and the session limits.
+absl::Status SetLimits(const EngineFlags& flags, batching::EngineOptions& o) {
   if (flags.max_waiting_requests < 0 || flags.max_waiting_tokens < 0) {
     return absl::InvalidArgumentError(
         "--max_waiting_requests and --max_waiting_tokens must be >= 0");
@@ -105,6 +72,56 @@ absl::StatusOr<batching::EngineOptions> MakeEngineOptions(
                                : absl::InfiniteDuration();
   o.max_sessions_per_client = flags.max_sessions_per_client;
   o.max_kept_sessions = flags.max_kept_sessions;
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::StatusOr<batching::EngineOptions> MakeEngineOptions(
+    const EngineFlags& flags, absl::FunctionRef<int64_t(int)> kv_block_bytes,
+    const model::Tokenizer* tokenizer) {
+  batching::EngineOptions o;
+  batching::SchedulerOptions& s = o.scheduler;
+  BRAID_RETURN_IF_ERROR(SetKvPool(flags, kv_block_bytes, s));
+  s.max_batch_tokens = flags.max_batch_tokens;
+  s.max_prefill_tokens_while_decoding = flags.max_prefill_tokens_while_decoding;
+  s.prefill_tokens_per_decode_token = flags.prefill_tokens_per_decode_token;
+  if (!(flags.max_decode_slowdown >= 0 && flags.max_decode_slowdown <= 100)) {
+    return absl::InvalidArgumentError(
+        "--max_decode_slowdown must be in [0, 100] (<= 1 = off)");
+  }
+  o.max_decode_slowdown = flags.max_decode_slowdown;
+  if (flags.tpot_objective_ms < 0 || flags.tpot_objective_ms > 60000) {
+    return absl::InvalidArgumentError(
+        "--tpot_objective_ms must be in [0, 60000] (0 = none)");
+  }
+  o.tpot_objective = absl::Milliseconds(flags.tpot_objective_ms);
+  s.max_num_seqs = flags.max_num_seqs;
+  s.queue_shares = flags.queue_shares;
+  BRAID_ASSIGN_OR_RETURN(
+      const int32_t start,
+      MarkerToken("think_start", flags.think_start, tokenizer));
+  BRAID_ASSIGN_OR_RETURN(const int32_t end,
+                         MarkerToken("think_end", flags.think_end, tokenizer));
+  s.think_start_id = start;
+  s.think_end_id = end;
+  o.reasoning = {start, end};
+  if (flags.debug_min_step_ms < 0 || flags.debug_stall_ms < 0 ||
+      flags.debug_stall_step < 0) {
+    return absl::InvalidArgumentError(
+        "--debug_min_step_ms, --debug_stall_step and --debug_stall_ms must "
+        "be >= 0");
+  }
+  o.debug_min_step = absl::Milliseconds(flags.debug_min_step_ms);
+  o.debug_stall_step = flags.debug_stall_step;
+  o.debug_stall = absl::Milliseconds(flags.debug_stall_ms);
+  if (absl::Status st = s.Validate(); !st.ok()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        st.message(),
+        " (--max_batch_tokens, --max_num_seqs, --io_share, --reasoning_share, "
+        "--prompt_share)"));
+  }
+  BRAID_RETURN_IF_ERROR(SetLimits(flags, o));
   return o;
 }
 
