@@ -214,6 +214,7 @@ class LlamaModel : public Model {
   LlamaModel(std::unique_ptr<GgufFile> file, LlamaConfig config,
              const LoadOptions& opts);
   absl::Status BindWeights();
+  absl::Status BindLayer(int il);  // layers_[il]'s tensors, repacked
   // Fills info_ from the config and the file.
   void DescribeInfo();
   void EnsureScratch(Scratch& s, int n);

@@ -98,7 +98,6 @@ absl::StatusOr<std::unique_ptr<LlamaModel>> LlamaModel::Load(
 absl::Status LlamaModel::BindWeights() {
   const GgufFile& f = *file_;
   const LlamaConfig& c = config_;
-  const int q_dim = c.n_head * c.head_dim;
   BRAID_ASSIGN_OR_RETURN(
       token_embd_,
       Matrix(f, &read_tensors_, "token_embd.weight", c.n_vocab, c.n_embd));
@@ -128,61 +127,67 @@ absl::Status LlamaModel::BindWeights() {
   }
   layers_.resize(c.n_layer);
   for (int il = 0; il < c.n_layer; ++il) {
-    Layer& l = layers_[il];
-    const std::string p = absl::StrCat("blk.", il, ".");
-    BRAID_ASSIGN_OR_RETURN(
-        l.attn_norm,
-        Vector(f, &read_tensors_, p + "attn_norm.weight", c.n_embd));
-    BRAID_ASSIGN_OR_RETURN(
-        l.ffn_norm, Vector(f, &read_tensors_, p + "ffn_norm.weight", c.n_embd));
-    BRAID_ASSIGN_OR_RETURN(
-        l.wq, Matrix(f, &read_tensors_, p + "attn_q.weight", q_dim, c.n_embd));
-    BRAID_ASSIGN_OR_RETURN(l.wk, Matrix(f, &read_tensors_, p + "attn_k.weight",
-                                        c.kv_dim(), c.n_embd));
-    BRAID_ASSIGN_OR_RETURN(l.wv, Matrix(f, &read_tensors_, p + "attn_v.weight",
-                                        c.kv_dim(), c.n_embd));
-    BRAID_ASSIGN_OR_RETURN(
-        l.wo,
-        Matrix(f, &read_tensors_, p + "attn_output.weight", c.n_embd, q_dim));
-    BRAID_ASSIGN_OR_RETURN(
-        l.w_gate,
-        Matrix(f, &read_tensors_, p + "ffn_gate.weight", c.n_ff, c.n_embd));
-    BRAID_ASSIGN_OR_RETURN(
-        l.w_up,
-        Matrix(f, &read_tensors_, p + "ffn_up.weight", c.n_ff, c.n_embd));
-    BRAID_ASSIGN_OR_RETURN(
-        l.w_down,
-        Matrix(f, &read_tensors_, p + "ffn_down.weight", c.n_embd, c.n_ff));
-    if (c.traits.qkv_bias) {
-      BRAID_ASSIGN_OR_RETURN(
-          l.bq, Vector(f, &read_tensors_, p + "attn_q.bias", q_dim));
-      BRAID_ASSIGN_OR_RETURN(
-          l.bk, Vector(f, &read_tensors_, p + "attn_k.bias", c.kv_dim()));
-      BRAID_ASSIGN_OR_RETURN(
-          l.bv, Vector(f, &read_tensors_, p + "attn_v.bias", c.kv_dim()));
-    }
-    if (c.traits.gemma) {
-      BRAID_ASSIGN_OR_RETURN(
-          l.post_attn_norm, Vector(f, &read_tensors_,
-                                   p + "post_attention_norm.weight", c.n_embd));
-      BRAID_ASSIGN_OR_RETURN(
-          l.post_ffn_norm,
-          Vector(f, &read_tensors_, p + "post_ffw_norm.weight", c.n_embd));
-    }
-    if (c.traits.qk_norm) {
-      BRAID_ASSIGN_OR_RETURN(
-          l.q_norm,
-          Vector(f, &read_tensors_, p + "attn_q_norm.weight", c.head_dim));
-      BRAID_ASSIGN_OR_RETURN(
-          l.k_norm,
-          Vector(f, &read_tensors_, p + "attn_k_norm.weight", c.head_dim));
-    }
-    for (k::WeightMatrix* w :
-         {&l.wq, &l.wk, &l.wv, &l.wo, &l.w_gate, &l.w_up, &l.w_down}) {
-      Repack(f, w, packed_matmul_);
-    }
+    BRAID_RETURN_IF_ERROR(BindLayer(il));
   }
   Repack(f, &output_, packed_matmul_);
+  return absl::OkStatus();
+}
+
+absl::Status LlamaModel::BindLayer(int il) {
+  const GgufFile& f = *file_;
+  const LlamaConfig& c = config_;
+  const int q_dim = c.n_head * c.head_dim;
+  Layer& l = layers_[il];
+  const std::string p = absl::StrCat("blk.", il, ".");
+  BRAID_ASSIGN_OR_RETURN(
+      l.attn_norm, Vector(f, &read_tensors_, p + "attn_norm.weight", c.n_embd));
+  BRAID_ASSIGN_OR_RETURN(
+      l.ffn_norm, Vector(f, &read_tensors_, p + "ffn_norm.weight", c.n_embd));
+  BRAID_ASSIGN_OR_RETURN(
+      l.wq, Matrix(f, &read_tensors_, p + "attn_q.weight", q_dim, c.n_embd));
+  BRAID_ASSIGN_OR_RETURN(l.wk, Matrix(f, &read_tensors_, p + "attn_k.weight",
+                                      c.kv_dim(), c.n_embd));
+  BRAID_ASSIGN_OR_RETURN(l.wv, Matrix(f, &read_tensors_, p + "attn_v.weight",
+                                      c.kv_dim(), c.n_embd));
+  BRAID_ASSIGN_OR_RETURN(
+      l.wo,
+      Matrix(f, &read_tensors_, p + "attn_output.weight", c.n_embd, q_dim));
+  BRAID_ASSIGN_OR_RETURN(
+      l.w_gate,
+      Matrix(f, &read_tensors_, p + "ffn_gate.weight", c.n_ff, c.n_embd));
+  BRAID_ASSIGN_OR_RETURN(
+      l.w_up, Matrix(f, &read_tensors_, p + "ffn_up.weight", c.n_ff, c.n_embd));
+  BRAID_ASSIGN_OR_RETURN(
+      l.w_down,
+      Matrix(f, &read_tensors_, p + "ffn_down.weight", c.n_embd, c.n_ff));
+  if (c.traits.qkv_bias) {
+    BRAID_ASSIGN_OR_RETURN(l.bq,
+                           Vector(f, &read_tensors_, p + "attn_q.bias", q_dim));
+    BRAID_ASSIGN_OR_RETURN(
+        l.bk, Vector(f, &read_tensors_, p + "attn_k.bias", c.kv_dim()));
+    BRAID_ASSIGN_OR_RETURN(
+        l.bv, Vector(f, &read_tensors_, p + "attn_v.bias", c.kv_dim()));
+  }
+  if (c.traits.gemma) {
+    BRAID_ASSIGN_OR_RETURN(
+        l.post_attn_norm,
+        Vector(f, &read_tensors_, p + "post_attention_norm.weight", c.n_embd));
+    BRAID_ASSIGN_OR_RETURN(
+        l.post_ffn_norm,
+        Vector(f, &read_tensors_, p + "post_ffw_norm.weight", c.n_embd));
+  }
+  if (c.traits.qk_norm) {
+    BRAID_ASSIGN_OR_RETURN(
+        l.q_norm,
+        Vector(f, &read_tensors_, p + "attn_q_norm.weight", c.head_dim));
+    BRAID_ASSIGN_OR_RETURN(
+        l.k_norm,
+        Vector(f, &read_tensors_, p + "attn_k_norm.weight", c.head_dim));
+  }
+  for (k::WeightMatrix* w :
+       {&l.wq, &l.wk, &l.wv, &l.wo, &l.w_gate, &l.w_up, &l.w_down}) {
+    Repack(f, w, packed_matmul_);
+  }
   return absl::OkStatus();
 }
 
