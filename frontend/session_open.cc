@@ -43,6 +43,48 @@ absl::Status UnderField(absl::string_view where, const absl::Status& status) {
                       absl::StrCat(where, ".", status.message()));
 }
 
+// An output stream's visibility (`field`); unspecified is ALL for
+// multi-stream models, BRANCH otherwise.
+absl::StatusOr<batching::StreamVisibility> Visibility(
+    int visibility, bool multi, const std::string& field) {
+  switch (visibility) {
+    case kVisibilityUnspecified:
+      return multi ? batching::StreamVisibility::kAll
+                   : batching::StreamVisibility::kBranch;
+    case kVisibilityBranch:
+      return batching::StreamVisibility::kBranch;
+    case kVisibilityAll:
+      return batching::StreamVisibility::kAll;
+    default:
+      return InvalidField(field + ".visibility",
+                          absl::StrCat("unknown value ", visibility));
+  }
+}
+
+// An output stream's sampling, stops and length (`field`), checked as a
+// Generate request's after a prefix of `prefix_tokens`.
+absl::Status FillStreamSampling(const StreamSpec& spec,
+                                const std::string& field,
+                                const RequestBuilder& builder,
+                                int prefix_tokens,
+                                batching::SessionStreamOptions& o,
+                                SessionStreamInfo& info) {
+  batching::GenerationRequest sampled;
+  if (absl::Status s = builder.FillSampling(
+          spec.sampling.value_or(SamplingSpec{}), prefix_tokens, &sampled);
+      !s.ok()) {
+    return UnderField(field, s);
+  }
+  o.sampling = sampled.sampling;
+  o.max_tokens = sampled.max_tokens;
+  o.stop_token_ids = std::move(sampled.stop_token_ids);
+  o.stop = std::move(sampled.stop);
+  o.ignore_eos = sampled.ignore_eos;
+  o.reasoning = sampled.reasoning;
+  info.logprobs = sampled.sampling.logprobs;
+  return absl::OkStatus();
+}
+
 // open.streams[i] (`field`) into out->streams and the stream table; `seen`
 // maps the ids so far to their index.
 absl::Status BuildStream(const StreamSpec& spec, size_t i,
@@ -93,35 +135,10 @@ absl::Status BuildStream(const StreamSpec& spec, size_t i,
     streams->push_back(std::move(info));
     return absl::OkStatus();
   }
-  switch (spec.visibility) {
-    case kVisibilityUnspecified:  // ALL for multi-stream models
-      o.visibility = model.multi() ? batching::StreamVisibility::kAll
-                                   : batching::StreamVisibility::kBranch;
-      break;
-    case kVisibilityBranch:
-      o.visibility = batching::StreamVisibility::kBranch;
-      break;
-    case kVisibilityAll:
-      o.visibility = batching::StreamVisibility::kAll;
-      break;
-    default:
-      return InvalidField(field + ".visibility",
-                          absl::StrCat("unknown value ", spec.visibility));
-  }
-  batching::GenerationRequest sampled;
-  if (absl::Status s =
-          builder.FillSampling(spec.sampling.value_or(SamplingSpec{}),
-                               static_cast<int>(out->prefix.size()), &sampled);
-      !s.ok()) {
-    return UnderField(field, s);
-  }
-  o.sampling = sampled.sampling;
-  o.max_tokens = sampled.max_tokens;
-  o.stop_token_ids = std::move(sampled.stop_token_ids);
-  o.stop = std::move(sampled.stop);
-  o.ignore_eos = sampled.ignore_eos;
-  o.reasoning = sampled.reasoning;
-  info.logprobs = sampled.sampling.logprobs;
+  BRAID_ASSIGN_OR_RETURN(o.visibility,
+                         Visibility(spec.visibility, model.multi(), field));
+  BRAID_RETURN_IF_ERROR(FillStreamSampling(
+      spec, field, builder, static_cast<int>(out->prefix.size()), o, info));
   out->streams.push_back(std::move(o));
   streams->push_back(std::move(info));
   return absl::OkStatus();
