@@ -236,6 +236,14 @@ class LlamaModel : public Model {
   // wanted rows in its out_rows[0, n_out)).
   void RunPart(const Batch& batch, const Part& part, const KvView& kv,
                const Exec& exec, float* logits);
+  // RunPart's parts before the layers: the part's sequences into the
+  // scratch's attention table, token slots and logits rows (returns how
+  // many; *max_ctx the longest context); each token's embedding; the
+  // attention scratch for max_ctx on the threads that will run it.
+  int IndexPart(const Batch& batch, const Part& part, const KvView& kv,
+                Scratch& s, int64_t* max_ctx) const;
+  void EmbedPart(const Batch& batch, const Part& part, Scratch& s) const;
+  void ReserveForPart(const Exec& exec, int64_t max_ctx);
   // The final norm and vocabulary projection of n_out rows of the residual
   // stream x (rows[i], or row i with rows null) into logits [n_out, n_vocab].
   void ProjectVocab(const float* x, const int32_t* rows, int n_out,

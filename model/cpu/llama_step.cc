@@ -287,11 +287,38 @@ void LlamaModel::RunPart(const Batch& b, const Part& part, const KvView& kv,
   const int n = part.t1 - part.t0;
   Scratch& s = *exec.scratch;
   EnsureScratch(s, n);
+  int64_t max_ctx = 0;
+  const int n_out = IndexPart(b, part, kv, s, &max_ctx);
+  EmbedPart(b, part, s);
+  ReserveForPart(exec, max_ctx);
+  // Every layer's attention sees the same entries: the views are built
+  // once a pass.
+  static std::atomic<uint64_t> passes{0};
+  s.view_pass = ++passes;
+  k::RopeTable(s.pos.data(), n, c.n_rot, c.rope_base, s.rope_cs.data(),
+               rope_freqs_.empty() ? nullptr : rope_freqs_.data(),
+               c.rope_freq_scale);
+  if (c.SwaRopeDiffers()) {
+    k::RopeTable(s.pos.data(), n, c.n_rot, c.swa_rope_base,
+                 s.rope_cs_swa.data(),
+                 rope_freqs_.empty() ? nullptr : rope_freqs_.data(),
+                 c.swa_rope_freq_scale);
+  }
+  const KvEntryMeta* meta = metas_.data() + part.t0;
+  for (int il = 0; il < c.n_layer; ++il) RunLayer(il, meta, n, kv, exec);
+
+  s.n_out = n_out;
+  if (logits != nullptr) {
+    ProjectVocab(s.x.data(), s.out_rows.data(), n_out, exec, logits);
+  }
+}
+
+int LlamaModel::IndexPart(const Batch& b, const Part& part, const KvView& kv,
+                          Scratch& s, int64_t* max_ctx) const {
   int n_out = 0;
-  int64_t max_ctx = 0;  // the longest context, for the attention scratch
   for (int i = part.s0; i < part.s1; ++i) {
     const BatchSequence& seq = b.sequences[i];
-    max_ctx = std::max(max_ctx, int64_t{seq.num_cached} + seq.num_tokens);
+    *max_ctx = std::max(*max_ctx, int64_t{seq.num_cached} + seq.num_tokens);
     s.seqs[i - part.s0] =
         k::PagedAttentionSeq{seq.first_token - part.t0,
                              seq.num_tokens,
@@ -309,8 +336,13 @@ void LlamaModel::RunPart(const Batch& b, const Part& part, const KvView& kv,
       if (j >= seq.num_tokens - LogitsRows(seq)) s.out_rows[n_out++] = lt;
     }
   }
+  return n_out;
+}
+
+void LlamaModel::EmbedPart(const Batch& b, const Part& part, Scratch& s) const {
+  const LlamaConfig& c = config_;
   const KvEntryMeta* meta = metas_.data() + part.t0;
-  for (int t = 0; t < n; ++t) {
+  for (int t = 0; t < part.t1 - part.t0; ++t) {
     s.pos[t] = meta[t].y;
     float* x = s.x.data() + static_cast<size_t>(t) * c.n_embd;
     k::DequantizeRow(token_embd_.type, token_embd_.Row(b.tokens[part.t0 + t]),
@@ -326,44 +358,29 @@ void LlamaModel::RunPart(const Batch& b, const Part& part, const KvView& kv,
           c.n_embd);
     }
   }
-  // The attention scratch of every thread that may run a task, sized for
-  // the longest context (to the next power of two) before the layers: the
-  // step loop allocates nothing. A pool's threads take tasks by chance, so
-  // all of them, at once; a one-thread execution (a data-parallel part, on
-  // whichever pool thread took it) this thread, every time (free when
-  // already large enough).
+}
+
+// The attention scratch of every thread that may run a task, sized for the
+// longest context (to the next power of two) before the layers: the step
+// loop allocates nothing. A pool's threads take tasks by chance, so all of
+// them, at once; a one-thread execution (a data-parallel part, on whichever
+// pool thread took it) this thread, every time (free when already large
+// enough).
+void LlamaModel::ReserveForPart(const Exec& exec, int64_t max_ctx) {
+  Scratch& s = *exec.scratch;
   int64_t ctx = 256;
   while (ctx < max_ctx) ctx *= 2;
   if (exec.pool->num_threads() == 1) {
     k::ReserveAttentionScratch(ctx);
-  } else {
-    if (ctx > s.attention_ctx) {
-      s.attention_ctx = ctx;
-      exec.pool->RunOnEachThread([ctx] { k::ReserveAttentionScratch(ctx); });
-    }
-    if (!s.local_inputs_reserved) {
-      s.local_inputs_reserved = true;
-      exec.pool->RunOnEachThread([this] { ReserveLocalInputs(); });
-    }
+    return;
   }
-  // Every layer's attention sees the same entries: the views are built
-  // once a pass.
-  static std::atomic<uint64_t> passes{0};
-  s.view_pass = ++passes;
-  k::RopeTable(s.pos.data(), n, c.n_rot, c.rope_base, s.rope_cs.data(),
-               rope_freqs_.empty() ? nullptr : rope_freqs_.data(),
-               c.rope_freq_scale);
-  if (c.SwaRopeDiffers()) {
-    k::RopeTable(s.pos.data(), n, c.n_rot, c.swa_rope_base,
-                 s.rope_cs_swa.data(),
-                 rope_freqs_.empty() ? nullptr : rope_freqs_.data(),
-                 c.swa_rope_freq_scale);
+  if (ctx > s.attention_ctx) {
+    s.attention_ctx = ctx;
+    exec.pool->RunOnEachThread([ctx] { k::ReserveAttentionScratch(ctx); });
   }
-  for (int il = 0; il < c.n_layer; ++il) RunLayer(il, meta, n, kv, exec);
-
-  s.n_out = n_out;
-  if (logits != nullptr) {
-    ProjectVocab(s.x.data(), s.out_rows.data(), n_out, exec, logits);
+  if (!s.local_inputs_reserved) {
+    s.local_inputs_reserved = true;
+    exec.pool->RunOnEachThread([this] { ReserveLocalInputs(); });
   }
 }
 
