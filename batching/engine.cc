@@ -5,8 +5,6 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
-#include "batching/stop_matcher.h"
-#include "model/tokenizer/streaming_detokenizer.h"
 
 namespace braid::batching {
 namespace {
@@ -42,36 +40,59 @@ metrics::FinishReason MetricsReason(FinishReason reason, bool error) {
   return metrics::FinishReason::kError;
 }
 
+SessionOptions RequestSession(GenerationRequest& r) {
+  SessionStreamOptions out;
+  out.name = "output";
+  out.output = true;
+  out.sampling = r.sampling;
+  out.max_tokens = r.max_tokens;
+  out.stop_token_ids = std::move(r.stop_token_ids);
+  out.stop = std::move(r.stop);
+  out.ignore_eos = r.ignore_eos;
+  out.reasoning = r.reasoning;
+  SessionOptions o;
+  o.session_id = std::move(r.request_id);
+  o.prefix = std::move(r.prompt);
+  o.streams.push_back(std::move(out));
+  o.priority = r.priority;
+  o.tenant = std::move(r.tenant);
+  o.request = true;
+  return o;
+}
+
 }  // namespace
 
-// Engine-thread state of one request (built by Submit, then owned by the
-// engine thread).
-struct Engine::Active {
-  Active(GenerationRequest r, std::shared_ptr<OutputSink> s, uint64_t h,
-         const model::Tokenizer& tokenizer, const ReasoningMarkers& markers)
-      : request(std::move(r)),
-        sink(std::move(s)),
-        handle(h),
-        sampler(request.sampling, request.prompt),
-        detokenizer(&tokenizer),
-        reasoning_detokenizer(&tokenizer),
-        stop(request.stop),
-        gate(markers, request.reasoning, request.prompt) {}
+// A Generate request's session sink: its tokens become the request's
+// chunks as they come; the turn's end is kept for the final chunk, which
+// the engine sends (Engine::Finish).
+class Engine::RequestSink : public SessionSink {
+ public:
+  RequestSink(std::shared_ptr<OutputSink> out, bool logprobs)
+      : out_(std::move(out)), logprobs_(logprobs) {}
 
-  GenerationRequest request;
-  std::shared_ptr<OutputSink> sink;
-  uint64_t handle;
-  Sampler sampler;
-  model::StreamingDetokenizer detokenizer;
-  model::StreamingDetokenizer reasoning_detokenizer;
-  StopMatcher stop;
-  ReasoningGate gate;
-  int num_output = 0;
-  int num_reasoning = 0;  // of num_output, sampled by reasoning-queue work
-  bool waiting = true;    // counted by admission control
-  absl::Time first_scheduled = absl::InfinitePast();
-  absl::Time first_token = absl::InfinitePast();
-  absl::Time last_token = absl::InfinitePast();
+  void Push(SessionEvent e) override {
+    if (e.kind == SessionEvent::Kind::kTurnEnd) {
+      turn_end_ = std::move(e);
+      return;
+    }
+    if (e.kind != SessionEvent::Kind::kTokens) return;
+    OutputChunk chunk;
+    for (SampledToken& t : e.tokens) {
+      chunk.token_ids.push_back(t.token_id);
+      if (logprobs_) chunk.logprobs.push_back(std::move(t));
+    }
+    chunk.reasoning = e.reasoning;
+    chunk.text = std::move(e.text);
+    out_->Push(std::move(chunk));
+  }
+
+  OutputSink& out() { return *out_; }
+  const SessionEvent& turn_end() const { return turn_end_; }
+
+ private:
+  const std::shared_ptr<OutputSink> out_;
+  const bool logprobs_;
+  SessionEvent turn_end_;
 };
 
 Engine::Engine(Executor* executor, const model::Tokenizer* tokenizer,
@@ -136,9 +157,20 @@ absl::StatusOr<uint64_t> Engine::Submit(GenerationRequest request,
   ++stats_.requests;
   ++stats_.waiting;
   stats_.waiting_tokens += prompt_tokens;
-  inbox_.push_back(std::make_unique<Active>(std::move(request), std::move(sink),
-                                            handle, *tokenizer_,
-                                            options_.reasoning));
+  Work w;
+  w.request = std::make_unique<Request>();
+  Request& r = *w.request;
+  r.sink = std::make_shared<RequestSink>(std::move(sink),
+                                         request.sampling.logprobs);
+  r.prompt_tokens = static_cast<int>(prompt_tokens);
+  r.seed = request.sampling.seed;
+  r.hide_reasoning = request.reasoning.hide;
+  r.arrival = request.arrival;
+  r.deadline = request.deadline;
+  w.session = std::make_unique<Session>(RequestSession(request), r.sink,
+                                        handle, tokenizer_, options_.reasoning,
+                                        options_.max_context_tokens);
+  inbox_.push_back(std::move(w));
   return handle;
 }
 
@@ -162,14 +194,14 @@ void Engine::Shutdown() {
 
 void Engine::Loop() {
   while (DrainInbox()) {
-    if (!active_.empty() || !sessions_.empty()) RunStep();
+    if (!work_.empty()) RunStep();
     PublishStats();
   }
   PublishStats();
 }
 
 bool Engine::DrainInbox() {
-  std::vector<std::unique_ptr<Active>> incoming;
+  std::vector<Work> incoming;
   std::vector<uint64_t> cancels;
   std::vector<SessionCommand> commands;
   bool shutdown;
@@ -186,32 +218,29 @@ bool Engine::DrainInbox() {
     shutdown = shutdown_;
   }
   for (SessionCommand& c : commands) ApplySessionCommand(c);
-  for (auto& a : incoming) {
-    const uint64_t id = a->handle;
-    scheduler_.Add(id, a->request.prompt, a->request.priority,
-                   a->request.tenant);
-    active_[id] = std::move(a);
+  for (Work& w : incoming) {
+    Session& s = *w.session;
+    work_[s.handle()] = std::move(w);
+    s.Open(scheduler_);
   }
   for (uint64_t id : cancels) {
-    auto it = active_.find(id);
-    if (it != active_.end()) {
-      Finish(*it->second, FinishReason::kCancelled, absl::OkStatus());
-    }
-    auto sit = sessions_.find(id);
-    if (sit != sessions_.end()) {
-      FinishSession(*sit->second,
+    auto it = work_.find(id);
+    if (it == work_.end()) continue;
+    if (it->second.request != nullptr) {
+      Finish(it->second, FinishReason::kCancelled, absl::OkStatus());
+    } else {
+      FinishSession(*it->second.session,
                     absl::CancelledError("the session was cancelled"));
     }
   }
   ExpireDeadlines();
   ExpireIdleSessions(absl::Now());
-  if (shutdown) {
-    while (!active_.empty()) {
-      Finish(*active_.begin()->second, FinishReason::kCancelled,
-             absl::OkStatus());
-    }
-    while (!sessions_.empty()) {
-      FinishSession(*sessions_.begin()->second,
+  while (shutdown && !work_.empty()) {
+    Work& w = work_.begin()->second;
+    if (w.request != nullptr) {
+      Finish(w, FinishReason::kCancelled, absl::OkStatus());
+    } else {
+      FinishSession(*w.session,
                     absl::UnavailableError("the engine is shutting down"));
     }
   }
@@ -220,14 +249,17 @@ bool Engine::DrainInbox() {
 
 void Engine::ExpireDeadlines() {
   const absl::Time now = absl::Now();
-  std::vector<Active*> expired;
-  for (auto& [id, a] : active_) {
-    if (a->request.deadline <= now) expired.push_back(a.get());
+  std::vector<Work*> expired;
+  for (auto& [id, w] : work_) {
+    if (w.request != nullptr && w.request->deadline <= now) {
+      expired.push_back(&w);
+    }
   }
-  for (Active* a : expired) {
-    Finish(*a, FinishReason::kNone,
+  for (Work* w : expired) {
+    const int n = w->request->num_output;
+    Finish(*w, FinishReason::kNone,
            absl::DeadlineExceededError(absl::StrCat(
-               "deadline exceeded after ", a->num_output,
+               "deadline exceeded after ", n,
                " output tokens (the client's deadline or the server's "
                "--max_request_seconds)")));
   }
@@ -262,18 +294,14 @@ void Engine::RunStep() {
 void Engine::StartStep(StepPlan& plan, absl::Time now) {
   int64_t started = 0, started_tokens = 0;
   for (ScheduledSequence& s : plan.sequences) {
-    if (auto it = sessions_.find(s.request_id); it != sessions_.end()) {
-      for (SamplePoint& p : s.samples)
-        p.sampler = it->second->sampler(p.stream);
-      continue;
-    }
-    Active& a = *active_.at(s.request_id);
-    for (SamplePoint& p : s.samples) p.sampler = &a.sampler;
-    if (a.waiting) {
-      a.waiting = false;
-      a.first_scheduled = now;
+    Work& w = work_.at(s.request_id);
+    for (SamplePoint& p : s.samples) p.sampler = w.session->sampler(p.stream);
+    Request* r = w.request.get();
+    if (r != nullptr && r->waiting) {
+      r->waiting = false;
+      r->first_scheduled = now;
       ++started;
-      started_tokens += static_cast<int64_t>(a.request.prompt.size());
+      started_tokens += r->prompt_tokens;
     }
   }
   absl::MutexLock lock(&mu_);
@@ -304,48 +332,26 @@ void Engine::FailStep(const StepPlan& plan, const absl::Status& status) {
   const absl::Status error = absl::InternalError(
       absl::StrCat("forward pass failed: ", status.message()));
   for (const ScheduledSequence& s : plan.sequences) {
-    if (auto it = sessions_.find(s.request_id); it != sessions_.end()) {
-      FinishSession(*it->second, error);
+    Work& w = work_.at(s.request_id);
+    if (w.request != nullptr) {
+      Finish(w, FinishReason::kNone, error);
     } else {
-      Finish(*active_.at(s.request_id), FinishReason::kNone, error);
+      FinishSession(*w.session, error);
     }
   }
 }
 
 void Engine::ApplyStep(const StepPlan& plan, StepOutput& output,
                        absl::Time now) {
-  // Thinking: a spent reasoning budget forces the end marker in place of
-  // the sampled token, before the scheduler appends it. (A session's
-  // streams have gates of their own, Session::OnStep.)
-  std::vector<ReasoningGate::Decision> decisions(plan.sequences.size());
-  std::vector<Session*> sessions(plan.sequences.size(), nullptr);
-  for (size_t i = 0; i < plan.sequences.size(); ++i) {
-    const uint64_t id = plan.sequences[i].request_id;
-    if (auto it = sessions_.find(id); it != sessions_.end()) {
-      sessions[i] = it->second.get();
-      continue;
-    }
-    if (output.tokens[i].empty()) continue;
-    SampledToken& t = output.tokens[i][0];
-    decisions[i] = active_.at(id)->gate.Next(t.token_id);
-    if (decisions[i].forced) {
-      t.token_id = decisions[i].token;
-      t.logprob = 0;
-      t.top.clear();
-    }
-  }
   scheduler_.Update(plan, output);
   for (size_t i = 0; i < plan.sequences.size(); ++i) {
     const ScheduledSequence& s = plan.sequences[i];
-    if (sessions[i] != nullptr) {
-      if (!s.samples.empty()) {
-        sessions[i]->OnStep(s, output.tokens[i], scheduler_);
-        sessions[i]->Touch(now);
-      }
-    } else if (!output.tokens[i].empty()) {
-      OnToken(*active_.at(s.request_id), output.tokens[i][0],
-              decisions[i].reasoning);
-    }
+    if (s.samples.empty()) continue;
+    Work& w = work_.at(s.request_id);
+    const std::vector<bool> reasoning =
+        w.session->OnStep(s, output.tokens[i], scheduler_);
+    w.session->Touch(now);
+    if (w.request != nullptr) OnRequestTokens(w, reasoning);
   }
 }
 
@@ -371,117 +377,74 @@ void Engine::RecordStep(const StepPlan& plan, int decode_tokens,
   metrics_->RecordPreemptions(static_cast<int>(plan.preempted.size()));
 }
 
-void Engine::OnToken(Active& a, const SampledToken& token, bool reasoning) {
-  const QueueKind queue = reasoning ? QueueKind::kReasoning : QueueKind::kIo;
-  const absl::Time now = absl::Now();
-  if (a.num_output == 0) {
-    a.first_token = now;
-  } else if (metrics_ != nullptr) {
-    metrics_->RecordInterTokenLatency(static_cast<metrics::Queue>(queue),
-                                      Seconds(a.last_token, now));
-  }
-  a.last_token = now;
-  if (reasoning) ++a.num_reasoning;
-  ++a.num_output;
-  const auto& stop_ids = a.request.stop_token_ids;
-  if (std::find(stop_ids.begin(), stop_ids.end(), token.token_id) !=
-      stop_ids.end()) {
-    Finish(a, FinishReason::kStop, absl::OkStatus(),
-           absl::StrCat(token.token_id));
-    return;
-  }
-  if (!a.request.ignore_eos && tokenizer_->IsEndOfGeneration(token.token_id)) {
-    Finish(a, FinishReason::kEos, absl::OkStatus());
-    return;
-  }
-  OutputChunk chunk;
-  chunk.token_ids.push_back(token.token_id);
-  if (a.request.sampling.logprobs) chunk.logprobs.push_back(token);
-  if (reasoning) {
-    // The reasoning stream: its own text, no stop strings; hidden on
-    // request (the tokens still count).
-    chunk.reasoning = true;
-    chunk.text = a.reasoning_detokenizer.Push(token.token_id);
-    if (!a.request.reasoning.hide) a.sink->Push(std::move(chunk));
-    if (a.num_output >= a.request.max_tokens) {
-      Finish(a, FinishReason::kLength, absl::OkStatus());
+void Engine::OnRequestTokens(Work& w, const std::vector<bool>& reasoning) {
+  Request& r = *w.request;
+  for (const bool kind : reasoning) {
+    const absl::Time now = absl::Now();
+    if (r.num_output == 0) {
+      r.first_token = now;
+    } else if (metrics_ != nullptr) {
+      metrics_->RecordInterTokenLatency(
+          kind ? metrics::Queue::kReasoning : metrics::Queue::kIo,
+          Seconds(r.last_token, now));
     }
-    return;
+    r.last_token = now;
+    r.num_reasoning += kind;
+    ++r.num_output;
   }
-  StopMatcher::Result r = a.stop.Push(a.detokenizer.Push(token.token_id));
-  chunk.text = std::move(r.text);
-  a.sink->Push(std::move(chunk));
-  // A stop string ends the request: its text is dropped, while the tokens
-  // that formed it were sent.
-  if (r.stopped) {
-    Finish(a, FinishReason::kStop, absl::OkStatus(), r.matched);
-  } else if (a.num_output >= a.request.max_tokens) {
-    Finish(a, FinishReason::kLength, absl::OkStatus());
-  } else if (static_cast<int>(a.request.prompt.size()) + a.num_output >=
-             options_.max_context_tokens) {
-    Finish(a, FinishReason::kContextFull, absl::OkStatus());
-  }
+  if (w.session->generating()) return;
+  const SessionEvent& end = r.sink->turn_end();
+  Finish(w, end.finish_reason, absl::OkStatus(), end.matched_stop);
 }
 
-void Engine::Finish(Active& a, FinishReason reason, absl::Status error,
+void Engine::Finish(Work& w, FinishReason reason, absl::Status error,
                     std::string matched_stop) {
   const absl::Time now = absl::Now();
+  Request& a = *w.request;
+  const uint64_t handle = w.session->handle();
+  // What the turn held back for stop strings and partial characters goes
+  // out when it ended by itself (the session flushed it at its end).
   const bool flush = error.ok() && reason != FinishReason::kStop &&
                      reason != FinishReason::kCancelled;
-  if (flush && !a.request.reasoning.hide) {
+  if (flush && !a.hide_reasoning &&
+      !a.sink->turn_end().reasoning_text.empty()) {
     // The reasoning stream's partial character (a request that ends while
     // the model thinks), in its own chunk before the final one.
     OutputChunk held;
     held.reasoning = true;
-    held.text = a.reasoning_detokenizer.Flush();
-    if (!held.text.empty()) a.sink->Push(std::move(held));
+    held.text = a.sink->turn_end().reasoning_text;
+    a.sink->out().Push(std::move(held));
   }
   OutputChunk chunk;
   chunk.final = true;
   chunk.finish_reason = reason;
   chunk.matched_stop = std::move(matched_stop);
-  if (flush) {
-    // Release what was held back for stop strings and partial characters.
-    chunk.text = a.stop.Flush() + a.detokenizer.Flush();
-  }
+  if (flush) chunk.text = a.sink->turn_end().text;
   chunk.error = std::move(error);
-  chunk.prompt_tokens = static_cast<int>(a.request.prompt.size());
+  chunk.prompt_tokens = a.prompt_tokens;
   chunk.output_tokens = a.num_output;
   chunk.reasoning_tokens = a.num_reasoning;
-  chunk.seed = a.request.sampling.seed;
-  const absl::Time arrival = a.request.arrival;
+  chunk.seed = a.seed;
   if (a.first_scheduled != absl::InfinitePast()) {
-    chunk.queue_seconds = Seconds(arrival, a.first_scheduled);
+    chunk.queue_seconds = Seconds(a.arrival, a.first_scheduled);
   }
   if (a.first_token != absl::InfinitePast()) {
-    chunk.time_to_first_token_seconds = Seconds(arrival, a.first_token);
+    chunk.time_to_first_token_seconds = Seconds(a.arrival, a.first_token);
   }
-  chunk.total_seconds = Seconds(arrival, now);
-  if (metrics_ != nullptr) {
-    metrics::RequestSample sample;
-    sample.finish_reason = MetricsReason(reason, !chunk.error.ok());
-    if (a.first_scheduled != absl::InfinitePast()) {
-      sample.queue_seconds = chunk.queue_seconds;
-    }
-    if (a.first_token != absl::InfinitePast()) {
-      sample.time_to_first_token_seconds = chunk.time_to_first_token_seconds;
-    }
-    sample.e2e_seconds = chunk.total_seconds;
-    sample.prompt_tokens = chunk.prompt_tokens;
-    sample.reasoning_tokens = a.num_reasoning;
-    sample.output_tokens = a.num_output;
-    metrics_->RecordRequest(sample);
-  }
+  chunk.total_seconds = Seconds(a.arrival, now);
+  RecordRequest(a, chunk, reason);
   // Release before telling the client, so a client that sees the final
   // chunk also sees the engine without this request.
-  scheduler_.Remove(a.handle);
+  scheduler_.Remove(handle);
   {
     absl::MutexLock lock(&mu_);
     --stats_.requests;
-    if (arrival != absl::InfinitePast()) stats_.request_time += now - arrival;
+    if (a.arrival != absl::InfinitePast()) {
+      stats_.request_time += now - a.arrival;
+    }
     if (a.waiting) {
       --stats_.waiting;
-      stats_.waiting_tokens -= static_cast<int64_t>(a.request.prompt.size());
+      stats_.waiting_tokens -= a.prompt_tokens;
     }
     if (!chunk.error.ok()) {
       ++stats_.failed;
@@ -491,17 +454,36 @@ void Engine::Finish(Active& a, FinishReason reason, absl::Status error,
       ++stats_.completed;
     }
   }
-  std::shared_ptr<OutputSink> sink = std::move(a.sink);
-  active_.erase(a.handle);  // destroys `a`
+  std::shared_ptr<RequestSink> sink = std::move(a.sink);
+  work_.erase(handle);  // destroys `w`
   PublishStats();
-  sink->Push(std::move(chunk));
+  sink->out().Push(std::move(chunk));
+}
+
+void Engine::RecordRequest(const Request& a, const OutputChunk& chunk,
+                           FinishReason reason) {
+  if (metrics_ == nullptr) return;
+  metrics::RequestSample sample;
+  sample.finish_reason = MetricsReason(reason, !chunk.error.ok());
+  if (a.first_scheduled != absl::InfinitePast()) {
+    sample.queue_seconds = chunk.queue_seconds;
+  }
+  if (a.first_token != absl::InfinitePast()) {
+    sample.time_to_first_token_seconds = chunk.time_to_first_token_seconds;
+  }
+  sample.e2e_seconds = chunk.total_seconds;
+  sample.prompt_tokens = chunk.prompt_tokens;
+  sample.reasoning_tokens = a.num_reasoning;
+  sample.output_tokens = a.num_output;
+  metrics_->RecordRequest(sample);
 }
 
 void Engine::PublishStats() {
   const SchedulerStats s = scheduler_.stats();
   absl::MutexLock lock(&mu_);
-  busy_ = !active_.empty() || !sessions_.empty();
-  stats_.sessions = static_cast<int>(sessions_.size());
+  busy_ = !work_.empty();
+  stats_.sessions = 0;
+  for (const auto& [handle, w] : work_) stats_.sessions += w.request == nullptr;
   stats_.kept_sessions = static_cast<int>(kept_.size());
   stats_.running = s.num_running;
   stats_.queue_sizes = s.queue_sizes;

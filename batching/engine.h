@@ -99,6 +99,12 @@ struct EngineStats {
 //   -> emit tokens, finish requests
 // and requests join and leave between steps.
 //
+// One kind of work: a session (batching/session.h). A Generate request is
+// a session of one output stream whose turn starts on the prompt
+// (SessionOptions::request), closed when the turn ends; what only a request
+// has (its sink of chunks, deadline, timings, admission accounting) rides
+// beside it.
+//
 // Submit and Cancel only touch the inbox (a mutex-guarded list), so gRPC
 // reactors never block on model work. Cancellation (client cancel, deadline,
 // disconnect, shutdown) is applied at the top of the next step: the
@@ -171,7 +177,30 @@ class Engine {
   void Shutdown();
 
  private:
-  struct Active;
+  // A Generate request's session sink: its chunks (engine.cc).
+  class RequestSink;
+  // What only a Generate request has beside its session: where its chunks
+  // go, its clock and its counts (engine thread, once queued).
+  struct Request {
+    std::shared_ptr<RequestSink> sink;
+    int prompt_tokens = 0;
+    uint64_t seed = 0;
+    bool hide_reasoning = false;
+    absl::Time arrival = absl::InfinitePast();
+    absl::Time deadline = absl::InfiniteFuture();
+    int num_output = 0;
+    int num_reasoning = 0;  // of num_output, of the reasoning stream
+    bool waiting = true;    // counted by admission control
+    absl::Time first_scheduled = absl::InfinitePast();
+    absl::Time first_token = absl::InfinitePast();
+    absl::Time last_token = absl::InfinitePast();
+  };
+  // A unit of work: a session a client opened, or one made from a Generate
+  // request, which `request` then holds the rest of.
+  struct Work {
+    std::unique_ptr<Session> session;
+    std::unique_ptr<Request> request;  // null for a client's session
+  };
   struct SessionCommand {
     enum class Kind { kOpen, kAppend, kInterrupt, kClose, kResume } kind;
     uint64_t handle = 0;
@@ -211,12 +240,15 @@ class Engine {
   // Step metrics; the step's decode and prompt tokens come counted.
   void RecordStep(const StepPlan& plan, int decode_tokens, int prefill_tokens,
                   absl::Duration duration);
-  // Handles a sampled token (of the reasoning stream or not); finishes the
-  // request when it ends it.
-  void OnToken(Active& a, const SampledToken& token, bool reasoning);
-  // Sends the final chunk, frees the request's blocks and forgets it.
-  void Finish(Active& a, FinishReason reason, absl::Status error,
+  // A request's tokens of one step (`reasoning`: of each, whether it is
+  // the reasoning stream's): its timings; finishes it when its turn ended.
+  void OnRequestTokens(Work& w, const std::vector<bool>& reasoning);
+  // Sends a request's final chunk, frees its blocks and forgets it.
+  void Finish(Work& w, FinishReason reason, absl::Status error,
               std::string matched_stop = "");
+  // The request metrics of a request's final chunk.
+  void RecordRequest(const Request& a, const OutputChunk& chunk,
+                     FinishReason reason);
   void PublishStats();
   // Sleeps out the debug step floor and stall (EngineOptions), if any, for
   // a step that began at `start`.
@@ -251,7 +283,7 @@ class Engine {
   bool shutdown_ ABSL_GUARDED_BY(mu_) = false;
   bool busy_ ABSL_GUARDED_BY(mu_) = false;  // the engine holds requests
   uint64_t next_handle_ ABSL_GUARDED_BY(mu_) = 1;
-  std::vector<std::unique_ptr<Active>> inbox_ ABSL_GUARDED_BY(mu_);
+  std::vector<Work> inbox_ ABSL_GUARDED_BY(mu_);  // Generate requests
   std::vector<uint64_t> cancels_ ABSL_GUARDED_BY(mu_);
   std::vector<SessionCommand> session_commands_ ABSL_GUARDED_BY(mu_);
   EngineStats stats_ ABSL_GUARDED_BY(mu_);
@@ -263,8 +295,7 @@ class Engine {
   // Engine thread only.
   Scheduler scheduler_;
   PrefillPacer pacer_;
-  absl::flat_hash_map<uint64_t, std::unique_ptr<Active>> active_;
-  absl::flat_hash_map<uint64_t, std::unique_ptr<Session>> sessions_;
+  absl::flat_hash_map<uint64_t, Work> work_;  // by handle
   // Kept sessions by handle, and their handles least recently kept first.
   absl::flat_hash_map<uint64_t, std::unique_ptr<Session>> kept_;
   std::list<uint64_t> kept_order_;

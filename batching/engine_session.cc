@@ -2,7 +2,7 @@
 // thread (batching/session.h holds the session logic).
 //
 // Design note. Which sessions exist is known on two sides: the engine
-// thread owns the Session objects (open in sessions_, kept in kept_), while
+// thread owns the Session objects (open in work_, kept in kept_), while
 // callers need answers at once (is this id open, kept, over the client's
 // limit?). session_records_ answers them under mu_: OpenSession and
 // ResumeSession change it when they accept, the engine thread when a
@@ -266,7 +266,7 @@ void Engine::ApplySessionCommand(SessionCommand& c) {
   const absl::Time now = absl::Now();
   if (c.kind == SessionCommand::Kind::kOpen) {
     Session& s = *c.session;
-    sessions_[c.handle] = std::move(c.session);
+    work_[c.handle].session = std::move(c.session);
     s.Touch(now);
     s.Open(scheduler_);
     return;
@@ -275,9 +275,10 @@ void Engine::ApplySessionCommand(SessionCommand& c) {
     ResumeKeptSession(c);
     return;
   }
-  auto it = sessions_.find(c.handle);
-  if (it == sessions_.end()) return;
-  Session& s = *it->second;
+  auto it = work_.find(c.handle);
+  // Session commands name sessions; a Generate request's handle is none.
+  if (it == work_.end() || it->second.request != nullptr) return;
+  Session& s = *it->second.session;
   s.Touch(now);
   switch (c.kind) {
     case SessionCommand::Kind::kAppend:
@@ -303,8 +304,8 @@ void Engine::FinishSession(Session& session, absl::Status status) {
   session.EndAllTurns(FinishReason::kCancelled, scheduler_);
   // Free the blocks before telling the client.
   scheduler_.Remove(session.handle());
-  std::unique_ptr<Session> owned = std::move(sessions_[session.handle()]);
-  sessions_.erase(session.handle());
+  std::unique_ptr<Session> owned = std::move(work_[session.handle()].session);
+  work_.erase(session.handle());
   {
     absl::MutexLock lock(&mu_);
     const SessionOptions& o = owned->options();
@@ -332,8 +333,8 @@ void Engine::KeepSession(Session& session, absl::Status status) {
     return;
   }
   const uint64_t handle = session.handle();
-  std::unique_ptr<Session> owned = std::move(sessions_[handle]);
-  sessions_.erase(handle);
+  std::unique_ptr<Session> owned = std::move(work_[handle].session);
+  work_.erase(handle);
   std::shared_ptr<SessionSink> sink = owned->Keep(scheduler_);
   {
     absl::MutexLock lock(&mu_);
@@ -388,7 +389,7 @@ void Engine::ResumeKeptSession(SessionCommand& c) {
   kept_.erase(it);
   kept_order_.remove(c.kept_handle);
   Session& s = *owned;
-  sessions_[c.handle] = std::move(owned);
+  work_[c.handle].session = std::move(owned);
   s.Touch(absl::Now());
   s.Resume(c.handle, std::move(c.sink));
   PublishStats();
@@ -398,8 +399,12 @@ void Engine::ExpireIdleSessions(absl::Time now) {
   const absl::Duration timeout = options_.session_idle_timeout;
   if (timeout == absl::InfiniteDuration()) return;
   std::vector<Session*> idle;
-  for (auto& [handle, s] : sessions_) {
-    if (s->idle() && now - s->last_active() >= timeout) idle.push_back(s.get());
+  for (auto& [handle, w] : work_) {
+    Session* s = w.session.get();
+    if (w.request == nullptr && s->idle() &&
+        now - s->last_active() >= timeout) {
+      idle.push_back(s);
+    }
   }
   for (Session* s : idle) {
     const bool keep = options_.max_kept_sessions > 0;

@@ -115,13 +115,7 @@ void Scheduler::AddSession(uint64_t id, std::vector<int32_t> tokens,
   r->sees = std::move(sees);
   r->one_token = std::move(one_token_kernels);
   AppendKernelKinds(*r, static_cast<int>(r->one_token.size()));
-  // The cacheable prefix: leading stream-0 entries at y = index.
-  int prefix = 0;
-  while (prefix < static_cast<int>(r->meta.size()) &&
-         r->meta[prefix].stream == 0 && r->meta[prefix].y == prefix) {
-    ++prefix;
-  }
-  r->num_prompt_tokens = prefix;
+  ExtendPrefix(*r, 0);
   r->queue = QueueKind::kPrompt;
   queues_[static_cast<int>(QueueKind::kPrompt)]->Push(r->Item());
   requests_[id] = std::move(r);
@@ -135,7 +129,18 @@ void Scheduler::AppendEntries(uint64_t id, absl::Span<const int32_t> tokens,
   r.tokens.insert(r.tokens.end(), tokens.begin(), tokens.end());
   r.meta.insert(r.meta.end(), meta.begin(), meta.end());
   AppendKernelKinds(r, first);
+  ExtendPrefix(r, first);
   MoveTo(r, PhaseQueue(r));
+}
+
+void Scheduler::ExtendPrefix(Request& r, int first) {
+  if (r.num_prompt_tokens < first) return;  // an earlier entry ended it
+  int& prefix = r.num_prompt_tokens;
+  const int end = static_cast<int>(r.meta.size());
+  while (prefix < end && r.meta[prefix].stream == 0 &&
+         r.meta[prefix].y == prefix) {
+    ++prefix;
+  }
 }
 
 void Scheduler::AddSamplePoints(uint64_t id,
@@ -501,10 +506,12 @@ void Scheduler::Update(const StepPlan& plan, const StepOutput& output) {
 QueueKind Scheduler::PhaseQueue(const Request& r) const {
   const int remaining = static_cast<int>(r.tokens.size()) - r.num_computed;
   if (r.session) {
-    // Bulk input is prompt work (a turn's input too); decode steps (a few
-    // entries per stream), small input that arrives while the streams
-    // write (their next samples wait for it) and an idle session sit in
-    // the I/O queue, or in the reasoning queue while the session thinks.
+    // A context none of which is computed yet is prompt work, and so is
+    // bulk input (a turn's input too); decode steps (a few entries per
+    // stream), small input that arrives while the streams write (their
+    // next samples wait for it) and an idle session sit in the I/O queue,
+    // or in the reasoning queue while the session thinks.
+    if (r.num_computed == 0 && remaining > 0) return QueueKind::kPrompt;
     const int decode = std::max<int>(1, r.sees.size());
     const int small =
         r.input_while_writing ? options_.session_small_input_tokens : 0;

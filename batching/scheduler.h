@@ -100,8 +100,9 @@ class Scheduler {
   // shared prefix, stream 0 at y = 0..; non-empty); `sees[s]` is sees(s)
   // besides s. Entries are computed in the order they are appended, which
   // the caller keeps non-decreasing in y so that every entry an entry sees
-  // comes before it. Only the leading prefix entries (stream 0, y = index)
-  // take part in the prefix cache.
+  // comes before it. Only the leading entries of stream 0 at y = index
+  // (the prefix, and entries appended after it as long as they continue it:
+  // a Generate request's output) take part in the prefix cache.
   // `one_token_kernels` (from Keep): which of the first entries take the
   // one-token attention kernels (the rest is derived from the entries: an
   // entry alone in its stream's run does), so a resumed session's entries,
@@ -191,6 +192,10 @@ class Scheduler {
   int SessionChunk(const Request& r, int done, int n) const;
   // Request::one_token of a session's entries from index `first` on.
   static void AppendKernelKinds(Request& r, int first);
+  // A session's cacheable prefix (Request::num_prompt_tokens): its leading
+  // entries of stream 0 at y = context index, which hold what an ordinary
+  // request's tokens would; grown over entries appended from `first` on.
+  static void ExtendPrefix(Request& r, int first);
   // Grants up to `max_tokens` more tokens of `r` in this step; returns how
   // many (0 when the KV pool cannot hold them even after preemption).
   int Grant(Request& r, int max_tokens, StepPlan* plan);

@@ -12,7 +12,12 @@ namespace braid::batching {
 
 bool Scheduler::AttachCachedPrefix(Request& r) {
   if (r.remaining() <= 0) return false;  // nothing to compute
-  if (r.session && AttachKeptSession(r)) return true;
+  // Kept blocks lie past the prefix (a context that is all prefix, a
+  // Generate request's, has none).
+  if (r.session && r.num_prompt_tokens < static_cast<int>(r.tokens.size()) &&
+      AttachKeptSession(r)) {
+    return true;
+  }
   const int bs = options_.block_size;
   // Leave at least one token to compute: its logits give the next token.
   int max_blocks = (static_cast<int>(r.tokens.size()) - 1) / bs;

@@ -19,6 +19,8 @@ struct Scheduler::Request {
   std::string tenant;
   uint64_t arrival = 0;
   std::vector<int32_t> tokens;  // prompt, then sampled tokens
+  // Plain requests: the prompt; sessions: the leading entries of stream 0
+  // at y = index (ExtendPrefix), the part the prefix cache holds by tokens.
   int num_prompt_tokens = 0;
   int num_computed = 0;  // entries in the KV cache
   std::vector<int32_t> block_table;

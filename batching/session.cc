@@ -24,6 +24,10 @@ Session::Session(SessionOptions options, std::shared_ptr<SessionSink> sink,
     const SessionStreamOptions& o = options_.streams[i - 1];
     st.sampler = std::make_unique<Sampler>(o.sampling, options_.prefix);
     st.detokenizer = std::make_unique<model::StreamingDetokenizer>(tokenizer_);
+    if (options_.request) {
+      st.reasoning_detokenizer =
+          std::make_unique<model::StreamingDetokenizer>(tokenizer_);
+    }
     st.gate = ReasoningGate(markers, o.reasoning, options_.prefix);
   }
   streams_[0].next_y = y0;
@@ -48,6 +52,7 @@ Session::Session(SessionOptions options, std::shared_ptr<SessionSink> sink,
 }
 
 int32_t Session::Tag(int s) const {
+  if (options_.request) return 0;
   if (options_.model_streams <= 0) return s;
   return s == 0 ? 0 : options_.streams[s - 1].model_stream;
 }
@@ -57,6 +62,7 @@ int32_t Session::Tag(int s) const {
 // bound to no session stream counts as input). Without branches every
 // stream sees every other.
 std::vector<std::vector<int32_t>> Session::Visibility() const {
+  if (options_.request) return {{}};  // one tag: stream 0
   const bool multi = options_.model_streams > 0;
   const int n =
       multi ? options_.model_streams : static_cast<int>(streams_.size());
@@ -101,6 +107,7 @@ void Session::Open(Scheduler& scheduler) {
   e.prefix_length = n;
   e.context_tokens = n;
   sink_->Push(std::move(e));
+  if (options_.request) StartTurn(1, scheduler);
 }
 
 std::shared_ptr<SessionSink> Session::Keep(Scheduler& scheduler) {
@@ -449,6 +456,9 @@ void Session::EndTurn(int s, FinishReason reason, Scheduler& scheduler,
   e.reasoning = st.last_reasoning;
   e.text =
       (st.stop != nullptr ? st.stop->Flush() : "") + st.detokenizer->Flush();
+  if (st.reasoning_detokenizer != nullptr) {
+    e.reasoning_text = st.reasoning_detokenizer->Flush();
+  }
   st.stop.reset();
   sink_->Push(std::move(e));
 }
@@ -485,7 +495,10 @@ std::vector<SamplePoint> Session::FitContext(std::vector<SamplePoint> points,
              max_context_tokens_) {
     const int s = points.back().stream;
     points.pop_back();
-    EndTurn(s, FinishReason::kLength, scheduler);
+    EndTurn(s,
+            options_.request ? FinishReason::kContextFull
+                             : FinishReason::kLength,
+            scheduler);
   }
   return points;
 }
@@ -506,9 +519,10 @@ void Session::EndAllTurns(FinishReason reason, Scheduler& scheduler) {
 // written at its stream's next y (the same y for all of them in the aligned
 // layout and for branches), sent to the client, and becomes the entry whose
 // logits give the stream's next token.
-void Session::OnStep(const ScheduledSequence& s,
-                     absl::Span<const SampledToken> tokens,
-                     Scheduler& scheduler) {
+std::vector<bool> Session::OnStep(const ScheduledSequence& s,
+                                  absl::Span<const SampledToken> tokens,
+                                  Scheduler& scheduler) {
+  std::vector<bool> kinds;
   std::vector<SamplePoint> points;
   for (size_t j = 0; j < s.samples.size(); ++j) {
     const int sid = s.samples[j].stream;
@@ -516,6 +530,7 @@ void Session::OnStep(const ScheduledSequence& s,
     if (!st.active) continue;
     const SessionStreamOptions& o = options_.streams[sid - 1];
     const ReasoningGate::Decision d = st.gate.Next(tokens[j].token_id);
+    kinds.push_back(d.reasoning);
     const int64_t y = st.next_y++;
     AppendEntry(sid, d.token, y, scheduler);
     for (int other : seen_by_[Tag(sid)]) {
@@ -541,9 +556,12 @@ void Session::OnStep(const ScheduledSequence& s,
       e.stream = sid;
       e.reasoning = d.reasoning;
       SampledToken t = tokens[j];
-      t.token_id = d.token;
+      if (d.forced) t = SampledToken{d.token};  // not sampled: no logprobs
       e.tokens.push_back(std::move(t));
-      e.text = st.detokenizer->Push(d.token);
+      e.text = (d.reasoning && st.reasoning_detokenizer != nullptr
+                    ? *st.reasoning_detokenizer
+                    : *st.detokenizer)
+                   .Push(d.token);
       if (!d.reasoning) {
         // Like Generate: the tokens that form a stop string are sent, its
         // text (and anything after it) is not.
@@ -571,6 +589,7 @@ void Session::OnStep(const ScheduledSequence& s,
   FeedDueInput(scheduler, /*all=*/!generating());
   AppendQueued(scheduler);
   UpdateThinking(scheduler);
+  return kinds;
 }
 
 void Session::AppendQueued(Scheduler& scheduler) {

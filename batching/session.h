@@ -115,6 +115,14 @@ struct SessionOptions {
   DuplexPolicy duplex = DuplexPolicy::kInterject;
   int priority = 0;
   std::string tenant;
+  // A Generate request (Engine::Submit): one output stream whose turn
+  // starts on the prefix (the prompt) when the session opens. Its entries
+  // carry the prefix's tag (stream 0 at y = context index): the context is
+  // an ordinary causal sequence, which the prefix cache holds whole. The
+  // reasoning text has a detokenizer of its own (the turn's end holds back
+  // each kind's bytes apart), and a turn that fills the context ends with
+  // kContextFull.
+  bool request = false;
 };
 
 // Client input for one input stream.
@@ -134,11 +142,13 @@ struct SessionEvent {
   bool reasoning = false;
   std::vector<SampledToken> tokens;
   std::string text;
+  std::string reasoning_text;
   int64_t first_position = 0;
   // kTurnEnd: `text` holds what the turn held back (stop-string prefixes,
   // bytes of a partial character), at `first_position`, the stream's next
   // position (after its last token), of the kind (`reasoning`) of the last
-  // token sent.
+  // token sent; for a request (SessionOptions::request) `text` is the
+  // output's and `reasoning_text` the reasoning's.
   // kAck (first_position above, end_position exclusive)
   std::string input_id;
   int64_t end_position = 0;
@@ -196,9 +206,11 @@ class Session {
   // Ends the turn of output stream `stream` now.
   void Interrupt(int stream, Scheduler& scheduler);
   // Applies one step's samples of this session (lockstep: one token per
-  // active output stream), then feeds input that became due.
-  void OnStep(const ScheduledSequence& s, absl::Span<const SampledToken> tokens,
-              Scheduler& scheduler);
+  // active output stream), then feeds input that became due. Returns, per
+  // token kept, whether it belongs to the reasoning stream (sent or not).
+  std::vector<bool> OnStep(const ScheduledSequence& s,
+                           absl::Span<const SampledToken> tokens,
+                           Scheduler& scheduler);
   // Ends every turn with `reason` (no events when quiet).
   void EndAllTurns(FinishReason reason, Scheduler& scheduler);
   bool generating() const;
@@ -217,6 +229,9 @@ class Session {
     bool last_reasoning = false;  // the kind of the last token sent
     std::unique_ptr<Sampler> sampler;
     std::unique_ptr<model::StreamingDetokenizer> detokenizer;
+    // A request's reasoning text (SessionOptions::request); else null and
+    // `detokenizer` holds both kinds.
+    std::unique_ptr<model::StreamingDetokenizer> reasoning_detokenizer;
     std::unique_ptr<StopMatcher> stop;  // of the running turn
     ReasoningGate gate;
     // Aligned layout: placed input waiting for its step.
