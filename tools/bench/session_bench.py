@@ -24,7 +24,7 @@ busy time from /proc/stat minus braidd's and this client's) and is repeated
 
 Each round also prints the CPU 0 <-> 1 cache-line round trip and the
 machine's read bandwidth (`llama_bench --probe`, when
-bazel-bin/model/cpu/llama_bench exists): ~100 ns when this VM's two vCPUs share
+bazel-bin/model/cpu/llama_bench exists): ~100 ns when two vCPUs share
 a core complex, ~400 ns when they do not, and then every batched rate is
 lower against one stream; the bandwidth moves K = 1 (memory-bound) more
 than the batched rates (compute-bound), so a fast memory phase lowers the
