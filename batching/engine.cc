@@ -44,12 +44,7 @@ SessionOptions RequestSession(GenerationRequest& r) {
   SessionStreamOptions out;
   out.name = "output";
   out.output = true;
-  out.sampling = r.sampling;
-  out.max_tokens = r.max_tokens;
-  out.stop_token_ids = std::move(r.stop_token_ids);
-  out.stop = std::move(r.stop);
-  out.ignore_eos = r.ignore_eos;
-  out.reasoning = r.reasoning;
+  TakeSampling(r, out);
   SessionOptions o;
   o.session_id = std::move(r.request_id);
   o.prefix = std::move(r.prompt);

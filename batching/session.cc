@@ -7,6 +7,15 @@
 
 namespace braid::batching {
 
+void TakeSampling(GenerationRequest& r, SessionStreamOptions& o) {
+  o.sampling = r.sampling;
+  o.max_tokens = r.max_tokens;
+  o.stop_token_ids = std::move(r.stop_token_ids);
+  o.stop = std::move(r.stop);
+  o.ignore_eos = r.ignore_eos;
+  o.reasoning = r.reasoning;
+}
+
 Session::Session(SessionOptions options, std::shared_ptr<SessionSink> sink,
                  uint64_t handle, const model::Tokenizer* tokenizer,
                  const ReasoningMarkers& markers, int max_context_tokens)

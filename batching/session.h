@@ -125,6 +125,10 @@ struct SessionOptions {
   bool request = false;
 };
 
+// Moves a request's sampling, length, stops, EOS and reasoning options
+// into output stream `o` (what Generate and a session's output stream share).
+void TakeSampling(GenerationRequest& r, SessionStreamOptions& o);
+
 // Client input for one input stream.
 struct SessionInput {
   std::string input_id;

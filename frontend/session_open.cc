@@ -75,13 +75,8 @@ absl::Status FillStreamSampling(const StreamSpec& spec,
       !s.ok()) {
     return UnderField(field, s);
   }
-  o.sampling = sampled.sampling;
-  o.max_tokens = sampled.max_tokens;
-  o.stop_token_ids = std::move(sampled.stop_token_ids);
-  o.stop = std::move(sampled.stop);
-  o.ignore_eos = sampled.ignore_eos;
-  o.reasoning = sampled.reasoning;
   info.logprobs = sampled.sampling.logprobs;
+  batching::TakeSampling(sampled, o);
   return absl::OkStatus();
 }
 
