@@ -123,6 +123,29 @@ TEST_F(EngineTest, SharedPrefixIsComputedOnce) {
   EXPECT_EQ(engine->Stats().computed_tokens, 41 + 3);
 }
 
+// A request's output joins the prefix cache like its prompt: a follow-up
+// whose prompt is the first one's prompt and output (a chat's next turn)
+// computes only what is new.
+TEST_F(EngineTest, OutputBlocksAreCachedLikeThePrompt) {
+  FakeExecutor executor(tokenizer_->vocab_size(), 4);
+  auto engine = MakeEngine(&executor, Options());
+  auto first = std::make_shared<RecordingSink>();
+  ASSERT_TRUE(engine->Submit(Request(30, 16), first).ok());
+  first->WaitFinal();
+  // 30 prompt tokens and 15 fed-back outputs: 45 entries, 11 full blocks.
+  EXPECT_EQ(engine->Stats().computed_tokens, 45);
+  GenerationRequest next = Request(30, 1);
+  const std::vector<int32_t> out = first->Tokens();
+  next.prompt.insert(next.prompt.end(), out.begin(), out.end());
+  next.prompt.push_back(9);
+  auto sink = std::make_shared<RecordingSink>();
+  ASSERT_TRUE(engine->Submit(std::move(next), sink).ok());
+  sink->WaitFinal();
+  EXPECT_EQ(engine->Stats().prefix_hit_tokens, 44);
+  EXPECT_EQ(engine->Stats().computed_tokens, 45 + 3);
+  ExpectIdle(*engine);
+}
+
 // Cancel lands in each phase: queued (the pool is full), prefilling (between
 // chunks), decoding, and preempted (waiting to be recomputed).
 TEST_F(EngineTest, CancelInEveryPhaseFreesEverythingWithinOneStep) {
