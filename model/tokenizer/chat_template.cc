@@ -139,12 +139,29 @@ std::string Gemma3SystemSeparator(std::string_view source) {
   return "\n\n";
 }
 
+// Qwen2.5 Instruct's ChatML with tools: the tools' signatures in the
+// system turn, calls as <tool_call> JSON, results as <tool_response>. Its
+// default system text stands in both branches of the system turn; Qwen3's
+// template (reasoning_content, <think>) is another and reads as chatml.
+bool IsQwen25Tools(std::string_view src) {
+  if (!Contains(src, "<tools>") || !Contains(src, "<tool_call>") ||
+      !Contains(src, "<tool_response>") ||
+      !Contains(src, "tool_call.arguments | tojson") ||
+      Contains(src, "reasoning_content")) {
+    return false;
+  }
+  const std::optional<std::string> system = ChatMlDefaultSystem(src);
+  return system.has_value() &&
+         Contains(src, absl::StrCat("{{- '", *system, "' }}"));
+}
+
 struct FamilyName {
   Family family;
   std::string_view name;
 };
 constexpr FamilyName kFamilyNames[] = {
-    {Family::kChatMl, "chatml"},        {Family::kLlama2, "llama2"},
+    {Family::kChatMl, "chatml"},        {Family::kQwen25, "qwen2.5"},
+    {Family::kLlama2, "llama2"},
     {Family::kLlama3, "llama3"},        {Family::kMistralV1, "mistral-v1"},
     {Family::kMistralV3, "mistral-v3"}, {Family::kMistralV7, "mistral-v7"},
     {Family::kGemma, "gemma"},          {Family::kGemma3, "gemma3"},
@@ -162,7 +179,7 @@ std::optional<Family> DetectFamily(std::string_view src) {
     if (Contains(src, "<|im_sep|>") || Contains(src, "<end_of_utterance>")) {
       return std::nullopt;
     }
-    return Family::kChatMl;
+    return IsQwen25Tools(src) ? Family::kQwen25 : Family::kChatMl;
   }
   if (Contains(src, "[INST]")) {
     if (Contains(src, "[SYSTEM_PROMPT]")) return Family::kMistralV7;
@@ -242,15 +259,20 @@ absl::StatusOr<ChatTemplate> ChatTemplate::FromSource(std::string jinja_source,
   const std::optional<Family> family = DetectFamily(jinja_source);
   if (!family.has_value()) {
     return absl::InvalidArgumentError(
-        "unrecognised chat template (supported: chatml, llama2, llama3, "
-        "mistral-v1, mistral-v3, mistral-v7, gemma, gemma3, zephyr, phi3, "
-        "deepseek); send a raw prompt instead of chat messages");
+        "unrecognised chat template (supported: chatml, qwen2.5, llama2, "
+        "llama3, mistral-v1, mistral-v3, mistral-v7, gemma, gemma3, zephyr, "
+        "phi3, deepseek); send a raw prompt instead of chat messages");
   }
   std::optional<std::string> default_system;
-  if (*family == Family::kChatMl) {
+  if (*family == Family::kChatMl || *family == Family::kQwen25) {
     default_system = ChatMlDefaultSystem(jinja_source);
   } else if (*family == Family::kDeepSeek) {
     default_system = DeepSeekDefaultSystem(jinja_source);
+  }
+  if (*family == Family::kQwen25 && !default_system.has_value()) {
+    // The bare family name: Qwen2.5's own text.
+    default_system =
+        "You are Qwen, created by Alibaba Cloud. You are a helpful assistant.";
   }
   ChatTemplate t(*family, std::move(default_system), std::move(bos_text),
                  std::move(eos_text));
@@ -268,10 +290,22 @@ std::string_view ChatTemplate::name() const {
 }
 
 absl::StatusOr<std::string> ChatTemplate::Render(
-    absl::Span<const ChatMessage> messages, bool add_generation_prompt) const {
+    absl::Span<const ChatMessage> messages, bool add_generation_prompt,
+    absl::Span<const std::string> tools) const {
+  if (!supports_tools()) {
+    bool calls = false;
+    for (const ChatMessage& m : messages) calls |= !m.tool_calls.empty();
+    if (!tools.empty() || calls) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "the model's chat template (", AsAbsl(name()),
+          ") has no tool calls; braid renders tools with Qwen2.5's"));
+    }
+  }
   switch (family_) {
     case Family::kChatMl:
       return RenderChatMl(messages, add_generation_prompt);
+    case Family::kQwen25:
+      return RenderQwen25(messages, add_generation_prompt, tools);
     case Family::kLlama2:
       return RenderLlama2(messages, add_generation_prompt);
     case Family::kLlama3:
@@ -339,6 +373,69 @@ absl::StatusOr<std::string> ChatTemplate::RenderChatMl(
   for (const ChatMessage& m : messages) {
     absl::StrAppend(&out, "<|im_start|>", m.role, "\n", m.content,
                     "<|im_end|>\n");
+  }
+  if (gen) out += "<|im_start|>assistant\n";
+  return out;
+}
+
+// Qwen2.5 Instruct. The system turn always opens (the default text when
+// the first message is not a system one), with the tools' signatures when
+// there are tools; an assistant turn with calls writes its text (if any)
+// and one <tool_call> block per call; consecutive tool messages share one
+// user turn of <tool_response> blocks. Like upstream, a conversation must
+// have a first message.
+absl::StatusOr<std::string> ChatTemplate::RenderQwen25(
+    absl::Span<const ChatMessage> messages, bool gen,
+    absl::Span<const std::string> tools) const {
+  if (absl::Status s =
+          CheckRoles(messages, {"system", "user", "assistant", "tool"}, name());
+      !s.ok()) {
+    return s;
+  }
+  if (messages.empty()) return EmptyConversationError(name());
+  const bool system = messages[0].role == "system";
+  const std::string& first_system =
+      system ? messages[0].content : *default_system_;
+  std::string out;
+  if (!tools.empty()) {
+    absl::StrAppend(
+        &out, "<|im_start|>system\n", first_system,
+        "\n\n# Tools\n\nYou may call one or more functions to assist with the "
+        "user query.\n\nYou are provided with function signatures within "
+        "<tools></tools> XML tags:\n<tools>");
+    for (const std::string& tool : tools) absl::StrAppend(&out, "\n", tool);
+    out +=
+        "\n</tools>\n\nFor each function call, return a json object with "
+        "function name and arguments within <tool_call></tool_call> XML "
+        "tags:\n<tool_call>\n{\"name\": <function-name>, \"arguments\": "
+        "<args-json-object>}\n</tool_call><|im_end|>\n";
+  } else {
+    absl::StrAppend(&out, "<|im_start|>system\n", first_system,
+                    "<|im_end|>\n");
+  }
+  for (size_t i = 0; i < messages.size(); ++i) {
+    const ChatMessage& m = messages[i];
+    if (m.role == "user" || (m.role == "system" && i > 0) ||
+        (m.role == "assistant" && m.tool_calls.empty())) {
+      absl::StrAppend(&out, "<|im_start|>", m.role, "\n", m.content,
+                      "<|im_end|>\n");
+    } else if (m.role == "assistant") {
+      out += "<|im_start|>assistant";
+      if (!m.content.empty()) absl::StrAppend(&out, "\n", m.content);
+      for (const ChatToolCall& call : m.tool_calls) {
+        absl::StrAppend(&out, "\n<tool_call>\n{\"name\": \"", call.name,
+                        "\", \"arguments\": ", call.arguments,
+                        "}\n</tool_call>");
+      }
+      out += "<|im_end|>\n";
+    } else if (m.role == "tool") {
+      if (i == 0 || messages[i - 1].role != "tool") out += "<|im_start|>user";
+      absl::StrAppend(&out, "\n<tool_response>\n", m.content,
+                      "\n</tool_response>");
+      if (i + 1 == messages.size() || messages[i + 1].role != "tool") {
+        out += "<|im_end|>\n";
+      }
+    }  // The first message, a system one, is in the system turn.
   }
   if (gen) out += "<|im_start|>assistant\n";
   return out;

@@ -7,6 +7,9 @@
 // Hugging Face's settings (trim_blocks, lstrip_blocks). Supported families:
 //   chatml      <|im_start|>role\n...<|im_end|>\n  (with the default system
 //               message, e.g. SmolLM2's, extracted from the source)
+//   qwen2.5     ChatML with tools (Qwen2.5 Instruct): the tools' signatures
+//               in the system turn, <tool_call> blocks in assistant turns,
+//               tool results as <tool_response> blocks in a user turn
 //   llama2      [INST] <<SYS>>...<</SYS>> ... [/INST]   (official Llama-2-chat)
 //   llama3      <|start_header_id|>role<|end_header_id|>\n\n...<|eot_id|>
 //   mistral-v1  [INST] ... [/INST]...</s>  (Mistral 7B v0.1/v0.2, Mixtral
@@ -33,21 +36,33 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "absl/types/span.h"
 
 namespace braid::model {
 
+// A function call of an assistant turn, as the template writes it.
+struct ChatToolCall {
+  std::string name;
+  // The arguments object as the template's `tojson` filter writes it
+  // (Python's json.dumps: ", " and ": " separators, keys in their order,
+  // non-ASCII as is).
+  std::string arguments;
+};
+
 struct ChatMessage {
   std::string role;  // "system", "user", "assistant" (chatml also "tool").
   std::string content;
+  std::vector<ChatToolCall> tool_calls;  // assistant turns (qwen2.5)
 };
 
 class ChatTemplate {
  public:
   enum class Family {
     kChatMl,
+    kQwen25,
     kLlama2,
     kLlama3,
     kMistralV1,
@@ -68,11 +83,16 @@ class ChatTemplate {
                                                  std::string eos_text);
 
   // Renders `messages`; `add_generation_prompt` appends the opening of the
-  // assistant's turn. Unknown roles, and conversations the template itself
-  // rejects (e.g. non-alternating roles for llama2/gemma), are
-  // InvalidArgument.
-  absl::StatusOr<std::string> Render(absl::Span<const ChatMessage> messages,
-                                     bool add_generation_prompt) const;
+  // assistant's turn. `tools` are the functions the model may call, each
+  // as the template's `tojson` writes it (see ChatToolCall::arguments).
+  // Unknown roles, and conversations the template itself rejects (e.g.
+  // non-alternating roles for llama2/gemma), are InvalidArgument, and so
+  // are tools or tool calls for a family without them.
+  absl::StatusOr<std::string> Render(
+      absl::Span<const ChatMessage> messages, bool add_generation_prompt,
+      absl::Span<const std::string> tools = {}) const;
+  // Whether the family renders tools and tool calls.
+  bool supports_tools() const { return family_ == Family::kQwen25; }
 
   // `messages` as the next turns of a conversation whose last turn, the
   // assistant's, is already in the context (a session): what Render adds to
@@ -106,6 +126,9 @@ class ChatTemplate {
 
   absl::StatusOr<std::string> RenderChatMl(absl::Span<const ChatMessage> m,
                                            bool gen) const;
+  absl::StatusOr<std::string> RenderQwen25(
+      absl::Span<const ChatMessage> m, bool gen,
+      absl::Span<const std::string> tools) const;
   absl::StatusOr<std::string> RenderLlama2(absl::Span<const ChatMessage> m,
                                            bool gen) const;
   absl::StatusOr<std::string> RenderLlama3(absl::Span<const ChatMessage> m,
@@ -124,7 +147,7 @@ class ChatTemplate {
                                              bool gen) const;
 
   Family family_;
-  // chatml, deepseek: the system text the template inserts.
+  // chatml, qwen2.5, deepseek: the system text the template inserts.
   std::optional<std::string> default_system_;
   // gemma3: what follows a system message's text in the first turn
   // (first_user_prefix's suffix); unset: no system role (gemma).

@@ -63,6 +63,85 @@ TEST(ChatTemplateTest, MatchesJinjaRenderingOfReferenceTemplates) {
   EXPECT_GE(cases, 200);
 }
 
+// chat_tools_golden.tsv (make_chat_golden.py --tools): the templates that
+// call functions, rendered by jinja2 with tools (as Hugging Face's tojson
+// writes them) and with assistant turns that call them, byte for byte.
+TEST(ChatTemplateTest, MatchesJinjaRenderingWithTools) {
+  std::ifstream in(ChatDataPath("chat_tools_golden.tsv"));
+  ASSERT_TRUE(in) << "missing chat_tools_golden.tsv";
+  std::string line;
+  int cases = 0, with_tools = 0;
+  while (std::getline(in, line)) {
+    std::vector<std::string> f = absl::StrSplit(line, '\t');
+    ASSERT_EQ(f.size(), 8u) << line;
+    absl::StatusOr<ChatTemplate> tmpl = ChatTemplate::FromSource(
+        ReadFile(ChatDataPath(f[0])), Hex(f[2]), Hex(f[3]));
+    ASSERT_TRUE(tmpl.ok()) << f[0] << ": " << tmpl.status();
+    EXPECT_EQ(tmpl->name(), f[1]) << f[0];
+    EXPECT_TRUE(tmpl->supports_tools());
+    std::vector<ChatMessage> messages;
+    for (absl::string_view m : absl::StrSplit(f[5], ',', absl::SkipEmpty())) {
+      std::vector<std::string> p = absl::StrSplit(m, ':');
+      ASSERT_EQ(p.size(), 3u) << m;
+      ChatMessage message{Hex(p[0]), Hex(p[1]), {}};
+      for (absl::string_view c : absl::StrSplit(p[2], '+', absl::SkipEmpty())) {
+        std::pair<std::string, std::string> na = absl::StrSplit(c, ';');
+        message.tool_calls.push_back({Hex(na.first), Hex(na.second)});
+      }
+      messages.push_back(std::move(message));
+    }
+    std::vector<std::string> tools;
+    if (f[6] != "-") {
+      for (absl::string_view t : absl::StrSplit(f[6], ',')) {
+        tools.push_back(Hex(std::string(t)));
+      }
+    }
+    with_tools += !tools.empty();
+    std::string desc = f[0] + " gen=" + f[4] + " tools=" +
+                       std::to_string(tools.size()) + " roles=";
+    for (const ChatMessage& m : messages) desc += m.role + ",";
+    absl::StatusOr<std::string> got =
+        tmpl->Render(messages, f[4] == "1", tools);
+    if (f[7] == "ERROR") {
+      EXPECT_EQ(got.status().code(), absl::StatusCode::kInvalidArgument)
+          << desc;
+    } else {
+      ASSERT_TRUE(got.ok()) << desc << ": " << got.status();
+      EXPECT_EQ(*got, Hex(f[7])) << desc;
+    }
+    ++cases;
+  }
+  EXPECT_GE(cases, 50);
+  EXPECT_GE(with_tools, 30);
+}
+
+// Tools, or an assistant turn that calls one, for a family that has no
+// tool calls: refused, naming the family.
+TEST(ChatTemplateTest, ToolsNeedAFamilyWithToolCalls) {
+  absl::StatusOr<ChatTemplate> chatml =
+      ChatTemplate::FromSource("chatml", "<s>", "<|im_end|>");
+  ASSERT_TRUE(chatml.ok());
+  EXPECT_FALSE(chatml->supports_tools());
+  const std::vector<ChatMessage> user = {{"user", "hi", {}}};
+  const std::vector<std::string> tools = {R"({"type": "function"})"};
+  absl::StatusOr<std::string> got = chatml->Render(user, true, tools);
+  EXPECT_EQ(got.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(got.status().message().find("chatml"), std::string::npos);
+  const std::vector<ChatMessage> call = {
+      {"user", "hi", {}}, {"assistant", "", {{"f", "{}"}}}};
+  EXPECT_EQ(chatml->Render(call, true).status().code(),
+            absl::StatusCode::kInvalidArgument);
+  absl::StatusOr<ChatTemplate> qwen =
+      ChatTemplate::FromSource("qwen2.5", "", "<|im_end|>");
+  ASSERT_TRUE(qwen.ok());
+  absl::StatusOr<std::string> q = qwen->Render(user, true);
+  ASSERT_TRUE(q.ok()) << q.status();
+  EXPECT_EQ(*q,
+            "<|im_start|>system\nYou are Qwen, created by Alibaba Cloud. You "
+            "are a helpful assistant.<|im_end|>\n<|im_start|>user\nhi"
+            "<|im_end|>\n<|im_start|>assistant\n");
+}
+
 TEST(ChatTemplateTest, SmolLm2DefaultSystemIsExtracted) {
   absl::StatusOr<ChatTemplate> tmpl = ChatTemplate::FromSource(
       ReadFile(ChatDataPath("smollm2.jinja")), "<|im_start|>", "<|im_end|>");
