@@ -75,10 +75,12 @@ Each case, every figure from the same daemon in the same run:
      random; so they meet the same bursts as the rejections, which come
      when arrivals bunch up), on the same channel and loop. Where the
      control's own p99 is over 10 ms (then the delay is the machine's and
-     the client's, not the engine's), the bound is the control's p99 +
-     5 ms: a rejection may cost braidd a few milliseconds more than a call
-     that never reaches the engine, not a step (tens of ms) or a request
-     (a second or more). And the slowest rejection must take less than
+     the client's, not the engine's), rejections are held to the control
+     calls instead: their p90 within 5 ms of the control's p90 and their
+     p99 within 5 ms of the slowest control call (with some 80 calls a
+     p99 is one descheduling of the client): a rejection may cost braidd a
+     few milliseconds more than a call that never reaches the engine, not
+     a step (tens of ms) or a request (a second or more). And the slowest rejection must take less than
      the quickest admitted request: none waited for a slot.
    - braidd's resident memory (VmRSS) at the end of the overload window is
      < 1.05 x the reading at its start; the peak and the reading at each
@@ -515,9 +517,10 @@ class OverloadTest(unittest.TestCase):
             f"{ITL_FACTOR}x); server histogram p99 <= "
             f"{ms(histogram_p99(m0, m1, itl_hist, queue='io'))}")
         if rej_lat:
-            say(f"rejection latency: p50 {ms(pct(rej_lat, 50))} p99 "
-                f"{ms(pct(rej_lat, 99))} max {ms(max(rej_lat))}; control "
-                f"(refused before the engine): p50 {ms(pct(ctl_lat, 50))} "
+            say(f"rejection latency: p50 {ms(pct(rej_lat, 50))} p90 "
+                f"{ms(pct(rej_lat, 90))} p99 {ms(pct(rej_lat, 99))} max "
+                f"{ms(max(rej_lat))}; control (refused before the engine): "
+                f"p50 {ms(pct(ctl_lat, 50))} p90 {ms(pct(ctl_lat, 90))} "
                 f"p99 {ms(pct(ctl_lat, 99))} max {ms(max(ctl_lat))}; "
                 f"quickest admitted request {ms(quickest)}")
         say(f"arrival lag p99 {ms(pct(lags, 99))} max {ms(max(lags))}")
@@ -588,10 +591,26 @@ class OverloadTest(unittest.TestCase):
               f"overload ITL p99 {ms(itl_p99)} over {ITL_FACTOR} x the "
               f"unloaded {ms(unloaded_p99)}")
 
-        # The rest are refused at once.
-        bound = max(REJECTION_S, pct(ctl_lat, 99) + CONTROL_SLACK_S)
-        check(pct(rej_lat, 99) <= bound,
-              f"rejection p99 {ms(pct(rej_lat, 99))} over {ms(bound)}")
+        # The rest are refused at once: within REJECTION_S, or where the
+        # machine itself delays calls longer (the control's p99 over it),
+        # as quickly as the control calls: their p90 within the slack of
+        # the control's p90, their p99 within it of the control's slowest
+        # call. (The p99 of some 80 calls is their second slowest, which
+        # one descheduling of the client decides: two such figures of the
+        # same delays differ by tens of ms under `stress`.)
+        if pct(ctl_lat, 99) <= REJECTION_S:
+            check(pct(rej_lat, 99) <= REJECTION_S,
+                  f"rejection p99 {ms(pct(rej_lat, 99))} over "
+                  f"{ms(REJECTION_S)}")
+        else:
+            check(pct(rej_lat, 90) <= pct(ctl_lat, 90) + CONTROL_SLACK_S,
+                  f"rejection p90 {ms(pct(rej_lat, 90))} over the "
+                  f"control's {ms(pct(ctl_lat, 90))} + "
+                  f"{ms(CONTROL_SLACK_S)}")
+            check(pct(rej_lat, 99) <= max(ctl_lat) + CONTROL_SLACK_S,
+                  f"rejection p99 {ms(pct(rej_lat, 99))} over the "
+                  f"control's slowest {ms(max(ctl_lat))} + "
+                  f"{ms(CONTROL_SLACK_S)}")
         check(max(rej_lat, default=0) < quickest,
               f"a rejection took {ms(max(rej_lat, default=0))}, the quickest "
               f"admitted request {ms(quickest)}")
