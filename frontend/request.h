@@ -12,9 +12,17 @@
 
 namespace braid::frontend {
 
+// A function call of an assistant message (OpenAI's tool_calls).
+struct ToolCallSpec {
+  std::string name;
+  // The arguments object as the chat template's `tojson` writes it.
+  std::string arguments;
+};
+
 struct ChatMessageSpec {
   std::string role;     // bytes as received (checked for UTF-8)
   std::string content;  // bytes as received (checked for UTF-8)
+  std::vector<ToolCallSpec> tool_calls;
 };
 
 // prompt: exactly one kind.
@@ -24,7 +32,10 @@ struct PromptSpec {
   std::string text;                       // kText: bytes as received
   std::vector<int32_t> tokens;            // kTokens
   std::vector<ChatMessageSpec> messages;  // kChat
-  bool add_generation_prompt = true;      // kChat
+  // kChat: the functions the model may call, each as the chat template's
+  // `tojson` writes it (model::ChatTemplate::Render).
+  std::vector<std::string> tools;
+  bool add_generation_prompt = true;  // kChat
   // kChat: braid.v1.ChatContinuation as its number (0: a whole
   // conversation; 1: after a turn that ended with the end-of-generation
   // token, which is in the context; 2: after a turn cut short).

@@ -119,17 +119,42 @@ absl::StatusOr<std::vector<int32_t>> RequestBuilder::Tokenize(
         const std::string field = absl::StrCat("prompt.chat.messages[", i, "]");
         BRAID_RETURN_IF_ERROR(CheckUtf8(m.content, field + ".content"));
         BRAID_RETURN_IF_ERROR(CheckUtf8(m.role, field + ".role"));
-        messages.push_back({m.role, m.content});
+        model::ChatMessage message{m.role, m.content, {}};
+        for (size_t j = 0; j < m.tool_calls.size(); ++j) {
+          const ToolCallSpec& c = m.tool_calls[j];
+          const std::string call = absl::StrCat(field, ".tool_calls[", j, "]");
+          BRAID_RETURN_IF_ERROR(CheckUtf8(c.name, call + ".name"));
+          BRAID_RETURN_IF_ERROR(CheckUtf8(c.arguments, call + ".arguments"));
+          message.tool_calls.push_back({c.name, c.arguments});
+        }
+        messages.push_back(std::move(message));
+      }
+      for (size_t j = 0; j < prompt.tools.size(); ++j) {
+        BRAID_RETURN_IF_ERROR(CheckUtf8(
+            prompt.tools[j], absl::StrCat("prompt.chat.tools[", j, "]")));
+      }
+      if (!prompt.tools.empty() && !chat_template_->supports_tools()) {
+        return Invalid(
+            "prompt.chat.tools",
+            absl::StrCat("this model's chat template (",
+                         std::string(chat_template_->name()),
+                         ") has no tool calls; braid renders tools with "
+                         "Qwen2.5's (ChatML with <tool_call>)"));
       }
       if (prompt.continuation < 0 || prompt.continuation > 2) {
         return Invalid("prompt.chat.continuation",
                        absl::StrCat("unknown value ", prompt.continuation));
       }
       if (prompt.continuation != 0) {
+        if (!prompt.tools.empty()) {
+          return Invalid("prompt.chat.tools",
+                         "are given with a whole conversation, not a "
+                         "continuation");
+        }
         return ChatContinuation(messages, prompt);
       }
-      absl::StatusOr<std::string> rendered =
-          chat_template_->Render(messages, prompt.add_generation_prompt);
+      absl::StatusOr<std::string> rendered = chat_template_->Render(
+          messages, prompt.add_generation_prompt, prompt.tools);
       if (!rendered.ok()) {
         return Invalid("prompt.chat", rendered.status().message());
       }

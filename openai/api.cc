@@ -11,12 +11,14 @@
 #include "absl/strings/str_join.h"
 #include "frontend/request_builder.h"
 #include "nlohmann/json.hpp"
+#include "openai/tools.h"
 #include "util/status_macros.h"
 
 namespace braid::openai {
 namespace {
 
-using Json = nlohmann::json;
+// Ordered: tools reach the chat template with their keys as sent.
+using Json = nlohmann::ordered_json;
 
 absl::Status Invalid(absl::string_view field, absl::string_view why) {
   return absl::InvalidArgumentError(absl::StrCat(field, ": ", why));
@@ -202,6 +204,47 @@ absl::StatusOr<std::string> Content(const Json& v, absl::string_view field) {
   return absl::StrJoin(texts, "\n");
 }
 
+// An assistant message's "tool_calls": [{type: "function", function:
+// {name, arguments}}], the arguments a JSON object (as a string, the API's
+// form, or as the object).
+absl::StatusOr<std::vector<frontend::ToolCallSpec>> ToolCalls(
+    const Json& message, const std::string& field) {
+  std::vector<frontend::ToolCallSpec> calls;
+  const Json& v = Field(message, "tool_calls");
+  if (v.is_null()) return calls;
+  if (!v.is_array()) return Invalid(field + ".tool_calls", "must be an array");
+  for (size_t j = 0; j < v.size(); ++j) {
+    const std::string call = absl::StrCat(field, ".tool_calls[", j, "]");
+    if (!v[j].is_object()) return Invalid(call, "must be an object");
+    const Json& type = Field(v[j], "type");
+    if (!type.is_null() &&
+        !(type.is_string() && type.get<std::string>() == "function")) {
+      return Invalid(call + ".type", "must be \"function\"");
+    }
+    const Json& function = Field(v[j], "function");
+    if (!function.is_object()) {
+      return Invalid(call + ".function", "must be an object");
+    }
+    const Json& name = Field(function, "name");
+    if (!name.is_string() || name.get<std::string>().empty()) {
+      return Invalid(call + ".function.name", "must be a non-empty string");
+    }
+    const Json& args = Field(function, "arguments");
+    Json object = args;
+    if (args.is_string()) {
+      object = Json::parse(args.get<std::string>(), nullptr,
+                           /*allow_exceptions=*/false);
+    }
+    if (args.is_null()) object = Json::object();
+    if (!object.is_object()) {
+      return Invalid(call + ".function.arguments",
+                     "must be a JSON object (or its text)");
+    }
+    calls.push_back({name.get<std::string>(), PyJson(object)});
+  }
+  return calls;
+}
+
 absl::Status ParseMessages(const Json& body, ApiRequest* out) {
   const Json& v = Field(body, "messages");
   if (!v.is_array() || v.empty()) {
@@ -222,9 +265,67 @@ absl::Status ParseMessages(const Json& body, ApiRequest* out) {
     if (m.role == "developer") m.role = "system";
     BRAID_ASSIGN_OR_RETURN(m.content,
                            Content(Field(v[i], "content"), field + ".content"));
+    BRAID_ASSIGN_OR_RETURN(m.tool_calls, ToolCalls(v[i], field));
+    if (!m.tool_calls.empty() && m.role != "assistant") {
+      return Invalid(field + ".tool_calls", "only assistant messages call tools");
+    }
     p.messages.push_back(std::move(m));
   }
   out->prompts.push_back(std::move(p));
+  return absl::OkStatus();
+}
+
+// "tools" (chat): [{type: "function", function: {name, description?,
+// parameters?}}], each passed to the chat template as the client wrote it;
+// "tool_choice": "auto" (the default: the model may call them) or "none"
+// (they are left out). Forcing a call ("required", a named function) would
+// need output constrained to the call's form, which braid does not do.
+absl::Status ParseTools(const Json& body, ApiRequest* out) {
+  const Json& v = Field(body, "tools");
+  const Json& choice = Field(body, "tool_choice");
+  if (!choice.is_null() &&
+      !(choice.is_string() && (choice.get<std::string>() == "auto" ||
+                               choice.get<std::string>() == "none"))) {
+    return Invalid("tool_choice",
+                   "only \"auto\" and \"none\" are supported (braid does not "
+                   "constrain the output to a call)");
+  }
+  if (v.is_null() || (v.is_array() && v.empty())) return absl::OkStatus();
+  if (out->endpoint != Endpoint::kChatCompletions) {
+    return Invalid("tools", "are only for chat completions");
+  }
+  if (!v.is_array()) return Invalid("tools", "must be an array");
+  std::vector<std::string> tools;
+  for (size_t i = 0; i < v.size(); ++i) {
+    const std::string field = absl::StrCat("tools[", i, "]");
+    if (!v[i].is_object()) return Invalid(field, "must be an object");
+    const Json& type = Field(v[i], "type");
+    if (!type.is_string() || type.get<std::string>() != "function") {
+      return Invalid(field + ".type", "must be \"function\"");
+    }
+    const Json& function = Field(v[i], "function");
+    if (!function.is_object()) {
+      return Invalid(field + ".function", "must be an object");
+    }
+    const Json& name = Field(function, "name");
+    if (!name.is_string() || name.get<std::string>().empty()) {
+      return Invalid(field + ".function.name", "must be a non-empty string");
+    }
+    const Json& description = Field(function, "description");
+    if (!description.is_null() && !description.is_string()) {
+      return Invalid(field + ".function.description", "must be a string");
+    }
+    const Json& parameters = Field(function, "parameters");
+    if (!parameters.is_null() && !parameters.is_object()) {
+      return Invalid(field + ".function.parameters", "must be an object");
+    }
+    tools.push_back(PyJson(v[i]));
+  }
+  if (choice.is_string() && choice.get<std::string>() == "none") {
+    return absl::OkStatus();
+  }
+  out->prompts[0].tools = std::move(tools);
+  out->tools = true;
   return absl::OkStatus();
 }
 
@@ -241,10 +342,6 @@ absl::Status RefuseUnsupported(const Json& body, Endpoint endpoint) {
   }
   BRAID_ASSIGN_OR_RETURN(std::optional<bool> echo, Bool(body, "echo"));
   if (echo.value_or(false)) return Invalid("echo", "is not supported");
-  const Json& tools = Field(body, "tools");
-  if (!tools.is_null() && !(tools.is_array() && tools.empty())) {
-    return Invalid("tools", "tool calls are not supported yet");
-  }
   const Json& format = Field(body, "response_format");
   if (!format.is_null()) {
     const Json& type = format.is_object() ? Field(format, "type") : format;
@@ -409,6 +506,7 @@ absl::StatusOr<ApiRequest> ParseRequest(Endpoint endpoint,
   } else {
     BRAID_RETURN_IF_ERROR(ParseMessages(json, &out));
   }
+  BRAID_RETURN_IF_ERROR(ParseTools(json, &out));
   BRAID_RETURN_IF_ERROR(ParseSampling(json, &out.sampling));
   BRAID_RETURN_IF_ERROR(ParseMaxTokens(json, endpoint, &out.sampling));
   BRAID_RETURN_IF_ERROR(ParseLogprobs(json, endpoint, &out.sampling));
@@ -427,6 +525,7 @@ absl::Status ToApiFields(const absl::Status& status) {
   };
   // Longest first: each message names one field, at its start.
   for (const Rename& r : {Rename{"prompt.chat.messages", "messages"},
+                          {"prompt.chat.tools", "tools"},
                           {"prompt.chat", "messages"},
                           {"prompt.tokens.ids", "prompt"},
                           {"prompt.text", "prompt"},

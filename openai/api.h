@@ -4,8 +4,9 @@
 // checked here; ranges and the prompt are checked by
 // frontend::RequestBuilder like a gRPC request's. Unknown fields are
 // ignored, as vLLM and llama.cpp's server do (clients send vendor
-// extensions); fields braid cannot honour (logit_bias, tools, suffix, a
-// JSON response_format, non-text content parts, echo) are refused by name.
+// extensions); fields braid cannot honour (logit_bias, suffix, a JSON
+// response_format, non-text content parts, echo, a forced tool_choice) are
+// refused by name.
 // Pure functions; thread-safe.
 #ifndef BRAID_OPENAI_API_H_
 #define BRAID_OPENAI_API_H_
@@ -38,6 +39,9 @@ struct ApiRequest {
   bool stream = false;
   bool include_usage = false;  // stream_options.include_usage
   std::string user;            // the tenant
+  // Chat with `tools` (and tool_choice "auto"): the model's <tool_call>
+  // blocks are returned as tool_calls (openai/tools.h).
+  bool tools = false;
 };
 
 // INVALID_ARGUMENT "<field>: <why>" for a body that is not JSON, not an

@@ -2,8 +2,12 @@
 // error naming the JSON field; HTTP statuses and the error object.
 #include "openai/api.h"
 
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "absl/strings/strip.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "nlohmann/json.hpp"
 #include "openai/render.h"
 
 namespace braid::openai {
@@ -146,14 +150,79 @@ TEST(ApiTest, UnsupportedFieldsAreRefusedByName) {
   EXPECT_THAT(Refusal(Completion(R"({"prompt":"x","best_of":3})")),
               HasSubstr("best_of:"));
   EXPECT_THAT(Refusal(Chat(R"({"messages":[{"role":"user","content":"x"}],
-                      "tools":[{"type":"function"}]})")),
-              HasSubstr("tools:"));
+                      "tool_choice":"required"})")),
+              HasSubstr("tool_choice:"));
   EXPECT_THAT(Refusal(Chat(R"({"messages":[{"role":"user","content":"x"}],
                       "response_format":{"type":"json_object"}})")),
               HasSubstr("response_format:"));
   // Empty or neutral values are fine.
   EXPECT_TRUE(
       Completion(R"({"prompt":"x","logit_bias":{},"echo":false})").ok());
+}
+
+// Tools reach the chat template as the client wrote them (keys in order,
+// as Python's json.dumps writes them); a call's arguments, a JSON string in
+// the API, as the object's text; "none" leaves the tools out.
+TEST(ApiTest, ToolsAndToolCalls) {
+  auto r = Chat(R"({"messages":[
+      {"role":"user","content":"Weather?"},
+      {"role":"assistant","content":null,"tool_calls":[{"id":"c1",
+        "type":"function","function":{"name":"get_weather",
+        "arguments":"{\"city\":\"Paris\",\"days\":2}"}}]},
+      {"role":"tool","tool_call_id":"c1","content":"21 C"}],
+    "tools":[{"type":"function","function":{"name":"get_weather",
+      "parameters":{"type":"object","properties":{"city":{"type":"string"}}},
+      "description":"é"}}]})");
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_TRUE(r->tools);
+  const frontend::PromptSpec& p = r->prompts[0];
+  ASSERT_EQ(p.tools.size(), 1u);
+  EXPECT_EQ(p.tools[0],
+            R"({"type": "function", "function": {"name": "get_weather", )"
+            R"("parameters": {"type": "object", "properties": {"city": )"
+            R"({"type": "string"}}}, "description": "é"}})");
+  ASSERT_EQ(p.messages.size(), 3u);
+  EXPECT_EQ(p.messages[1].content, "");
+  ASSERT_EQ(p.messages[1].tool_calls.size(), 1u);
+  EXPECT_EQ(p.messages[1].tool_calls[0].name, "get_weather");
+  EXPECT_EQ(p.messages[1].tool_calls[0].arguments,
+            R"({"city": "Paris", "days": 2})");
+  EXPECT_EQ(p.messages[2].role, "tool");
+
+  auto none = Chat(R"({"messages":[{"role":"user","content":"x"}],
+      "tools":[{"type":"function","function":{"name":"f"}}],
+      "tool_choice":"none"})");
+  ASSERT_TRUE(none.ok()) << none.status();
+  EXPECT_FALSE(none->tools);
+  EXPECT_TRUE(none->prompts[0].tools.empty());
+
+  for (const char* bad : {
+           R"("tools":[{"type":"function"}])",
+           R"("tools":[{"type":"retrieval","function":{"name":"f"}}])",
+           R"("tools":[{"type":"function","function":{"name":""}}])",
+           R"("tools":[{"type":"function","function":{"name":"f","parameters":[]}}])",
+           R"("tools":{"type":"function"})",
+       }) {
+    EXPECT_THAT(
+        Refusal(Chat(absl::StrCat(
+            R"({"messages":[{"role":"user","content":"x"}],)", bad, "}"))),
+        HasSubstr("tools")) << bad;
+  }
+  EXPECT_THAT(Refusal(Completion(
+                  R"({"prompt":"x","tools":[{"type":"function",
+                      "function":{"name":"f"}}]})")),
+              HasSubstr("tools: are only for chat"));
+  for (const char* bad : {
+           R"({"role":"assistant","tool_calls":[{"function":{"name":"f","arguments":"not json"}}]})",
+           R"({"role":"assistant","tool_calls":[{"function":{"name":"f","arguments":"[1]"}}]})",
+           R"({"role":"assistant","tool_calls":[{"function":{"arguments":"{}"}}]})",
+           R"({"role":"assistant","tool_calls":{}})",
+           R"({"role":"user","content":"x","tool_calls":[{"function":{"name":"f"}}]})",
+       }) {
+    EXPECT_THAT(Refusal(Chat(absl::StrCat(R"({"messages":[)", bad, "]}"))),
+                HasSubstr("messages[0].tool_calls"))
+        << bad;
+  }
 }
 
 TEST(ApiTest, ChatMessages) {
@@ -219,6 +288,79 @@ TEST(RenderTest, StatusesAndErrorObject) {
   EXPECT_THAT(body, HasSubstr(R"("param":"top_p")"));
   EXPECT_THAT(body, HasSubstr(R"("type":"invalid_request_error")"));
   EXPECT_THAT(body, HasSubstr(R"("message":"top_p: must be in (0, 1]")"));
+}
+
+// With tools, a choice's <tool_call> blocks come back as tool_calls, whole
+// (content null when there is none besides) and streamed (no part of a call
+// in any content delta, each call in a delta of its own), finishing
+// "tool_calls"; without tools the same text is content.
+TEST(RenderTest, ToolCallsWholeAndStreamed) {
+  const std::string text =
+      "<tool_call>\n{\"name\": \"get_weather\", \"arguments\": "
+      "{\"city\": \"Paris\"}}\n</tool_call>";
+  ResponseMeta meta;
+  meta.endpoint = Endpoint::kChatCompletions;
+  meta.id = "chatcmpl-1";
+  meta.tools = true;
+  ChoiceEvent end;
+  end.final = true;
+  end.finish_reason = batching::FinishReason::kEos;
+  end.output_tokens = 9;
+
+  ResponseCollector whole(meta, 1);
+  ChoiceEvent e;
+  e.text = text;
+  whole.Add(e);
+  whole.Add(end);
+  const nlohmann::json body = nlohmann::json::parse(whole.Body(5));
+  const nlohmann::json& choice = body["choices"][0];
+  EXPECT_EQ(choice["finish_reason"], "tool_calls");
+  EXPECT_TRUE(choice["message"]["content"].is_null());
+  ASSERT_EQ(choice["message"]["tool_calls"].size(), 1u);
+  const nlohmann::json& call = choice["message"]["tool_calls"][0];
+  EXPECT_EQ(call["id"], "call_chatcmpl-1_0_0");
+  EXPECT_EQ(call["type"], "function");
+  EXPECT_EQ(call["function"]["name"], "get_weather");
+  EXPECT_EQ(call["function"]["arguments"], "{\"city\": \"Paris\"}");
+
+  StreamRenderer stream(meta, 1);
+  std::string sse;
+  for (char c : "Sure. " + text) {
+    ChoiceEvent piece;
+    piece.text = std::string(1, c);
+    piece.token_ids = {1};
+    stream.Add(piece, &sse);
+  }
+  stream.Add(end, &sse);
+  std::string content;
+  std::vector<nlohmann::json> calls;
+  std::string finish;
+  for (absl::string_view line : absl::StrSplit(sse, "\n\n")) {
+    if (!absl::ConsumePrefix(&line, "data: ")) continue;
+    const nlohmann::json chunk = nlohmann::json::parse(line);
+    const nlohmann::json& c = chunk["choices"][0];
+    const nlohmann::json& delta = c["delta"];
+    if (delta.contains("content")) {
+      EXPECT_EQ(delta["content"].get<std::string>().find("tool"),
+                std::string::npos);
+      content += delta["content"].get<std::string>();
+    }
+    if (delta.contains("tool_calls")) calls.push_back(delta["tool_calls"][0]);
+    if (!c["finish_reason"].is_null()) finish = c["finish_reason"];
+  }
+  EXPECT_EQ(content, "Sure. ");
+  ASSERT_EQ(calls.size(), 1u);
+  EXPECT_EQ(calls[0]["index"], 0);
+  EXPECT_EQ(calls[0]["function"]["arguments"], "{\"city\": \"Paris\"}");
+  EXPECT_EQ(finish, "tool_calls");
+
+  meta.tools = false;
+  ResponseCollector plain(meta, 1);
+  plain.Add(e);
+  plain.Add(end);
+  const nlohmann::json p = nlohmann::json::parse(plain.Body(5));
+  EXPECT_EQ(p["choices"][0]["message"]["content"], text);
+  EXPECT_EQ(p["choices"][0]["finish_reason"], "stop");
 }
 
 }  // namespace

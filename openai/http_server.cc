@@ -548,6 +548,7 @@ void HttpServer::Impl::Generate(Endpoint endpoint, const httplib::Request& req,
   meta.created = absl::ToUnixSeconds(absl::Now());
   meta.model = (*b)->info.model_id;
   meta.logprobs = api->sampling.logprobs;
+  meta.tools = api->tools;
   meta.tokenizer = (*b)->info.tokenizer;
   const uint64_t id = Track(*run);
   if (!api->stream) {

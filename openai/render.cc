@@ -1,5 +1,6 @@
 #include "openai/render.h"
 
+#include <string_view>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -95,6 +96,25 @@ void AppendOffsets(const model::Tokenizer& tokenizer,
   }
 }
 
+// Tool call ids, unique within the response: the response's id, the
+// choice and the call's number.
+std::string CallIdPrefix(const ResponseMeta& meta, size_t choice) {
+  return absl::StrCat("call_", meta.id, "_", choice, "_");
+}
+
+Json ToolCallJson(const ToolCall& c) {
+  return {{"id", c.id},
+          {"type", "function"},
+          {"function", {{"name", c.name}, {"arguments", c.arguments}}}};
+}
+
+// A choice that called tools and ended by itself finishes "tool_calls".
+const char* FinishName(batching::FinishReason reason, int num_calls) {
+  const char* name = FinishReasonName(reason);
+  return num_calls > 0 && std::string_view(name) == "stop" ? "tool_calls"
+                                                           : name;
+}
+
 void CountUsage(const ChoiceEvent& e, Usage* u) {
   if (!e.final) return;
   u->completion_tokens += e.output_tokens;
@@ -172,10 +192,50 @@ const char* FinishReasonName(batching::FinishReason reason) {
 StreamRenderer::StreamRenderer(ResponseMeta meta, int num_choices)
     : meta_(std::move(meta)),
       started_(num_choices, false),
-      text_bytes_(num_choices, 0) {}
+      text_bytes_(num_choices, 0) {
+  if (meta_.tools) {
+    for (int i = 0; i < num_choices; ++i) {
+      splitters_.emplace_back(CallIdPrefix(meta_, i));
+    }
+  }
+}
 
 void StreamRenderer::Add(const ChoiceEvent& e, std::string* out) {
   CountUsage(e, &usage_);
+  const bool chat = meta_.endpoint == Endpoint::kChatCompletions;
+  if (!splitters_.empty()) {
+    // The output's text goes through the choice's splitter, which keeps
+    // tool calls out of the content; what it held is content at the end.
+    ToolCallSplitter& splitter = splitters_[e.index];
+    ChoiceEvent content = e;
+    content.final = false;
+    std::vector<ToolCall> calls;
+    if (!e.reasoning) {
+      ToolCallSplitter::Piece p = splitter.Push(e.text);
+      content.text = std::move(p.content);
+      calls = std::move(p.calls);
+    }
+    if (e.final) content.text += splitter.Finish().content;
+    AddDelta(content, out);
+    for (size_t j = 0; j < calls.size(); ++j) {
+      Json call = ToolCallJson(calls[j]);
+      call["index"] = splitter.num_calls() - calls.size() + j;
+      Json choice = {{"index", e.index},
+                     {"delta", {{"tool_calls", Json::array({call})}}},
+                     {"logprobs", nullptr},
+                     {"finish_reason", nullptr}};
+      Json chunk = Envelope(meta_, "chat.completion.chunk");
+      chunk["choices"] = Json::array({std::move(choice)});
+      out->append(Event(chunk));
+    }
+    if (e.final) AddFinish(e, splitter.num_calls(), out);
+    return;
+  }
+  AddDelta(e, out);
+  if (e.final) AddFinish(e, 0, out);
+}
+
+void StreamRenderer::AddDelta(const ChoiceEvent& e, std::string* out) {
   const bool chat = meta_.endpoint == Endpoint::kChatCompletions;
   const bool has_content = !e.text.empty() || !e.token_ids.empty();
   if (has_content || (chat && !started_[e.index])) {
@@ -208,10 +268,14 @@ void StreamRenderer::Add(const ChoiceEvent& e, std::string* out) {
     chunk["choices"] = Json::array({std::move(choice)});
     out->append(Event(chunk));
   }
-  if (!e.final) return;
+}
+
+void StreamRenderer::AddFinish(const ChoiceEvent& e, int num_calls,
+                               std::string* out) {
+  const bool chat = meta_.endpoint == Endpoint::kChatCompletions;
   Json last = {{"index", e.index},
                {"logprobs", nullptr},
-               {"finish_reason", FinishReasonName(e.finish_reason)}};
+               {"finish_reason", FinishName(e.finish_reason, num_calls)}};
   if (chat) {
     last["delta"] = Json::object();
   } else {
@@ -274,15 +338,30 @@ std::string ResponseCollector::Body(int prompt_tokens) const {
           chat ? ChatLogprobs(*meta_.tokenizer, c.logprobs)
                : CompletionLogprobs(*meta_.tokenizer, c.logprobs, c.offsets);
     }
+    int num_calls = 0;
     if (chat) {
       Json message = {{"role", "assistant"}, {"content", c.text}};
+      if (meta_.tools) {
+        ToolCallSplitter::Piece p =
+            SplitToolCalls(c.text, CallIdPrefix(meta_, i));
+        num_calls = static_cast<int>(p.calls.size());
+        message["content"] = p.content;
+        if (p.content.empty() && num_calls > 0) message["content"] = nullptr;
+        if (num_calls > 0) {
+          Json calls = Json::array();
+          for (const ToolCall& call : p.calls) {
+            calls.push_back(ToolCallJson(call));
+          }
+          message["tool_calls"] = std::move(calls);
+        }
+      }
       if (!c.reasoning.empty()) message["reasoning_content"] = c.reasoning;
       choice["message"] = std::move(message);
     } else {
       choice["text"] = c.reasoning + c.text;
     }
     choice["logprobs"] = std::move(logprobs);
-    choice["finish_reason"] = FinishReasonName(c.finish);
+    choice["finish_reason"] = FinishName(c.finish, num_calls);
     choices.push_back(std::move(choice));
   }
   Json body = Envelope(meta_, chat ? "chat.completion" : "text_completion");

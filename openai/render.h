@@ -13,6 +13,7 @@
 #include "model/tokenizer/tokenizer.h"
 #include "openai/api.h"
 #include "openai/run.h"
+#include "openai/tools.h"
 
 namespace braid::openai {
 
@@ -36,6 +37,9 @@ struct ResponseMeta {
   int64_t created = 0;
   std::string model;
   bool logprobs = false;
+  // Chat with tools: <tool_call> blocks of the output are tool_calls
+  // (openai/tools.h), and a choice that made calls finishes "tool_calls".
+  bool tools = false;
   const model::Tokenizer* tokenizer = nullptr;  // token strings
 };
 
@@ -47,7 +51,8 @@ struct Usage {
 
 // Renders a streamed response, one SSE event ("data: {...}\n\n") per
 // choice event: chat chunks carry the role on a choice's first delta,
-// reasoning as `reasoning_content`; a choice's last event carries its
+// reasoning as `reasoning_content`, each tool call whole in a delta of its
+// own once its block has closed; a choice's last event carries its
 // finish_reason. Not thread-safe (one per request).
 class StreamRenderer {
  public:
@@ -61,8 +66,14 @@ class StreamRenderer {
   static constexpr const char* kDone = "data: [DONE]\n\n";
 
  private:
+  // A choice's text and tokens (its role first, in chat), if any.
+  void AddDelta(const ChoiceEvent& e, std::string* out);
+  // A choice's last chunk: its finish reason.
+  void AddFinish(const ChoiceEvent& e, int num_calls, std::string* out);
+
   ResponseMeta meta_;
   std::vector<bool> started_;        // chat: the role was sent
+  std::vector<ToolCallSplitter> splitters_;  // meta_.tools: per choice
   std::vector<int64_t> text_bytes_;  // completions: text_offset
   Usage usage_;
 };

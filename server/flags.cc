@@ -11,6 +11,10 @@
 // -- model and engine --------------------------------------------------------
 ABSL_FLAG(std::string, model, "",
           "Path of the GGUF model to serve (default: $BRAID_MODEL).");
+ABSL_FLAG(std::string, chat_template, "",
+          "The chat template instead of the file's: a family name (chatml, "
+          "qwen2.5, llama3, ...) or the path of a Jinja file (default: the "
+          "GGUF's tokenizer.chat_template).");
 ABSL_FLAG(std::string, device, "auto",
           "Where the model runs: cpu, or auto (the GPU when braid has a "
           "CUDA executor and a GPU is present, else the CPU). cuda[:N] is "
@@ -208,6 +212,7 @@ namespace braid::server {
 DaemonFlags ReadFlags() {
   DaemonFlags f;
   f.model_path = absl::GetFlag(FLAGS_model);
+  f.chat_template = absl::GetFlag(FLAGS_chat_template);
   if (f.model_path.empty() && std::getenv("BRAID_MODEL") != nullptr) {
     f.model_path = std::getenv("BRAID_MODEL");
   }

@@ -33,6 +33,7 @@ struct AgentCheckFlags {
 struct DaemonFlags {
   // The model.
   std::string model_path;       // --model, else $BRAID_MODEL; empty: none
+  std::string chat_template;    // --chat_template: a family or a Jinja file
   std::string device = "auto";  // --device: cpu | auto | cuda[:N]
   int threads = 0;              // 0: one a hardware thread
   bool packed_matmul = false;

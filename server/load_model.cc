@@ -4,12 +4,15 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <fstream>
+#include <sstream>
 #include <string>
 #include <thread>
 #include <utility>
 #include <vector>
 
 #include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "model/cpu/llama.h"
 #include "model/gguf.h"
@@ -18,21 +21,35 @@
 namespace braid::server {
 namespace {
 
-// The chat template of the file, when braid recognises it.
-void LoadChatTemplate(const model::GgufFile& file, LoadedModel* m) {
-  absl::StatusOr<std::string> source =
-      file.GetString("tokenizer.chat_template");
-  if (!source.ok()) return;
+// The chat template: --chat_template's (a family name or a Jinja file),
+// which must be one braid renders, else the file's, when braid recognises
+// it.
+absl::Status LoadChatTemplate(const model::GgufFile& file,
+                              const std::string& flag, LoadedModel* m) {
+  absl::StatusOr<std::string> source = flag;
+  if (flag.empty()) {
+    source = file.GetString("tokenizer.chat_template");
+    if (!source.ok()) return absl::OkStatus();
+  } else if (std::ifstream in(flag); in) {
+    std::stringstream text;
+    text << in.rdbuf();
+    source = text.str();
+  }
   auto t = model::ChatTemplate::FromSource(
       *source, m->tokenizer->TokenBytes(m->tokenizer->bos_id()),
       m->tokenizer->TokenBytes(m->tokenizer->eos_id()));
+  if (!t.ok() && !flag.empty()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--chat_template=", flag, ": ", t.status().message()));
+  }
   if (!t.ok()) {
     std::fprintf(stderr, "braidd: chat prompts disabled: %s\n",
                  std::string(t.status().message()).c_str());
-    return;
+    return absl::OkStatus();
   }
   m->chat_template = std::make_unique<model::ChatTemplate>(*std::move(t));
   m->info.chat_template_name = std::string(m->chat_template->name());
+  return absl::OkStatus();
 }
 
 // What the CPU model made of the file, for the load log.
@@ -81,7 +98,10 @@ absl::StatusOr<LoadedModel> LoadModel(const DaemonFlags& flags) {
   auto tokenizer = model::Tokenizer::Create(*std::move(tokenizer_data));
   if (!tokenizer.ok()) return tokenizer.status();
   m.tokenizer = *std::move(tokenizer);
-  LoadChatTemplate(**file, &m);
+  if (absl::Status s = LoadChatTemplate(**file, flags.chat_template, &m);
+      !s.ok()) {
+    return s;
+  }
   model::LoadOptions load_options;
   load_options.num_threads = flags.threads;
   load_options.packed_matmul = flags.packed_matmul;

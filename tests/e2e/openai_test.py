@@ -2,7 +2,9 @@
 official `openai` Python client (PyPI): completions and chat, streamed and
 whole, n = 3 with seeds, stop strings, logprobs, include_usage; greedy
 output equal to the gRPC Generate of the same prompt; every error status
-(400, 401, 403, 404, 413, 429, 503); a client that disconnects mid-stream
+(400, 401, 403, 404, 413, 429, 503); tools, assistant tool calls and tool
+results through a chat template with tools (Qwen2.5's, by --chat_template)
+reach the model as jinja2 renders them; a client that disconnects mid-stream
 frees its slot; metrics count HTTP requests under frontend="http"; SIGTERM
 drains an HTTP stream.
 """
@@ -219,6 +221,13 @@ class OpenAITest(harness.DaemonTestCase):
                                      "INVALID_ARGUMENT"), 0)
         self.assertGreater(rpc_count(self.daemon, "completions",
                                      "RESOURCE_EXHAUSTED"), 0)
+        # Tools need a chat template with tool calls (SmolLM2's is chatml).
+        with self.assertRaises(openai.BadRequestError) as e:
+            self.client.chat.completions.create(
+                model="SmolLM2-135M-Instruct.Q4_1", messages=CHAT,
+                tools=[{"type": "function", "function": {"name": "f"}}])
+        self.assertEqual(e.exception.body["param"], "tools")
+        self.assertIn("chatml", e.exception.body["message"])
 
     def test_disconnect_mid_stream_frees_the_slot(self):
         harness.wait_engine_idle(self.stats_path, timeout=60)
@@ -255,6 +264,113 @@ class OpenAITest(harness.DaemonTestCase):
         self.assertGreater(rpc_count(self.daemon, "models", "OK"), -1)
         self.assertEqual(rpc_count(self.daemon, "Generate", "UNAVAILABLE",
                                    frontend="grpc"), 0)
+
+
+def golden_tool_cases():
+    """(tools, messages, rendering) of chat_tools_golden.tsv's lines with
+    tools and add_generation_prompt: what jinja2 renders from Qwen2.5's
+    template, the tools and calls as the API carries them."""
+    path = harness.runfile(
+        "model/tokenizer/testdata/chat/chat_tools_golden.tsv")
+    hx = lambda h: bytes.fromhex(h).decode()
+    cases = []
+    with open(path, encoding="utf-8") as f:
+        for line in f:
+            f_ = line.rstrip("\n").split("\t")
+            if f_[4] != "1" or f_[6] == "-" or f_[7] == "ERROR":
+                continue
+            tools = [json.loads(hx(t)) for t in f_[6].split(",")]
+            messages = []
+            for m in f_[5].split(","):
+                role, content, calls = m.split(":")
+                msg = {"role": hx(role), "content": hx(content) or None}
+                if calls:
+                    msg["tool_calls"] = [
+                        {"id": f"call_{i}", "type": "function",
+                         "function": {"name": hx(c.split(";")[0]),
+                                      "arguments": hx(c.split(";")[1])}}
+                        for i, c in enumerate(calls.split("+"))]
+                if msg["role"] == "tool":
+                    msg["tool_call_id"] = "call_0"
+                messages.append(msg)
+            cases.append((tools, messages, hx(f_[7])))
+    return cases
+
+
+class OpenAIToolsTest(harness.DaemonTestCase):
+    """Function calling through a chat template with tools: the model's
+    file keeps SmolLM2's weights and tokens, braidd renders with Qwen2.5's
+    template (--chat_template, a Jinja file)."""
+
+    @classmethod
+    def setUpClass(cls):
+        template = harness.runfile(
+            "model/tokenizer/testdata/chat/qwen2_5.jinja")
+        cls.start_daemon("--threads=2", "--context_length=1024",
+                         f"--chat_template={template}", http=True)
+        cls.client = openai_client(cls.daemon)
+
+    def grpc_greedy(self, text, max_tokens):
+        req = pb.GenerateRequest(
+            prompt=pb.Prompt(text=text.encode(), add_special_tokens=False),
+            sampling=pb.SamplingParams(max_tokens=max_tokens, temperature=0))
+        responses = list(self.stub.Generate(req, timeout=120))
+        return "".join(r.text for r in responses), responses[-1].final
+
+    def test_tools_and_calls_render_as_jinja_does(self):
+        # Tools, assistant turns that call them and tool results reach the
+        # model exactly as jinja2 renders Qwen2.5's template: the same
+        # prompt tokens and the same greedy output as that text through
+        # gRPC.
+        cases = golden_tool_cases()
+        self.assertGreaterEqual(len(cases), 6)
+        calls_seen = 0
+        for tools, messages, rendering in cases:
+            calls_seen += sum(len(m.get("tool_calls", [])) for m in messages)
+            text, final = self.grpc_greedy(rendering, 8)
+            r = self.client.chat.completions.create(
+                model="SmolLM2-135M-Instruct.Q4_1", messages=messages,
+                tools=tools, max_tokens=8, temperature=0)
+            self.assertEqual(r.usage.prompt_tokens, final.usage.prompt_tokens,
+                             json.dumps(messages))
+            if not r.choices[0].message.tool_calls:
+                self.assertEqual(r.choices[0].message.content, text.strip())
+        self.assertGreater(calls_seen, 4)
+
+    def test_tool_choice(self):
+        import openai
+        tools, messages, rendering = golden_tool_cases()[0]
+        # "none": the tools stay out of the prompt.
+        plain = self.client.chat.completions.create(
+            model="SmolLM2-135M-Instruct.Q4_1", messages=messages,
+            max_tokens=1, temperature=0)
+        none = self.client.chat.completions.create(
+            model="SmolLM2-135M-Instruct.Q4_1", messages=messages,
+            tools=tools, tool_choice="none", max_tokens=1, temperature=0)
+        self.assertEqual(none.usage.prompt_tokens, plain.usage.prompt_tokens)
+        with_tools = self.client.chat.completions.create(
+            model="SmolLM2-135M-Instruct.Q4_1", messages=messages,
+            tools=tools, max_tokens=1, temperature=0)
+        self.assertGreater(with_tools.usage.prompt_tokens,
+                           plain.usage.prompt_tokens + 50)
+        for choice in ("required",
+                       {"type": "function", "function": {"name": "now"}}):
+            with self.assertRaises(openai.BadRequestError) as e:
+                self.client.chat.completions.create(
+                    model="SmolLM2-135M-Instruct.Q4_1", messages=messages,
+                    tools=tools, tool_choice=choice, max_tokens=1)
+            self.assertEqual(e.exception.body["param"], "tool_choice")
+        with self.assertRaises(openai.BadRequestError) as e:
+            self.client.chat.completions.create(
+                model="SmolLM2-135M-Instruct.Q4_1", messages=[
+                    {"role": "user", "content": "x"},
+                    {"role": "assistant", "content": None, "tool_calls": [
+                        {"id": "c", "type": "function", "function": {
+                            "name": "f", "arguments": "{not json"}}]}],
+                max_tokens=1)
+        self.assertIn("arguments", e.exception.body["param"])
+        # Refusals touch nothing else: the next request is served.
+        self.assertEqual(len(self.client.models.list().data), 1)
 
 
 class OpenAIReasoningTest(unittest.TestCase):
