@@ -204,6 +204,27 @@ absl::StatusOr<std::string> Content(const Json& v, absl::string_view field) {
   return absl::StrJoin(texts, "\n");
 }
 
+// `v` (`field`) as {type: "function", function: {name, ...}}, the name a
+// non-empty string (the type may be left out of a call): its function.
+absl::StatusOr<const Json*> FunctionOf(const Json& v, const std::string& field,
+                                       bool type_optional) {
+  if (!v.is_object()) return Invalid(field, "must be an object");
+  const Json& type = Field(v, "type");
+  if (!(type.is_null() && type_optional) &&
+      !(type.is_string() && type.get<std::string>() == "function")) {
+    return Invalid(field + ".type", "must be \"function\"");
+  }
+  const Json& function = Field(v, "function");
+  if (!function.is_object()) {
+    return Invalid(field + ".function", "must be an object");
+  }
+  const Json& name = Field(function, "name");
+  if (!name.is_string() || name.get<std::string>().empty()) {
+    return Invalid(field + ".function.name", "must be a non-empty string");
+  }
+  return &function;
+}
+
 // An assistant message's "tool_calls": [{type: "function", function:
 // {name, arguments}}], the arguments a JSON object (as a string, the API's
 // form, or as the object).
@@ -215,20 +236,10 @@ absl::StatusOr<std::vector<frontend::ToolCallSpec>> ToolCalls(
   if (!v.is_array()) return Invalid(field + ".tool_calls", "must be an array");
   for (size_t j = 0; j < v.size(); ++j) {
     const std::string call = absl::StrCat(field, ".tool_calls[", j, "]");
-    if (!v[j].is_object()) return Invalid(call, "must be an object");
-    const Json& type = Field(v[j], "type");
-    if (!type.is_null() &&
-        !(type.is_string() && type.get<std::string>() == "function")) {
-      return Invalid(call + ".type", "must be \"function\"");
-    }
-    const Json& function = Field(v[j], "function");
-    if (!function.is_object()) {
-      return Invalid(call + ".function", "must be an object");
-    }
+    BRAID_ASSIGN_OR_RETURN(const Json* f,
+                           FunctionOf(v[j], call, /*type_optional=*/true));
+    const Json& function = *f;
     const Json& name = Field(function, "name");
-    if (!name.is_string() || name.get<std::string>().empty()) {
-      return Invalid(call + ".function.name", "must be a non-empty string");
-    }
     const Json& args = Field(function, "arguments");
     Json object = args;
     if (args.is_string()) {
@@ -298,19 +309,9 @@ absl::Status ParseTools(const Json& body, ApiRequest* out) {
   std::vector<std::string> tools;
   for (size_t i = 0; i < v.size(); ++i) {
     const std::string field = absl::StrCat("tools[", i, "]");
-    if (!v[i].is_object()) return Invalid(field, "must be an object");
-    const Json& type = Field(v[i], "type");
-    if (!type.is_string() || type.get<std::string>() != "function") {
-      return Invalid(field + ".type", "must be \"function\"");
-    }
-    const Json& function = Field(v[i], "function");
-    if (!function.is_object()) {
-      return Invalid(field + ".function", "must be an object");
-    }
-    const Json& name = Field(function, "name");
-    if (!name.is_string() || name.get<std::string>().empty()) {
-      return Invalid(field + ".function.name", "must be a non-empty string");
-    }
+    BRAID_ASSIGN_OR_RETURN(const Json* f,
+                           FunctionOf(v[i], field, /*type_optional=*/false));
+    const Json& function = *f;
     const Json& description = Field(function, "description");
     if (!description.is_null() && !description.is_string()) {
       return Invalid(field + ".function.description", "must be a string");
