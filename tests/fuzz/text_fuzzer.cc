@@ -37,7 +37,8 @@ extern "C" int LLVMFuzzerInitialize(int*, char***) {
         "' + message['role'] + '<|end_header_id|>\\n\\n' + message['content'] "
         "| trim + '<|eot_id|>' }}{%- endfor %}{%- if add_generation_prompt "
         "%}{{- '<|start_header_id|>assistant<|end_header_id|>\\n\\n' }}{%- "
-        "endif %}"}) {
+        "endif %}",
+        "qwen2.5"}) {
     auto t = ChatTemplate::FromSource(source, "<s>", "</s>");
     if (t.ok()) g_templates.push_back(*std::move(t));
   }
@@ -75,8 +76,15 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     if (end == text.size()) break;
     start = end + 1;
   }
+  // And as tools, a call and its result (refused by the families without
+  // tool calls).
+  std::vector<ChatMessage> with_tools = messages;
+  with_tools.push_back({"assistant", "", {{text, text}}});
+  with_tools.push_back({"tool", text, {}});
+  const std::vector<std::string> tools = {text};
   for (const ChatTemplate& t : g_templates) {
     (void)t.Render(messages, /*add_generation_prompt=*/true);
+    (void)t.Render(with_tools, /*add_generation_prompt=*/true, tools);
     (void)t.RenderContinuation({{"user", text}}, true);
   }
   return 0;
