@@ -209,19 +209,10 @@ ABSL_FLAG(int, debug_stall_ms, 0, "See --debug_stall_step.");
 
 namespace braid::server {
 
-DaemonFlags ReadFlags() {
-  DaemonFlags f;
-  f.model_path = absl::GetFlag(FLAGS_model);
-  f.chat_template = absl::GetFlag(FLAGS_chat_template);
-  if (f.model_path.empty() && std::getenv("BRAID_MODEL") != nullptr) {
-    f.model_path = std::getenv("BRAID_MODEL");
-  }
-  f.device = absl::GetFlag(FLAGS_device);
-  f.threads = absl::GetFlag(FLAGS_threads);
-  f.packed_matmul = absl::GetFlag(FLAGS_packed_matmul);
-  f.context_length = absl::GetFlag(FLAGS_context_length);
+namespace {
 
-  EngineFlags& e = f.engine;
+EngineFlags ReadEngineFlags() {
+  EngineFlags e;
   e.kv_budget_mb = absl::GetFlag(FLAGS_kv_budget_mb);
   e.kv_budget_tokens = absl::GetFlag(FLAGS_kv_budget_tokens);
   e.block_size = absl::GetFlag(FLAGS_block_size);
@@ -245,8 +236,30 @@ DaemonFlags ReadFlags() {
   e.session_idle_timeout_s = absl::GetFlag(FLAGS_session_idle_timeout_s);
   e.max_sessions_per_client = absl::GetFlag(FLAGS_max_sessions_per_client);
   e.max_kept_sessions = absl::GetFlag(FLAGS_max_kept_sessions);
-  f.queue_policy = absl::GetFlag(FLAGS_queue_policy);
+  e.debug_min_step_ms = absl::GetFlag(FLAGS_debug_min_step_ms);
+  e.debug_stall_step = absl::GetFlag(FLAGS_debug_stall_step);
+  e.debug_stall_ms = absl::GetFlag(FLAGS_debug_stall_ms);
+  return e;
+}
 
+ServerLimits ReadLimits() {
+  ServerLimits l;
+  l.max_receive_message_bytes = absl::GetFlag(FLAGS_max_receive_message_bytes);
+  l.max_send_message_bytes = absl::GetFlag(FLAGS_max_send_message_bytes);
+  l.max_concurrent_streams = absl::GetFlag(FLAGS_max_concurrent_streams);
+  l.keepalive_time_seconds = absl::GetFlag(FLAGS_keepalive_time_seconds);
+  l.keepalive_timeout_seconds = absl::GetFlag(FLAGS_keepalive_timeout_seconds);
+  l.keepalive_min_ping_interval_seconds =
+      absl::GetFlag(FLAGS_keepalive_min_ping_interval_seconds);
+  l.keepalive_max_ping_strikes =
+      absl::GetFlag(FLAGS_keepalive_max_ping_strikes);
+  l.keepalive_permit_without_calls =
+      absl::GetFlag(FLAGS_keepalive_permit_without_calls);
+  return l;
+}
+
+// Transport security, tokens, drain, the watchdog and the agent check.
+void ReadServing(DaemonFlags& f) {
   f.listen = absl::GetFlag(FLAGS_listen);
   f.tls.cert_file = absl::GetFlag(FLAGS_tls_cert_file);
   f.tls.key_file = absl::GetFlag(FLAGS_tls_key_file);
@@ -262,20 +275,26 @@ DaemonFlags ReadFlags() {
   f.agent_check.reference_capacity =
       absl::GetFlag(FLAGS_agent_reference_capacity);
   f.max_request_seconds = absl::GetFlag(FLAGS_max_request_seconds);
-  ServerLimits& l = f.limits;
-  l.max_receive_message_bytes = absl::GetFlag(FLAGS_max_receive_message_bytes);
-  l.max_send_message_bytes = absl::GetFlag(FLAGS_max_send_message_bytes);
-  l.max_concurrent_streams = absl::GetFlag(FLAGS_max_concurrent_streams);
-  l.keepalive_time_seconds = absl::GetFlag(FLAGS_keepalive_time_seconds);
-  l.keepalive_timeout_seconds = absl::GetFlag(FLAGS_keepalive_timeout_seconds);
-  l.keepalive_min_ping_interval_seconds =
-      absl::GetFlag(FLAGS_keepalive_min_ping_interval_seconds);
-  l.keepalive_max_ping_strikes =
-      absl::GetFlag(FLAGS_keepalive_max_ping_strikes);
-  l.keepalive_permit_without_calls =
-      absl::GetFlag(FLAGS_keepalive_permit_without_calls);
   f.reflection = absl::GetFlag(FLAGS_reflection);
+}
 
+}  // namespace
+
+DaemonFlags ReadFlags() {
+  DaemonFlags f;
+  f.model_path = absl::GetFlag(FLAGS_model);
+  f.chat_template = absl::GetFlag(FLAGS_chat_template);
+  if (f.model_path.empty() && std::getenv("BRAID_MODEL") != nullptr) {
+    f.model_path = std::getenv("BRAID_MODEL");
+  }
+  f.device = absl::GetFlag(FLAGS_device);
+  f.threads = absl::GetFlag(FLAGS_threads);
+  f.packed_matmul = absl::GetFlag(FLAGS_packed_matmul);
+  f.context_length = absl::GetFlag(FLAGS_context_length);
+  f.engine = ReadEngineFlags();
+  f.queue_policy = absl::GetFlag(FLAGS_queue_policy);
+  ReadServing(f);
+  f.limits = ReadLimits();
   f.http.listen = absl::GetFlag(FLAGS_http_listen);
   f.http.port_file = absl::GetFlag(FLAGS_http_port_file);
   f.http.threads = absl::GetFlag(FLAGS_http_threads);
@@ -283,15 +302,11 @@ DaemonFlags ReadFlags() {
   f.http.header_timeout_seconds =
       absl::GetFlag(FLAGS_http_header_timeout_seconds);
   f.http.served_model_name = absl::GetFlag(FLAGS_served_model_name);
-
   f.metrics_listen = absl::GetFlag(FLAGS_metrics_listen);
   f.stats_file = absl::GetFlag(FLAGS_stats_file);
   f.port_file = absl::GetFlag(FLAGS_port_file);
   f.metrics_port_file = absl::GetFlag(FLAGS_metrics_port_file);
   f.debug_load_delay_ms = absl::GetFlag(FLAGS_debug_load_delay_ms);
-  e.debug_min_step_ms = absl::GetFlag(FLAGS_debug_min_step_ms);
-  e.debug_stall_step = absl::GetFlag(FLAGS_debug_stall_step);
-  e.debug_stall_ms = absl::GetFlag(FLAGS_debug_stall_ms);
   return f;
 }
 
