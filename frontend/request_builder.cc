@@ -95,6 +95,37 @@ absl::Status RequestBuilder::CheckTokenIds(absl::Span<const int32_t> ids,
   return absl::OkStatus();
 }
 
+namespace {
+
+// A chat prompt's messages, tool calls and tools, checked for UTF-8, as the
+// chat template takes them.
+absl::StatusOr<std::vector<model::ChatMessage>> ChatMessages(
+    const PromptSpec& prompt) {
+  std::vector<model::ChatMessage> messages;
+  for (size_t i = 0; i < prompt.messages.size(); ++i) {
+    const ChatMessageSpec& m = prompt.messages[i];
+    const std::string field = absl::StrCat("prompt.chat.messages[", i, "]");
+    BRAID_RETURN_IF_ERROR(CheckUtf8(m.content, field + ".content"));
+    BRAID_RETURN_IF_ERROR(CheckUtf8(m.role, field + ".role"));
+    model::ChatMessage message{m.role, m.content, {}};
+    for (size_t j = 0; j < m.tool_calls.size(); ++j) {
+      const ToolCallSpec& c = m.tool_calls[j];
+      const std::string call = absl::StrCat(field, ".tool_calls[", j, "]");
+      BRAID_RETURN_IF_ERROR(CheckUtf8(c.name, call + ".name"));
+      BRAID_RETURN_IF_ERROR(CheckUtf8(c.arguments, call + ".arguments"));
+      message.tool_calls.push_back({c.name, c.arguments});
+    }
+    messages.push_back(std::move(message));
+  }
+  for (size_t j = 0; j < prompt.tools.size(); ++j) {
+    BRAID_RETURN_IF_ERROR(CheckUtf8(
+        prompt.tools[j], absl::StrCat("prompt.chat.tools[", j, "]")));
+  }
+  return messages;
+}
+
+}  // namespace
+
 absl::StatusOr<std::vector<int32_t>> RequestBuilder::Tokenize(
     const PromptSpec& prompt, bool starts_context) const {
   std::string text;
@@ -113,26 +144,8 @@ absl::StatusOr<std::vector<int32_t>> RequestBuilder::Tokenize(
       if (prompt.messages.empty()) {
         return Invalid("prompt.chat.messages", "must not be empty");
       }
-      std::vector<model::ChatMessage> messages;
-      for (size_t i = 0; i < prompt.messages.size(); ++i) {
-        const ChatMessageSpec& m = prompt.messages[i];
-        const std::string field = absl::StrCat("prompt.chat.messages[", i, "]");
-        BRAID_RETURN_IF_ERROR(CheckUtf8(m.content, field + ".content"));
-        BRAID_RETURN_IF_ERROR(CheckUtf8(m.role, field + ".role"));
-        model::ChatMessage message{m.role, m.content, {}};
-        for (size_t j = 0; j < m.tool_calls.size(); ++j) {
-          const ToolCallSpec& c = m.tool_calls[j];
-          const std::string call = absl::StrCat(field, ".tool_calls[", j, "]");
-          BRAID_RETURN_IF_ERROR(CheckUtf8(c.name, call + ".name"));
-          BRAID_RETURN_IF_ERROR(CheckUtf8(c.arguments, call + ".arguments"));
-          message.tool_calls.push_back({c.name, c.arguments});
-        }
-        messages.push_back(std::move(message));
-      }
-      for (size_t j = 0; j < prompt.tools.size(); ++j) {
-        BRAID_RETURN_IF_ERROR(CheckUtf8(
-            prompt.tools[j], absl::StrCat("prompt.chat.tools[", j, "]")));
-      }
+      BRAID_ASSIGN_OR_RETURN(std::vector<model::ChatMessage> messages,
+                             ChatMessages(prompt));
       if (!prompt.tools.empty() && !chat_template_->supports_tools()) {
         return Invalid(
             "prompt.chat.tools",
