@@ -202,7 +202,6 @@ StreamRenderer::StreamRenderer(ResponseMeta meta, int num_choices)
 
 void StreamRenderer::Add(const ChoiceEvent& e, std::string* out) {
   CountUsage(e, &usage_);
-  const bool chat = meta_.endpoint == Endpoint::kChatCompletions;
   if (!splitters_.empty()) {
     // The output's text goes through the choice's splitter, which keeps
     // tool calls out of the content; what it held is content at the end.
