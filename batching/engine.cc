@@ -157,9 +157,6 @@ absl::StatusOr<uint64_t> Engine::Submit(GenerationRequest request,
   Request& r = *w.request;
   r.sink = std::make_shared<RequestSink>(std::move(sink),
                                          request.sampling.logprobs);
-  r.prompt_tokens = static_cast<int>(prompt_tokens);
-  r.seed = request.sampling.seed;
-  r.hide_reasoning = request.reasoning.hide;
   r.arrival = request.arrival;
   r.deadline = request.deadline;
   w.session = std::make_unique<Session>(RequestSession(request), r.sink,
@@ -296,7 +293,8 @@ void Engine::StartStep(StepPlan& plan, absl::Time now) {
       r->waiting = false;
       r->first_scheduled = now;
       ++started;
-      started_tokens += r->prompt_tokens;
+      started_tokens +=
+          static_cast<int64_t>(w.session->options().prefix.size());
     }
   }
   absl::MutexLock lock(&mu_);
@@ -397,11 +395,13 @@ void Engine::Finish(Work& w, FinishReason reason, absl::Status error,
   const absl::Time now = absl::Now();
   Request& a = *w.request;
   const uint64_t handle = w.session->handle();
+  const SessionOptions& o = w.session->options();
+  const SessionStreamOptions& out = o.streams[0];
   // What the turn held back for stop strings and partial characters goes
   // out when it ended by itself (the session flushed it at its end).
   const bool flush = error.ok() && reason != FinishReason::kStop &&
                      reason != FinishReason::kCancelled;
-  if (flush && !a.hide_reasoning &&
+  if (flush && !out.reasoning.hide &&
       !a.sink->turn_end().reasoning_text.empty()) {
     // The reasoning stream's partial character (a request that ends while
     // the model thinks), in its own chunk before the final one.
@@ -416,10 +416,10 @@ void Engine::Finish(Work& w, FinishReason reason, absl::Status error,
   chunk.matched_stop = std::move(matched_stop);
   if (flush) chunk.text = a.sink->turn_end().text;
   chunk.error = std::move(error);
-  chunk.prompt_tokens = a.prompt_tokens;
+  chunk.prompt_tokens = static_cast<int>(o.prefix.size());
   chunk.output_tokens = a.num_output;
   chunk.reasoning_tokens = a.num_reasoning;
-  chunk.seed = a.seed;
+  chunk.seed = out.sampling.seed;
   if (a.first_scheduled != absl::InfinitePast()) {
     chunk.queue_seconds = Seconds(a.arrival, a.first_scheduled);
   }
@@ -439,7 +439,7 @@ void Engine::Finish(Work& w, FinishReason reason, absl::Status error,
     }
     if (a.waiting) {
       --stats_.waiting;
-      stats_.waiting_tokens -= a.prompt_tokens;
+      stats_.waiting_tokens -= chunk.prompt_tokens;
     }
     if (!chunk.error.ok()) {
       ++stats_.failed;

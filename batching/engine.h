@@ -179,13 +179,11 @@ class Engine {
  private:
   // A Generate request's session sink: its chunks (engine.cc).
   class RequestSink;
-  // What only a Generate request has beside its session: where its chunks
-  // go, its clock and its counts (engine thread, once queued).
+  // What only a Generate request has beside its session (whose options
+  // hold its prompt and sampling): where its chunks go, its clock and its
+  // counts (engine thread, once queued).
   struct Request {
     std::shared_ptr<RequestSink> sink;
-    int prompt_tokens = 0;
-    uint64_t seed = 0;
-    bool hide_reasoning = false;
     absl::Time arrival = absl::InfinitePast();
     absl::Time deadline = absl::InfiniteFuture();
     int num_output = 0;
