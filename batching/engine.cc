@@ -155,12 +155,12 @@ absl::StatusOr<uint64_t> Engine::Submit(GenerationRequest request,
   Work w;
   w.request = std::make_unique<Request>();
   Request& r = *w.request;
-  r.sink = std::make_shared<RequestSink>(std::move(sink),
-                                         request.sampling.logprobs);
+  r.sink =
+      std::make_shared<RequestSink>(std::move(sink), request.sampling.logprobs);
   r.arrival = request.arrival;
   r.deadline = request.deadline;
-  w.session = std::make_unique<Session>(RequestSession(request), r.sink,
-                                        handle, tokenizer_, options_.reasoning,
+  w.session = std::make_unique<Session>(RequestSession(request), r.sink, handle,
+                                        tokenizer_, options_.reasoning,
                                         options_.max_context_tokens);
   inbox_.push_back(std::move(w));
   return handle;

@@ -504,10 +504,10 @@ std::vector<SamplePoint> Session::FitContext(std::vector<SamplePoint> points,
              max_context_tokens_) {
     const int s = points.back().stream;
     points.pop_back();
-    EndTurn(s,
-            options_.request ? FinishReason::kContextFull
-                             : FinishReason::kLength,
-            scheduler);
+    EndTurn(
+        s,
+        options_.request ? FinishReason::kContextFull : FinishReason::kLength,
+        scheduler);
   }
   return points;
 }

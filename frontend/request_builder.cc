@@ -118,8 +118,8 @@ absl::StatusOr<std::vector<model::ChatMessage>> ChatMessages(
     messages.push_back(std::move(message));
   }
   for (size_t j = 0; j < prompt.tools.size(); ++j) {
-    BRAID_RETURN_IF_ERROR(CheckUtf8(
-        prompt.tools[j], absl::StrCat("prompt.chat.tools[", j, "]")));
+    BRAID_RETURN_IF_ERROR(
+        CheckUtf8(prompt.tools[j], absl::StrCat("prompt.chat.tools[", j, "]")));
   }
   return messages;
 }

@@ -278,7 +278,8 @@ absl::Status ParseMessages(const Json& body, ApiRequest* out) {
                            Content(Field(v[i], "content"), field + ".content"));
     BRAID_ASSIGN_OR_RETURN(m.tool_calls, ToolCalls(v[i], field));
     if (!m.tool_calls.empty() && m.role != "assistant") {
-      return Invalid(field + ".tool_calls", "only assistant messages call tools");
+      return Invalid(field + ".tool_calls",
+                     "only assistant messages call tools");
     }
     p.messages.push_back(std::move(m));
   }

@@ -196,29 +196,32 @@ TEST(ApiTest, ToolsAndToolCalls) {
   EXPECT_FALSE(none->tools);
   EXPECT_TRUE(none->prompts[0].tools.empty());
 
-  for (const char* bad : {
-           R"("tools":[{"type":"function"}])",
-           R"("tools":[{"type":"retrieval","function":{"name":"f"}}])",
-           R"("tools":[{"type":"function","function":{"name":""}}])",
-           R"("tools":[{"type":"function","function":{"name":"f","parameters":[]}}])",
-           R"("tools":{"type":"function"})",
-       }) {
+  for (
+      const char* bad : {
+          R"("tools":[{"type":"function"}])",
+          R"("tools":[{"type":"retrieval","function":{"name":"f"}}])",
+          R"("tools":[{"type":"function","function":{"name":""}}])",
+          R"("tools":[{"type":"function","function":{"name":"f","parameters":[]}}])",
+          R"("tools":{"type":"function"})",
+      }) {
     EXPECT_THAT(
         Refusal(Chat(absl::StrCat(
             R"({"messages":[{"role":"user","content":"x"}],)", bad, "}"))),
-        HasSubstr("tools")) << bad;
+        HasSubstr("tools"))
+        << bad;
   }
   EXPECT_THAT(Refusal(Completion(
                   R"({"prompt":"x","tools":[{"type":"function",
                       "function":{"name":"f"}}]})")),
               HasSubstr("tools: are only for chat"));
-  for (const char* bad : {
-           R"({"role":"assistant","tool_calls":[{"function":{"name":"f","arguments":"not json"}}]})",
-           R"({"role":"assistant","tool_calls":[{"function":{"name":"f","arguments":"[1]"}}]})",
-           R"({"role":"assistant","tool_calls":[{"function":{"arguments":"{}"}}]})",
-           R"({"role":"assistant","tool_calls":{}})",
-           R"({"role":"user","content":"x","tool_calls":[{"function":{"name":"f"}}]})",
-       }) {
+  for (
+      const char* bad : {
+          R"({"role":"assistant","tool_calls":[{"function":{"name":"f","arguments":"not json"}}]})",
+          R"({"role":"assistant","tool_calls":[{"function":{"name":"f","arguments":"[1]"}}]})",
+          R"({"role":"assistant","tool_calls":[{"function":{"arguments":"{}"}}]})",
+          R"({"role":"assistant","tool_calls":{}})",
+          R"({"role":"user","content":"x","tool_calls":[{"function":{"name":"f"}}]})",
+      }) {
     EXPECT_THAT(Refusal(Chat(absl::StrCat(R"({"messages":[)", bad, "]}"))),
                 HasSubstr("messages[0].tool_calls"))
         << bad;

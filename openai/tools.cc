@@ -111,8 +111,8 @@ void ToolCallSplitter::Scan(Piece* out) {
       if (close == std::string::npos) return;  // the block goes on
       const size_t end = close + kClose.size();
       ToolCall call;
-      if (ParseCall(absl::string_view(held_).substr(
-                        kOpen.size(), close - kOpen.size()),
+      if (ParseCall(absl::string_view(held_).substr(kOpen.size(),
+                                                    close - kOpen.size()),
                     &call)) {
         out->calls.push_back(std::move(call));
         after_call_ = true;
@@ -139,9 +139,8 @@ void ToolCallSplitter::Scan(Piece* out) {
     }
     // Hold the longest end of the text that may begin an opening tag.
     size_t keep = std::min(held_.size(), kOpen.size() - 1);
-    while (keep > 0 &&
-           std::string_view(held_).substr(held_.size() - keep) !=
-               kOpen.substr(0, keep)) {
+    while (keep > 0 && std::string_view(held_).substr(held_.size() - keep) !=
+                           kOpen.substr(0, keep)) {
       --keep;
     }
     out->content.append(held_, 0, held_.size() - keep);

@@ -61,7 +61,7 @@ class ToolCallSplitter {
   bool ParseCall(absl::string_view body, ToolCall* call);
 
   const std::string id_prefix_;
-  std::string held_;     // unsent text: a possible opening, or an open block
+  std::string held_;       // unsent text: a possible opening, or an open block
   bool in_block_ = false;  // held_ starts with the opening tag
   bool after_call_ = false;  // whitespace right after a call is dropped
   int num_calls_ = 0;

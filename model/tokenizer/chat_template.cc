@@ -160,12 +160,17 @@ struct FamilyName {
   std::string_view name;
 };
 constexpr FamilyName kFamilyNames[] = {
-    {Family::kChatMl, "chatml"},        {Family::kQwen25, "qwen2.5"},
+    {Family::kChatMl, "chatml"},
+    {Family::kQwen25, "qwen2.5"},
     {Family::kLlama2, "llama2"},
-    {Family::kLlama3, "llama3"},        {Family::kMistralV1, "mistral-v1"},
-    {Family::kMistralV3, "mistral-v3"}, {Family::kMistralV7, "mistral-v7"},
-    {Family::kGemma, "gemma"},          {Family::kGemma3, "gemma3"},
-    {Family::kZephyr, "zephyr"},        {Family::kPhi3, "phi3"},
+    {Family::kLlama3, "llama3"},
+    {Family::kMistralV1, "mistral-v1"},
+    {Family::kMistralV3, "mistral-v3"},
+    {Family::kMistralV7, "mistral-v7"},
+    {Family::kGemma, "gemma"},
+    {Family::kGemma3, "gemma3"},
+    {Family::kZephyr, "zephyr"},
+    {Family::kPhi3, "phi3"},
     {Family::kDeepSeek, "deepseek"},
 };
 
@@ -410,8 +415,7 @@ absl::StatusOr<std::string> ChatTemplate::RenderQwen25(
         "tags:\n<tool_call>\n{\"name\": <function-name>, \"arguments\": "
         "<args-json-object>}\n</tool_call><|im_end|>\n";
   } else {
-    absl::StrAppend(&out, "<|im_start|>system\n", first_system,
-                    "<|im_end|>\n");
+    absl::StrAppend(&out, "<|im_start|>system\n", first_system, "<|im_end|>\n");
   }
   for (size_t i = 0; i < messages.size(); ++i) {
     const ChatMessage& m = messages[i];

@@ -97,8 +97,8 @@ TEST(ChatTemplateTest, MatchesJinjaRenderingWithTools) {
       }
     }
     with_tools += !tools.empty();
-    std::string desc = f[0] + " gen=" + f[4] + " tools=" +
-                       std::to_string(tools.size()) + " roles=";
+    std::string desc = f[0] + " gen=" + f[4] +
+                       " tools=" + std::to_string(tools.size()) + " roles=";
     for (const ChatMessage& m : messages) desc += m.role + ",";
     absl::StatusOr<std::string> got =
         tmpl->Render(messages, f[4] == "1", tools);
@@ -127,8 +127,8 @@ TEST(ChatTemplateTest, ToolsNeedAFamilyWithToolCalls) {
   absl::StatusOr<std::string> got = chatml->Render(user, true, tools);
   EXPECT_EQ(got.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_NE(got.status().message().find("chatml"), std::string::npos);
-  const std::vector<ChatMessage> call = {
-      {"user", "hi", {}}, {"assistant", "", {{"f", "{}"}}}};
+  const std::vector<ChatMessage> call = {{"user", "hi", {}},
+                                         {"assistant", "", {{"f", "{}"}}}};
   EXPECT_EQ(chatml->Render(call, true).status().code(),
             absl::StatusCode::kInvalidArgument);
   absl::StatusOr<ChatTemplate> qwen =
