@@ -4,6 +4,7 @@ second turn computes only its own tokens), Ctrl-C interrupting a reply
 without ending the session, --stream-input landing a line mid-reply, and
 global flags after the command.
 """
+import ctypes
 import json
 import os
 import pty
@@ -149,6 +150,27 @@ class ChatCliTest(harness.DaemonTestCase):
         t.expect(b"[interrupted]", start=start)
         t.expect(b"> ", start=start)
         t.send(b"\x03")  # at the prompt: ends the chat
+        self.assertEqual(t.wait(), 0)
+        harness.wait_engine_idle(self.stats_path)
+
+    def test_ctrl_c_at_the_prompt_taken_by_any_thread(self):
+        """The terminal's SIGINT goes to whichever thread of the CLI the
+        kernel picks (the gRPC client has several): delivered to one that
+        is not the one waiting for the next line, Ctrl-C at the prompt
+        still ends the chat."""
+        t = self.chat("--max-tokens", "8")
+        t.expect(b"> ")
+        t.send(b"Hi!\n")
+        start = len(t.out)
+        t.expect(b"> ", start=start)
+        self.settle(1)
+        tids = [int(x) for x in os.listdir(f"/proc/{t.pid}/task")]
+        others = [x for x in tids if x != t.pid]
+        self.assertTrue(others, "the CLI runs gRPC threads")
+        libc = ctypes.CDLL(None, use_errno=True)
+        sys_tgkill = 234  # x86-64
+        self.assertEqual(
+            libc.syscall(sys_tgkill, t.pid, others[0], signal.SIGINT), 0)
         self.assertEqual(t.wait(), 0)
         harness.wait_engine_idle(self.stats_path)
 

@@ -1,5 +1,7 @@
 #include "tools/cli/chat.h"
 
+#include <fcntl.h>
+#include <poll.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -17,25 +19,51 @@ namespace braid::cli {
 namespace {
 
 std::atomic<bool> g_interrupt{false};
+// The handler also writes a byte here, so a Ctrl-C that lands after the last
+// check of g_interrupt and before the wait for input still wakes that wait
+// (and it does whichever thread the signal is delivered to).
+int g_wake[2] = {-1, -1};
 
-void OnSigint(int) { g_interrupt = true; }
+void OnSigint(int) {
+  g_interrupt = true;
+  const char c = 1;
+  [[maybe_unused]] const ssize_t n = write(g_wake[1], &c, 1);
+}
 
-// SIGINT without SA_RESTART, so a blocked read returns EINTR.
-void CatchSigint() {
+// SIGINT, with a non-blocking wake-up pipe for ReadLine.
+bool CatchSigint() {
+  if (pipe2(g_wake, O_NONBLOCK | O_CLOEXEC) != 0) return false;
   struct sigaction sa = {};
   sa.sa_handler = OnSigint;
   sigemptyset(&sa.sa_mask);
-  sa.sa_flags = 0;
-  sigaction(SIGINT, &sa, nullptr);
+  sa.sa_flags = SA_RESTART;
+  return sigaction(SIGINT, &sa, nullptr) == 0;
+}
+
+// Whether a Ctrl-C came since the last call; empties the wake-up pipe.
+bool TakeInterrupt() {
+  char buf[64];
+  while (read(g_wake[0], buf, sizeof(buf)) > 0) {
+  }
+  return g_interrupt.exchange(false);
 }
 
 enum class LineResult { kLine, kEof, kInterrupted };
 
-// One line of stdin (without its newline), byte by byte so that Ctrl-C
-// interrupts the wait.
+// One line of stdin (without its newline), byte by byte, waiting on stdin and
+// the wake-up pipe together so that Ctrl-C interrupts the wait.
 LineResult ReadLine(std::string* line) {
   line->clear();
   for (;;) {
+    pollfd fds[2] = {{STDIN_FILENO, POLLIN, 0}, {g_wake[0], POLLIN, 0}};
+    if (poll(fds, 2, -1) < 0) {
+      if (errno == EINTR) continue;
+      return LineResult::kEof;
+    }
+    if (fds[1].revents != 0 && TakeInterrupt()) {
+      return LineResult::kInterrupted;
+    }
+    if (fds[0].revents == 0) continue;
     char c;
     const ssize_t n = read(STDIN_FILENO, &c, 1);
     if (n == 1) {
@@ -44,10 +72,7 @@ LineResult ReadLine(std::string* line) {
       continue;
     }
     if (n == 0) return line->empty() ? LineResult::kEof : LineResult::kLine;
-    if (errno == EINTR) {
-      if (g_interrupt.exchange(false)) return LineResult::kInterrupted;
-      continue;
-    }
+    if (errno == EINTR || errno == EAGAIN) continue;
     return LineResult::kEof;
   }
 }
@@ -233,7 +258,7 @@ void Chat::WaitForReply() {
     mu_.AwaitWithTimeout(absl::Condition(
                              +[](bool* r) { return !*r; }, &replying_),
                          absl::Milliseconds(20));
-    if (g_interrupt.exchange(false) && replying_) {
+    if (TakeInterrupt() && replying_) {
       v1::SessionRequest req;
       req.set_interrupt_stream_id("out");
       mu_.Unlock();
@@ -244,7 +269,10 @@ void Chat::WaitForReply() {
 }
 
 int Chat::Run() {
-  CatchSigint();
+  if (!CatchSigint()) {
+    std::perror("braid: Ctrl-C handling");
+    return 1;
+  }
   std::thread reader;
   std::string line;
   for (;;) {
