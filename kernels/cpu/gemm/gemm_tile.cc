@@ -25,7 +25,17 @@ bool PrepareGemmTileActivations(DType type, const uint8_t* x,
              quad_layout, b0, b1 < 0 ? n / kQK : b1);
 }
 
+namespace {
+// Rows a group of the layout interleaves: 8 for Q4_K (the octets of
+// gemm_octets_avx2.cc), else 4.
+int64_t GroupRows(DType type) { return type == DType::kQ4_K ? 8 : 4; }
+}  // namespace
+
 bool CanRepackQuads(DType type, int64_t rows, int64_t cols) {
+  if (type == DType::kQ4_K) {
+    return UseAvx2() && rows > 0 && rows % 8 == 0 && cols > 0 &&
+           cols % kQK_K == 0;
+  }
   return UseAvx512() &&
          (type == DType::kQ4_1 || type == DType::kQ4_0 ||
           type == DType::kQ8_0) &&
@@ -53,10 +63,15 @@ QuadPlaces PlaceOf(DType type, int j) {
 
 QuadWeights RepackQuads(DType type, const void* w, int64_t rows, int64_t cols) {
   const size_t row_bytes = DTypeRowBytes(type, cols);
-  const int64_t nb = cols / kQK;
-  const size_t block = row_bytes / nb;
   const size_t bytes = row_bytes * rows;
   QuadWeights q{type, rows, cols, AllocateAlignedBytes(bytes)};
+  if (type == DType::kQ4_K) {
+    internal::RepackOctetsQ4K(static_cast<const uint8_t*>(w), rows, cols,
+                              q.data.get());
+    return q;
+  }
+  const int64_t nb = cols / kQK;
+  const size_t block = row_bytes / nb;
   const auto* src = static_cast<const uint8_t*>(w);
   for (int64_t g = 0; g < rows / 4; ++g) {
     for (int64_t i = 0; i < nb; ++i) {
@@ -75,6 +90,10 @@ QuadWeights RepackQuads(DType type, const void* w, int64_t rows, int64_t cols) {
 }
 
 void UnpackQuadRow(const QuadWeights& w, int64_t r, uint8_t* out) {
+  if (w.type == DType::kQ4_K) {
+    internal::UnpackOctetRowQ4K(w.data.get(), w.cols, r, out);
+    return;
+  }
   const size_t row_bytes = DTypeRowBytes(w.type, w.cols);
   const int64_t nb = w.cols / kQK;
   const size_t block = row_bytes / nb;
@@ -93,9 +112,14 @@ void GemmTileQuads(const QuadWeights& w, const uint8_t* x, size_t x_row_bytes,
                    int64_t r0, int64_t r1, int64_t n_tok, float* y,
                    int64_t ld_y, bool accumulate,
                    const GemmTileActivations* prepared, int64_t prefetch_end) {
-  // Whole quads in the tiles; rows of a quad cut by the range one by one.
-  const int64_t a = std::min((r0 + 3) / 4 * 4, r1), b = std::max(r1 / 4 * 4, a);
-  if (a < b) {
+  // Whole groups in the tiles; rows of a group cut by the range one by one.
+  const int64_t g = GroupRows(w.type);
+  const int64_t a = std::min((r0 + g - 1) / g * g, r1),
+                b = std::max(r1 / g * g, a);
+  if (a < b && w.type == DType::kQ4_K) {
+    internal::GemmOctetsQ4KAvx2(w.data.get(), w.cols, x, x_row_bytes, a, b,
+                                n_tok, y, ld_y, accumulate);
+  } else if (a < b) {
     internal::GemmTileAvx512(w.type, w.data.get(),
                              DTypeRowBytes(w.type, w.cols), x, x_row_bytes,
                              w.cols, a, b, n_tok, y, ld_y, accumulate, prepared,

@@ -274,7 +274,7 @@ BRAID_AVX2 void ScaleTables(const uint8_t* x, size_t x_row_bytes, int64_t nb,
 }
 
 // Rows [r0, r1) in tiles of kR rows (then single rows), tokens in groups of
-// kT (then 2 and 1).
+// kT (then 2 and 1), in chunks of tokens.
 template <typename F, bool kVnni, int kR, int kT>
 void RunTiles(const uint8_t* w, size_t w_row_bytes, const uint8_t* x,
               size_t x_row_bytes, int64_t n, int64_t r0, int64_t r1,
@@ -284,41 +284,49 @@ void RunTiles(const uint8_t* w, size_t w_row_bytes, const uint8_t* x,
   const float *xd, *xs;
   alignas(32) float stack[2 * kStackScales];
   ScaleTables<F>(x, x_row_bytes, nb, n_tok, stack, &xd, &xs);
+  // Tokens [ta, tb) of rows from wr (row r): in groups of kT, then 2, 1.
   auto tokens = [&](auto tile1, auto tile2, auto tileT, const uint8_t* wr,
-                    int64_t r) {
-    int64_t t = 0;
-    for (; t + kT <= n_tok; t += kT) {
+                    int64_t r, int64_t ta, int64_t tb) {
+    int64_t t = ta;
+    for (; t + kT <= tb; t += kT) {
       tileT(wr, w_row_bytes, x + t * x_row_bytes, x_row_bytes, xd + t,
             xs != nullptr ? xs + t : nullptr, n_tok, nb, y + t * ld_y + r, ld_y,
             accumulate);
     }
-    for (; kT > 2 && t + 2 <= n_tok; t += 2) {
+    for (; kT > 2 && t + 2 <= tb; t += 2) {
       tile2(wr, w_row_bytes, x + t * x_row_bytes, x_row_bytes, xd + t,
             xs != nullptr ? xs + t : nullptr, n_tok, nb, y + t * ld_y + r, ld_y,
             accumulate);
     }
-    for (; t < n_tok; ++t) {
+    for (; t < tb; ++t) {
       tile1(wr, w_row_bytes, x + t * x_row_bytes, x_row_bytes, xd + t,
             xs != nullptr ? xs + t : nullptr, n_tok, nb, y + t * ld_y + r, ld_y,
             accumulate);
     }
   };
-  int64_t r = r0;
-  for (; r + kR <= r1; r += kR) {
-    const uint8_t* wr = w + r * w_row_bytes;
-    // The rows stream from memory once: fetch the next tile's ahead.
-    const uint8_t* ahead = wr + kR * w_row_bytes;
-    const uint8_t* ahead_end = w + std::max(r1, prefetch_end) * w_row_bytes;
-    for (size_t off = 0; off < kR * w_row_bytes && ahead + off < ahead_end;
-         off += 64) {
-      PrefetchL1(ahead + off);
+  // Tokens kTokenChunk at a time, each chunk over all the rows: a chunk's
+  // activations stay in L1 while the rows stream from L2 (one pass of every
+  // row over all the tokens would reload them from L2 for each row tile).
+  constexpr int64_t kTokenChunk = 32;
+  for (int64_t ta = 0; ta < n_tok; ta += kTokenChunk) {
+    const int64_t tb = std::min(n_tok, ta + kTokenChunk);
+    int64_t r = r0;
+    for (; r + kR <= r1; r += kR) {
+      const uint8_t* wr = w + r * w_row_bytes;
+      // The rows stream from memory once: fetch the next tile's ahead.
+      const uint8_t* ahead = wr + kR * w_row_bytes;
+      const uint8_t* ahead_end = w + std::max(r1, prefetch_end) * w_row_bytes;
+      for (size_t off = 0; off < kR * w_row_bytes && ahead + off < ahead_end;
+           off += 64) {
+        PrefetchL1(ahead + off);
+      }
+      tokens(Tile<F, kR, 1, kVnni>, Tile<F, kR, (kR <= 4 ? 2 : 1), kVnni>,
+             Tile<F, kR, kT, kVnni>, wr, r, ta, tb);
     }
-    tokens(Tile<F, kR, 1, kVnni>, Tile<F, kR, (kR <= 4 ? 2 : 1), kVnni>,
-           Tile<F, kR, kT, kVnni>, wr, r);
-  }
-  for (; r < r1; ++r) {
-    tokens(Tile<F, 1, 1, kVnni>, Tile<F, 1, 2, kVnni>, Tile<F, 1, kT, kVnni>,
-           w + r * w_row_bytes, r);
+    for (; r < r1; ++r) {
+      tokens(Tile<F, 1, 1, kVnni>, Tile<F, 1, 2, kVnni>, Tile<F, 1, kT, kVnni>,
+             w + r * w_row_bytes, r, ta, tb);
+    }
   }
 }
 

@@ -1,0 +1,239 @@
+// Q4_K weights in the octet layout (RepackQuads, gemm_tile.h) on AVX2: eight
+// rows interleaved so that one 32-byte load holds four quants of each of the
+// 8 rows, and every vector lane is one row. A row's super-block sum is then
+// built in its own lane (maddubs of the 8 rows' quants against 4 activation
+// bytes broadcast, 8 of them summed in 16 bits, then madd by the sub-block's
+// scale), and its float steps run on 8 rows at once: no horizontal sums, and
+// each super-block's scales and mins are decoded once for 8 rows and every
+// token of the tile.
+//
+// The integers are the row dot's (dot_k_avx2.cc: exact sums, only grouped
+// differently) and the float steps are KQuantAccumulate's in super-block
+// order, so every output is bit-identical to DotRow on the GGUF row.
+#include <immintrin.h>
+
+#include <cstdint>
+#include <cstring>
+
+#include "kernels/cpu/gemm/gemm_tile.h"
+#include "kernels/cpu/quant/quant.h"
+
+#define BRAID_AVX2 __attribute__((target("avx2,fma,f16c")))
+
+namespace braid::kernels::cpu::internal {
+
+namespace {
+
+// One super-block of 8 rows: their d, their dmin, their 12 scale bytes as
+// three 32-bit words (word w of row l at kWords + (8 * w + l) * 4), then the
+// quants: row l's qs[32 * g + 4 * k .. + 3] at kQuants + ((8 * g + k) * 8 +
+// l) * 4 (g = the pair of sub-blocks 2g, 2g + 1 in its low and high nibbles,
+// k = the 4-byte group within it).
+constexpr size_t kDs = 0, kDmins = 16, kWords = 32, kQuants = 128;
+constexpr size_t kOctetBlock = kQuants + 8 * kQK_K / 2;
+static_assert(kOctetBlock == 8 * sizeof(BlockQ4_K), "same bytes as 8 rows");
+
+BRAID_AVX2 inline __m256i Load(const uint8_t* p) {
+  return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p));
+}
+
+// Byte `b` of every 32-bit lane of v as the lane's two 16-bit halves.
+BRAID_AVX2 inline __m256i ByteAsPair(__m256i v, int b) {
+  const char z = static_cast<char>(0x80);
+  const char b0 = static_cast<char>(b), b1 = static_cast<char>(4 + b),
+             b2 = static_cast<char>(8 + b), b3 = static_cast<char>(12 + b);
+  return _mm256_shuffle_epi8(
+      v, _mm256_setr_epi8(b0, z, b0, z, b1, z, b1, z, b2, z, b2, z, b3, z, b3,
+                          z, b0, z, b0, z, b1, z, b1, z, b2, z, b2, z, b3, z,
+                          b3, z));
+}
+
+// Bytes `a` and `b` of every 32-bit lane of v as the lane's 16-bit halves.
+BRAID_AVX2 inline __m256i BytesAsPair(__m256i v, int a, int b) {
+  const char z = static_cast<char>(0x80);
+  const char a0 = static_cast<char>(a), a1 = static_cast<char>(4 + a),
+             a2 = static_cast<char>(8 + a), a3 = static_cast<char>(12 + a);
+  const char b0 = static_cast<char>(b), b1 = static_cast<char>(4 + b),
+             b2 = static_cast<char>(8 + b), b3 = static_cast<char>(12 + b);
+  return _mm256_shuffle_epi8(
+      v, _mm256_setr_epi8(a0, z, b0, z, a1, z, b1, z, a2, z, b2, z, a3, z, b3,
+                          z, a0, z, b0, z, a1, z, b1, z, a2, z, b2, z, a3, z,
+                          b3, z));
+}
+
+// 8 rows (the group at w, nb super-blocks) x T tokens of Q8_K activations
+// from x (rows x_row_bytes apart): out[t * ld_y + l] for row l.
+template <int T>
+BRAID_AVX2 void OctetTile(const uint8_t* w, int64_t nb, const uint8_t* x,
+                          size_t x_row_bytes, float* out, int64_t ld_y,
+                          bool accumulate) {
+  const __m256i low4 = _mm256_set1_epi8(0x0F);
+  const __m256i low6 = _mm256_set1_epi32(0x3f3f3f3f);
+  const __m256i low4w = _mm256_set1_epi32(0x0f0f0f0f);
+  const __m256i top2 = _mm256_set1_epi32(0x03030303);
+  __m256 sums[T];
+  #pragma GCC unroll 4
+  for (int t = 0; t < T; ++t) sums[t] = _mm256_setzero_ps();
+  for (int64_t i = 0; i < nb; ++i) {
+    const uint8_t* b = w + i * kOctetBlock;
+    const BlockQ8_K* xs[T];
+    #pragma GCC unroll 4
+    for (int t = 0; t < T; ++t) {
+      xs[t] = reinterpret_cast<const BlockQ8_K*>(x + t * x_row_bytes) + i;
+    }
+    // ScalesMinsQ4K's fields, for the 8 rows' lanes.
+    const __m256i u0 = Load(b + kWords), u1 = Load(b + kWords + 32),
+                  u2 = Load(b + kWords + 64);
+    const __m256i sc_lo = _mm256_and_si256(u0, low6);
+    const __m256i sc_hi = _mm256_or_si256(
+        _mm256_and_si256(u2, low4w),
+        _mm256_slli_epi32(_mm256_and_si256(_mm256_srli_epi32(u0, 6), top2), 4));
+    const __m256i m_lo = _mm256_and_si256(u1, low6);
+    const __m256i m_hi = _mm256_or_si256(
+        _mm256_and_si256(_mm256_srli_epi32(u2, 4), low4w),
+        _mm256_slli_epi32(_mm256_and_si256(_mm256_srli_epi32(u1, 6), top2), 4));
+    __m256i isum[T];
+    #pragma GCC unroll 4
+    for (int t = 0; t < T; ++t) isum[t] = _mm256_setzero_si256();
+#pragma GCC unroll 4
+    for (int g = 0; g < 4; ++g) {
+      const uint8_t* q = b + kQuants + g * 256;
+#pragma GCC unroll 2
+      for (int h = 0; h < 2; ++h) {
+        const int j = 2 * g + h;  // the sub-block
+        __m256i acc[T];
+        #pragma GCC unroll 4
+        for (int t = 0; t < T; ++t) acc[t] = _mm256_setzero_si256();
+#pragma GCC unroll 8
+        for (int k = 0; k < 8; ++k) {
+          const __m256i bits = Load(q + 32 * k);
+          const __m256i v =
+              h == 0 ? _mm256_and_si256(bits, low4)
+                     : _mm256_and_si256(_mm256_srli_epi16(bits, 4), low4);
+          #pragma GCC unroll 4
+          for (int t = 0; t < T; ++t) {
+            int32_t x4;
+            std::memcpy(&x4, xs[t]->qs + 32 * j + 4 * k, 4);
+            // |sum| of 8 maddubs pairs <= 8 * 2 * 15 * 128 < 2^15.
+            acc[t] = _mm256_add_epi16(
+                acc[t], _mm256_maddubs_epi16(v, _mm256_set1_epi32(x4)));
+          }
+        }
+        const __m256i sc = ByteAsPair(j < 4 ? sc_lo : sc_hi, j % 4);
+        #pragma GCC unroll 4
+        for (int t = 0; t < T; ++t) {
+          isum[t] = _mm256_add_epi32(isum[t], _mm256_madd_epi16(acc[t], sc));
+        }
+      }
+    }
+    const __m256 d8 = _mm256_cvtph_ps(
+        _mm_loadu_si128(reinterpret_cast<const __m128i*>(b + kDs)));
+    const __m256 dmin8 = _mm256_cvtph_ps(
+        _mm_loadu_si128(reinterpret_cast<const __m128i*>(b + kDmins)));
+    #pragma GCC unroll 4
+    for (int t = 0; t < T; ++t) {
+      // The mins' sum: m_j times the sub-block's activation sum, in pairs.
+      const __m256i bs = _mm256_loadu_si256(
+          reinterpret_cast<const __m256i*>(xs[t]->bsums));
+      const __m128i pair_sums = _mm_hadd_epi16(_mm256_castsi256_si128(bs),
+                                               _mm256_extracti128_si256(bs, 1));
+      alignas(16) int32_t s[4];
+      _mm_store_si128(reinterpret_cast<__m128i*>(s), pair_sums);
+      __m256i msum = _mm256_setzero_si256();
+#pragma GCC unroll 4
+      for (int p = 0; p < 4; ++p) {
+        const __m256i m = BytesAsPair(p < 2 ? m_lo : m_hi, (2 * p) % 4,
+                                      (2 * p + 1) % 4);
+        msum = _mm256_add_epi32(
+            msum, _mm256_madd_epi16(m, _mm256_set1_epi32(s[p])));
+      }
+      const __m256 xd = _mm256_set1_ps(xs[t]->d);
+      sums[t] = _mm256_fmadd_ps(_mm256_mul_ps(d8, xd),
+                                _mm256_cvtepi32_ps(isum[t]), sums[t]);
+      sums[t] = _mm256_fnmadd_ps(_mm256_mul_ps(dmin8, xd),
+                                 _mm256_cvtepi32_ps(msum), sums[t]);
+    }
+  }
+  #pragma GCC unroll 4
+  for (int t = 0; t < T; ++t) {
+    float* o = out + t * ld_y;
+    if (accumulate) {
+      sums[t] = _mm256_add_ps(_mm256_loadu_ps(o), sums[t]);
+    }
+    _mm256_storeu_ps(o, sums[t]);
+  }
+}
+
+}  // namespace
+
+void RepackOctetsQ4K(const uint8_t* w, int64_t rows, int64_t cols,
+                     uint8_t* out) {
+  const int64_t nb = cols / kQK_K;
+  const auto* src = reinterpret_cast<const BlockQ4_K*>(w);
+  for (int64_t g = 0; g < rows / 8; ++g) {
+    for (int64_t i = 0; i < nb; ++i) {
+      uint8_t* o = out + (g * nb + i) * kOctetBlock;
+      for (int l = 0; l < 8; ++l) {
+        const BlockQ4_K& b = src[(8 * g + l) * nb + i];
+        std::memcpy(o + kDs + 2 * l, &b.d, 2);
+        std::memcpy(o + kDmins + 2 * l, &b.dmin, 2);
+        for (int u = 0; u < 3; ++u) {
+          std::memcpy(o + kWords + (8 * u + l) * 4, b.scales + 4 * u, 4);
+        }
+        for (int q = 0; q < 4; ++q) {
+          for (int k = 0; k < 8; ++k) {
+            std::memcpy(o + kQuants + ((8 * q + k) * 8 + l) * 4,
+                        b.qs + 32 * q + 4 * k, 4);
+          }
+        }
+      }
+    }
+  }
+}
+
+void UnpackOctetRowQ4K(const uint8_t* octets, int64_t cols, int64_t r,
+                       uint8_t* out) {
+  const int64_t nb = cols / kQK_K;
+  const int l = static_cast<int>(r % 8);
+  auto* dst = reinterpret_cast<BlockQ4_K*>(out);
+  for (int64_t i = 0; i < nb; ++i) {
+    const uint8_t* o = octets + ((r / 8) * nb + i) * kOctetBlock;
+    BlockQ4_K& b = dst[i];
+    std::memcpy(&b.d, o + kDs + 2 * l, 2);
+    std::memcpy(&b.dmin, o + kDmins + 2 * l, 2);
+    for (int u = 0; u < 3; ++u) {
+      std::memcpy(b.scales + 4 * u, o + kWords + (8 * u + l) * 4, 4);
+    }
+    for (int q = 0; q < 4; ++q) {
+      for (int k = 0; k < 8; ++k) {
+        std::memcpy(b.qs + 32 * q + 4 * k,
+                    o + kQuants + ((8 * q + k) * 8 + l) * 4, 4);
+      }
+    }
+  }
+}
+
+BRAID_AVX2 void GemmOctetsQ4KAvx2(const uint8_t* octets, int64_t cols,
+                                  const uint8_t* x, size_t x_row_bytes,
+                                  int64_t r0, int64_t r1, int64_t n_tok,
+                                  float* y, int64_t ld_y, bool accumulate) {
+  const int64_t nb = cols / kQK_K;
+  // Tokens in groups of 4 (then 2, 1), each group over the range's rows:
+  // the group's activations stay in L1, the rows stream from L2.
+  auto groups = [&](auto width, int64_t* t0) BRAID_AVX2 {
+    constexpr int kT = decltype(width)::value;
+    for (; *t0 + kT <= n_tok; *t0 += kT) {
+      for (int64_t r = r0; r < r1; r += 8) {
+        OctetTile<kT>(octets + (r / 8) * nb * kOctetBlock, nb,
+                      x + *t0 * x_row_bytes, x_row_bytes, y + *t0 * ld_y + r,
+                      ld_y, accumulate);
+      }
+    }
+  };
+  int64_t t0 = 0;
+  groups(std::integral_constant<int, 4>{}, &t0);
+  groups(std::integral_constant<int, 2>{}, &t0);
+  groups(std::integral_constant<int, 1>{}, &t0);
+}
+
+}  // namespace braid::kernels::cpu::internal
