@@ -56,8 +56,8 @@ int main(int argc, char** argv) {
         if (c == 1 && !quads) continue;
         const auto t0 = std::chrono::steady_clock::now();
         if (c == 1) {
-          k::GemmTileQuads(qw, x.data(), xb, 0, s.rows, n_tok, y.data(),
-                           s.rows, false);
+          k::GemmTileQuads(qw, x.data(), xb, 0, s.rows, n_tok, y.data(), s.rows,
+                           false);
         } else {
           k::GemmTile(s.type, w.data(), wb, x.data(), xb, s.cols, 0, s.rows,
                       n_tok, y.data(), s.rows, false);

@@ -43,9 +43,9 @@ BRAID_AVX2 inline __m256i ByteAsPair(__m256i v, int b) {
   const char b0 = static_cast<char>(b), b1 = static_cast<char>(4 + b),
              b2 = static_cast<char>(8 + b), b3 = static_cast<char>(12 + b);
   return _mm256_shuffle_epi8(
-      v, _mm256_setr_epi8(b0, z, b0, z, b1, z, b1, z, b2, z, b2, z, b3, z, b3,
-                          z, b0, z, b0, z, b1, z, b1, z, b2, z, b2, z, b3, z,
-                          b3, z));
+      v,
+      _mm256_setr_epi8(b0, z, b0, z, b1, z, b1, z, b2, z, b2, z, b3, z, b3, z,
+                       b0, z, b0, z, b1, z, b1, z, b2, z, b2, z, b3, z, b3, z));
 }
 
 // Bytes `a` and `b` of every 32-bit lane of v as the lane's 16-bit halves.
@@ -56,9 +56,9 @@ BRAID_AVX2 inline __m256i BytesAsPair(__m256i v, int a, int b) {
   const char b0 = static_cast<char>(b), b1 = static_cast<char>(4 + b),
              b2 = static_cast<char>(8 + b), b3 = static_cast<char>(12 + b);
   return _mm256_shuffle_epi8(
-      v, _mm256_setr_epi8(a0, z, b0, z, a1, z, b1, z, a2, z, b2, z, a3, z, b3,
-                          z, a0, z, b0, z, a1, z, b1, z, a2, z, b2, z, a3, z,
-                          b3, z));
+      v,
+      _mm256_setr_epi8(a0, z, b0, z, a1, z, b1, z, a2, z, b2, z, a3, z, b3, z,
+                       a0, z, b0, z, a1, z, b1, z, a2, z, b2, z, a3, z, b3, z));
 }
 
 // 8 rows (the group at w, nb super-blocks) x T tokens of Q8_K activations
@@ -72,12 +72,12 @@ BRAID_AVX2 void OctetTile(const uint8_t* w, int64_t nb, const uint8_t* x,
   const __m256i low4w = _mm256_set1_epi32(0x0f0f0f0f);
   const __m256i top2 = _mm256_set1_epi32(0x03030303);
   __m256 sums[T];
-  #pragma GCC unroll 4
+#pragma GCC unroll 4
   for (int t = 0; t < T; ++t) sums[t] = _mm256_setzero_ps();
   for (int64_t i = 0; i < nb; ++i) {
     const uint8_t* b = w + i * kOctetBlock;
     const BlockQ8_K* xs[T];
-    #pragma GCC unroll 4
+#pragma GCC unroll 4
     for (int t = 0; t < T; ++t) {
       xs[t] = reinterpret_cast<const BlockQ8_K*>(x + t * x_row_bytes) + i;
     }
@@ -93,7 +93,7 @@ BRAID_AVX2 void OctetTile(const uint8_t* w, int64_t nb, const uint8_t* x,
         _mm256_and_si256(_mm256_srli_epi32(u2, 4), low4w),
         _mm256_slli_epi32(_mm256_and_si256(_mm256_srli_epi32(u1, 6), top2), 4));
     __m256i isum[T];
-    #pragma GCC unroll 4
+#pragma GCC unroll 4
     for (int t = 0; t < T; ++t) isum[t] = _mm256_setzero_si256();
 #pragma GCC unroll 4
     for (int g = 0; g < 4; ++g) {
@@ -102,7 +102,7 @@ BRAID_AVX2 void OctetTile(const uint8_t* w, int64_t nb, const uint8_t* x,
       for (int h = 0; h < 2; ++h) {
         const int j = 2 * g + h;  // the sub-block
         __m256i acc[T];
-        #pragma GCC unroll 4
+#pragma GCC unroll 4
         for (int t = 0; t < T; ++t) acc[t] = _mm256_setzero_si256();
 #pragma GCC unroll 8
         for (int k = 0; k < 8; ++k) {
@@ -110,7 +110,7 @@ BRAID_AVX2 void OctetTile(const uint8_t* w, int64_t nb, const uint8_t* x,
           const __m256i v =
               h == 0 ? _mm256_and_si256(bits, low4)
                      : _mm256_and_si256(_mm256_srli_epi16(bits, 4), low4);
-          #pragma GCC unroll 4
+#pragma GCC unroll 4
           for (int t = 0; t < T; ++t) {
             int32_t x4;
             std::memcpy(&x4, xs[t]->qs + 32 * j + 4 * k, 4);
@@ -120,7 +120,7 @@ BRAID_AVX2 void OctetTile(const uint8_t* w, int64_t nb, const uint8_t* x,
           }
         }
         const __m256i sc = ByteAsPair(j < 4 ? sc_lo : sc_hi, j % 4);
-        #pragma GCC unroll 4
+#pragma GCC unroll 4
         for (int t = 0; t < T; ++t) {
           isum[t] = _mm256_add_epi32(isum[t], _mm256_madd_epi16(acc[t], sc));
         }
@@ -130,11 +130,11 @@ BRAID_AVX2 void OctetTile(const uint8_t* w, int64_t nb, const uint8_t* x,
         _mm_loadu_si128(reinterpret_cast<const __m128i*>(b + kDs)));
     const __m256 dmin8 = _mm256_cvtph_ps(
         _mm_loadu_si128(reinterpret_cast<const __m128i*>(b + kDmins)));
-    #pragma GCC unroll 4
+#pragma GCC unroll 4
     for (int t = 0; t < T; ++t) {
       // The mins' sum: m_j times the sub-block's activation sum, in pairs.
-      const __m256i bs = _mm256_loadu_si256(
-          reinterpret_cast<const __m256i*>(xs[t]->bsums));
+      const __m256i bs =
+          _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xs[t]->bsums));
       const __m128i pair_sums = _mm_hadd_epi16(_mm256_castsi256_si128(bs),
                                                _mm256_extracti128_si256(bs, 1));
       alignas(16) int32_t s[4];
@@ -142,10 +142,10 @@ BRAID_AVX2 void OctetTile(const uint8_t* w, int64_t nb, const uint8_t* x,
       __m256i msum = _mm256_setzero_si256();
 #pragma GCC unroll 4
       for (int p = 0; p < 4; ++p) {
-        const __m256i m = BytesAsPair(p < 2 ? m_lo : m_hi, (2 * p) % 4,
-                                      (2 * p + 1) % 4);
-        msum = _mm256_add_epi32(
-            msum, _mm256_madd_epi16(m, _mm256_set1_epi32(s[p])));
+        const __m256i m =
+            BytesAsPair(p < 2 ? m_lo : m_hi, (2 * p) % 4, (2 * p + 1) % 4);
+        msum = _mm256_add_epi32(msum,
+                                _mm256_madd_epi16(m, _mm256_set1_epi32(s[p])));
       }
       const __m256 xd = _mm256_set1_ps(xs[t]->d);
       sums[t] = _mm256_fmadd_ps(_mm256_mul_ps(d8, xd),
@@ -154,7 +154,7 @@ BRAID_AVX2 void OctetTile(const uint8_t* w, int64_t nb, const uint8_t* x,
                                  _mm256_cvtepi32_ps(msum), sums[t]);
     }
   }
-  #pragma GCC unroll 4
+#pragma GCC unroll 4
   for (int t = 0; t < T; ++t) {
     float* o = out + t * ld_y;
     if (accumulate) {

@@ -246,8 +246,8 @@ TEST(GemmTileTest, Q4KOctetsBitIdenticalToDotRow) {
                         /*accumulate=*/true);
           for (int64_t t = 0; t < tok; ++t) {
             for (int64_t r = r0; r < r1; ++r) {
-              const float v = DotRow(DType::kQ4_K, &w[r * w_bytes],
-                                     &x[t * x_bytes], cols);
+              const float v =
+                  DotRow(DType::kQ4_K, &w[r * w_bytes], &x[t * x_bytes], cols);
               ASSERT_EQ(y[t * rows + r], v + v) << t << "," << r;
             }
           }
@@ -257,15 +257,12 @@ TEST(GemmTileTest, Q4KOctetsBitIdenticalToDotRow) {
       SetMode(3);
       for (int64_t r = 0; r < rows; ++r) {
         std::vector<float> y(rows, 0.0f);
-        ASSERT_EQ(DotRow(DType::kQ4_K, &w[r * w_bytes], x.data(), cols),
-                  [&] {
-                    SetMode(0);
-                    const float v =
-                        DotRow(DType::kQ4_K, &w[r * w_bytes], x.data(), cols);
-                    SetMode(3);
-                    return v;
-                  }())
-            << r;
+        ASSERT_EQ(DotRow(DType::kQ4_K, &w[r * w_bytes], x.data(), cols), [&] {
+          SetMode(0);
+          const float v = DotRow(DType::kQ4_K, &w[r * w_bytes], x.data(), cols);
+          SetMode(3);
+          return v;
+        }()) << r;
       }
       SetMode(0);
     }
