@@ -14,6 +14,7 @@
 
 #include <cstdint>
 #include <cstring>
+#include <vector>
 
 #include "kernels/cpu/gemm/gemm_tile.h"
 #include "kernels/cpu/quant/quant.h"
@@ -24,14 +25,59 @@ namespace braid::kernels::cpu::internal {
 
 namespace {
 
-// One super-block of 8 rows: their d, their dmin, their 12 scale bytes as
-// three 32-bit words (word w of row l at kWords + (8 * w + l) * 4), then the
-// quants: row l's qs[32 * g + 4 * k .. + 3] at kQuants + ((8 * g + k) * 8 +
-// l) * 4 (g = the pair of sub-blocks 2g, 2g + 1 in its low and high nibbles,
-// k = the 4-byte group within it).
+// Q4_K: one super-block of 8 rows is their d, their dmin, their 12 scale
+// bytes as three 32-bit words (word w of row l at kWords + (8 * w + l) * 4),
+// then the quants: row l's qs[32 * g + 4 * k .. + 3] at kQuants + ((8 * g +
+// k) * 8 + l) * 4 (g = the pair of sub-blocks 2g, 2g + 1 in its low and high
+// nibbles, k = the 4-byte group within it).
 constexpr size_t kDs = 0, kDmins = 16, kWords = 32, kQuants = 128;
 constexpr size_t kOctetBlock = kQuants + 8 * kQK_K / 2;
 static_assert(kOctetBlock == 8 * sizeof(BlockQ4_K), "same bytes as 8 rows");
+
+// Q6_K: their d, their 16 scales (4 vectors of 4 sub-blocks each: rows 0-3
+// in the low 128 bits, 4-7 in the high, so a shuffle within each half picks
+// one sub-block's scale for every row's lane), then ql: row l's ql[64 * h +
+// 32 * p + 4 * m .. + 3] at kQl6 + (((2 * h + p) * 8 + m) * 8 + l) * 4, then
+// qh: row l's qh[32 * h + 4 * m .. + 3] at kQh6 + ((8 * h + m) * 8 + l) * 4.
+constexpr size_t kScales6 = 16, kQl6 = 144, kQh6 = kQl6 + 8 * kQK_K / 2;
+constexpr size_t kOctetBlock6 = kQh6 + 8 * kQK_K / 4;
+static_assert(kOctetBlock6 == 8 * sizeof(BlockQ6_K), "same bytes as 8 rows");
+
+// Where byte b of row l's block goes in its octet block.
+size_t OctetOffsetQ4K(int l, size_t b) {
+  if (b < 2) return kDs + 2 * l + b;
+  if (b < 4) return kDmins + 2 * l + (b - 2);
+  if (b < 16) return kWords + (8 * ((b - 4) / 4) + l) * 4 + (b - 4) % 4;
+  const size_t c = b - 16;
+  return kQuants + ((8 * (c / 32) + (c % 32) / 4) * 8 + l) * 4 + c % 4;
+}
+size_t OctetOffsetQ6K(int l, size_t b) {
+  if (b < 128) {  // ql
+    return kQl6 + (((2 * (b / 64) + (b % 64) / 32) * 8 + (b % 32) / 4) * 8 + l) *
+                      4 +
+           b % 4;
+  }
+  if (b < 192) {  // qh
+    const size_t c = b - 128;
+    return kQh6 + ((8 * (c / 32) + (c % 32) / 4) * 8 + l) * 4 + c % 4;
+  }
+  if (b < 208) {  // scales
+    const size_t j = b - 192;
+    return kScales6 + 32 * (j / 4) + 16 * (l / 4) + 4 * (j % 4) + l % 4;
+  }
+  return kDs + 2 * l + (b - 208);  // d
+}
+
+// The octet layout of a type: its GGUF block's bytes and where they go.
+struct OctetFormat {
+  size_t block;  // bytes of one row's super-block
+  size_t (*offset)(int l, size_t b);
+};
+OctetFormat FormatOf(DType type) {
+  return type == DType::kQ4_K
+             ? OctetFormat{sizeof(BlockQ4_K), OctetOffsetQ4K}
+             : OctetFormat{sizeof(BlockQ6_K), OctetOffsetQ6K};
+}
 
 BRAID_AVX2 inline __m256i Load(const uint8_t* p) {
   return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p));
@@ -64,7 +110,7 @@ BRAID_AVX2 inline __m256i BytesAsPair(__m256i v, int a, int b) {
 // 8 rows (the group at w, nb super-blocks) x T tokens of Q8_K activations
 // from x (rows x_row_bytes apart): out[t * ld_y + l] for row l.
 template <int T>
-BRAID_AVX2 void OctetTile(const uint8_t* w, int64_t nb, const uint8_t* x,
+BRAID_AVX2 void OctetTileQ4K(const uint8_t* w, int64_t nb, const uint8_t* x,
                           size_t x_row_bytes, float* out, int64_t ld_y,
                           bool accumulate) {
   const __m256i low4 = _mm256_set1_epi8(0x0F);
@@ -164,69 +210,183 @@ BRAID_AVX2 void OctetTile(const uint8_t* w, int64_t nb, const uint8_t* x,
   }
 }
 
-}  // namespace
+// Sub-block scales of Q6_K as 16-bit pairs, from one of its 4 scale
+// vectors (kScales6): (s_a, s_b) in every row's lane, sign-extended.
+BRAID_AVX2 inline __m256i ScalePairQ6K(__m256i v, int a, int b) {
+  const char z = static_cast<char>(0x80);
+  auto at = [](int s, int q) { return static_cast<char>(4 * s + q); };
+  return _mm256_srai_epi16(
+      _mm256_shuffle_epi8(
+          v, _mm256_setr_epi8(z, at(a, 0), z, at(b, 0), z, at(a, 1), z,
+                              at(b, 1), z, at(a, 2), z, at(b, 2), z, at(a, 3),
+                              z, at(b, 3), z, at(a, 0), z, at(b, 0), z,
+                              at(a, 1), z, at(b, 1), z, at(a, 2), z, at(b, 2),
+                              z, at(a, 3), z, at(b, 3))),
+      8);
+}
 
-void RepackOctetsQ4K(const uint8_t* w, int64_t rows, int64_t cols,
-                     uint8_t* out) {
-  const int64_t nb = cols / kQK_K;
-  const auto* src = reinterpret_cast<const BlockQ4_K*>(w);
-  for (int64_t g = 0; g < rows / 8; ++g) {
-    for (int64_t i = 0; i < nb; ++i) {
-      uint8_t* o = out + (g * nb + i) * kOctetBlock;
-      for (int l = 0; l < 8; ++l) {
-        const BlockQ4_K& b = src[(8 * g + l) * nb + i];
-        std::memcpy(o + kDs + 2 * l, &b.d, 2);
-        std::memcpy(o + kDmins + 2 * l, &b.dmin, 2);
-        for (int u = 0; u < 3; ++u) {
-          std::memcpy(o + kWords + (8 * u + l) * 4, b.scales + 4 * u, 4);
-        }
-        for (int q = 0; q < 4; ++q) {
-          for (int k = 0; k < 8; ++k) {
-            std::memcpy(o + kQuants + ((8 * q + k) * 8 + l) * 4,
-                        b.qs + 32 * q + 4 * k, 4);
+// Q6_K, 8 rows x T tokens (as OctetTileQ4K). Values u = 6-bit quants (0-63)
+// against the activations: sums of two maddubs (each pair <= 2 * 63 * 128)
+// fit 16 bits; the -32 of every value is the scales times the activations'
+// 16-element sums, subtracted at the end, as the row dot does.
+template <int T>
+BRAID_AVX2 void OctetTileQ6K(const uint8_t* w, int64_t nb, const uint8_t* x,
+                             size_t x_row_bytes, float* out, int64_t ld_y,
+                             bool accumulate) {
+  const __m256i low4 = _mm256_set1_epi8(0x0F);
+  const __m256i bits45 = _mm256_set1_epi8(0x30);
+  __m256 sums[T];
+#pragma GCC unroll 4
+  for (int t = 0; t < T; ++t) sums[t] = _mm256_setzero_ps();
+  for (int64_t i = 0; i < nb; ++i) {
+    const uint8_t* b = w + i * kOctetBlock6;
+    const BlockQ8_K* xs[T];
+#pragma GCC unroll 4
+    for (int t = 0; t < T; ++t) {
+      xs[t] = reinterpret_cast<const BlockQ8_K*>(x + t * x_row_bytes) + i;
+    }
+    __m256i isum[T];
+#pragma GCC unroll 4
+    for (int t = 0; t < T; ++t) isum[t] = _mm256_setzero_si256();
+#pragma GCC unroll 2
+    for (int h = 0; h < 2; ++h) {
+#pragma GCC unroll 4
+      for (int k = 0; k < 4; ++k) {
+        const uint8_t* ql = b + kQl6 + (2 * h + k % 2) * 256;
+        const uint8_t* qh = b + kQh6 + h * 256;
+#pragma GCC unroll 2
+        for (int half = 0; half < 2; ++half) {
+          const int j = 8 * h + 2 * k + half;  // the sub-block of 16
+          const __m256i sc = ScalePairQ6K(Load(b + kScales6 + 32 * (j / 4)),
+                                          j % 4, j % 4);
+#pragma GCC unroll 2
+          for (int pair = 0; pair < 2; ++pair) {
+            __m256i acc[T];
+#pragma GCC unroll 2
+            for (int e = 0; e < 2; ++e) {
+              const int m = 4 * half + 2 * pair + e;  // the 4-byte group
+              const __m256i lbits = Load(ql + 32 * m);
+              const __m256i hbits = Load(qh + 32 * m);
+              const __m256i low =
+                  k < 2 ? _mm256_and_si256(lbits, low4)
+                        : _mm256_and_si256(_mm256_srli_epi16(lbits, 4), low4);
+              // Bits 2k, 2k + 1 of qh at bits 4, 5.
+              const __m256i top =
+                  k == 0   ? _mm256_slli_epi16(hbits, 4)
+                  : k == 1 ? _mm256_slli_epi16(hbits, 2)
+                  : k == 2 ? hbits
+                           : _mm256_srli_epi16(hbits, 2);
+              const __m256i u =
+                  _mm256_or_si256(low, _mm256_and_si256(top, bits45));
+#pragma GCC unroll 4
+              for (int t = 0; t < T; ++t) {
+                int32_t x4;
+                std::memcpy(&x4, xs[t]->qs + 128 * h + 32 * k + 4 * m, 4);
+                const __m256i p =
+                    _mm256_maddubs_epi16(u, _mm256_set1_epi32(x4));
+                acc[t] = e == 0 ? p : _mm256_add_epi16(acc[t], p);
+              }
+            }
+#pragma GCC unroll 4
+            for (int t = 0; t < T; ++t) {
+              isum[t] =
+                  _mm256_add_epi32(isum[t], _mm256_madd_epi16(acc[t], sc));
+            }
           }
         }
       }
     }
+    const __m256 d8 = _mm256_cvtph_ps(
+        _mm_loadu_si128(reinterpret_cast<const __m128i*>(b + kDs)));
+    __m256i pairs[4];
+#pragma GCC unroll 4
+    for (int v = 0; v < 4; ++v) pairs[v] = Load(b + kScales6 + 32 * v);
+#pragma GCC unroll 4
+    for (int t = 0; t < T; ++t) {
+      alignas(32) int32_t s[8];
+      std::memcpy(s, xs[t]->bsums, 32);
+      __m256i corr = _mm256_setzero_si256();
+#pragma GCC unroll 8
+      for (int p = 0; p < 8; ++p) {
+        const __m256i sc2 =
+            ScalePairQ6K(pairs[p / 2], (2 * p) % 4, (2 * p + 1) % 4);
+        corr = _mm256_add_epi32(
+            corr, _mm256_madd_epi16(sc2, _mm256_set1_epi32(s[p])));
+      }
+      const __m256i total =
+          _mm256_sub_epi32(isum[t], _mm256_slli_epi32(corr, 5));
+      // KQuantAccumulate with dmin = 0: its second step adds -0.
+      sums[t] = _mm256_fmadd_ps(_mm256_mul_ps(d8, _mm256_set1_ps(xs[t]->d)),
+                                _mm256_cvtepi32_ps(total), sums[t]);
+    }
+  }
+#pragma GCC unroll 4
+  for (int t = 0; t < T; ++t) {
+    float* o = out + t * ld_y;
+    if (accumulate) sums[t] = _mm256_add_ps(_mm256_loadu_ps(o), sums[t]);
+    _mm256_storeu_ps(o, sums[t]);
   }
 }
 
-void UnpackOctetRowQ4K(const uint8_t* octets, int64_t cols, int64_t r,
-                       uint8_t* out) {
+}  // namespace
+
+bool IsOctetType(DType type) {
+  return type == DType::kQ4_K || type == DType::kQ6_K;
+}
+
+void RepackOctets(DType type, const uint8_t* w, int64_t rows, int64_t cols,
+                  uint8_t* out) {
+  const OctetFormat f = FormatOf(type);
   const int64_t nb = cols / kQK_K;
-  const int l = static_cast<int>(r % 8);
-  auto* dst = reinterpret_cast<BlockQ4_K*>(out);
-  for (int64_t i = 0; i < nb; ++i) {
-    const uint8_t* o = octets + ((r / 8) * nb + i) * kOctetBlock;
-    BlockQ4_K& b = dst[i];
-    std::memcpy(&b.d, o + kDs + 2 * l, 2);
-    std::memcpy(&b.dmin, o + kDmins + 2 * l, 2);
-    for (int u = 0; u < 3; ++u) {
-      std::memcpy(b.scales + 4 * u, o + kWords + (8 * u + l) * 4, 4);
-    }
-    for (int q = 0; q < 4; ++q) {
-      for (int k = 0; k < 8; ++k) {
-        std::memcpy(b.qs + 32 * q + 4 * k,
-                    o + kQuants + ((8 * q + k) * 8 + l) * 4, 4);
+  std::vector<size_t> to(8 * f.block);
+  for (int l = 0; l < 8; ++l) {
+    for (size_t b = 0; b < f.block; ++b) to[l * f.block + b] = f.offset(l, b);
+  }
+  for (int64_t g = 0; g < rows / 8; ++g) {
+    for (int64_t i = 0; i < nb; ++i) {
+      uint8_t* o = out + (g * nb + i) * 8 * f.block;
+      for (int l = 0; l < 8; ++l) {
+        const uint8_t* src = w + ((8 * g + l) * nb + i) * f.block;
+        const size_t* t = &to[l * f.block];
+        for (size_t b = 0; b < f.block; ++b) o[t[b]] = src[b];
       }
     }
   }
 }
 
-BRAID_AVX2 void GemmOctetsQ4KAvx2(const uint8_t* octets, int64_t cols,
-                                  const uint8_t* x, size_t x_row_bytes,
-                                  int64_t r0, int64_t r1, int64_t n_tok,
-                                  float* y, int64_t ld_y, bool accumulate) {
+void UnpackOctetRow(DType type, const uint8_t* octets, int64_t cols,
+                    int64_t r, uint8_t* out) {
+  const OctetFormat f = FormatOf(type);
   const int64_t nb = cols / kQK_K;
+  const int l = static_cast<int>(r % 8);
+  for (int64_t i = 0; i < nb; ++i) {
+    const uint8_t* o = octets + ((r / 8) * nb + i) * 8 * f.block;
+    for (size_t b = 0; b < f.block; ++b) out[i * f.block + b] = o[f.offset(l, b)];
+  }
+}
+
+BRAID_AVX2 void GemmOctetsAvx2(DType type, const uint8_t* octets,
+                               int64_t cols, const uint8_t* x,
+                               size_t x_row_bytes, int64_t r0, int64_t r1,
+                               int64_t n_tok, float* y, int64_t ld_y,
+                               bool accumulate) {
+  const int64_t nb = cols / kQK_K;
+  const bool q6 = type == DType::kQ6_K;
+  const size_t group_bytes = nb * (q6 ? kOctetBlock6 : kOctetBlock);
   // Tokens in groups of 4 (then 2, 1), each group over the range's rows:
   // the group's activations stay in L1, the rows stream from L2.
   auto groups = [&](auto width, int64_t* t0) BRAID_AVX2 {
     constexpr int kT = decltype(width)::value;
     for (; *t0 + kT <= n_tok; *t0 += kT) {
       for (int64_t r = r0; r < r1; r += 8) {
-        OctetTile<kT>(octets + (r / 8) * nb * kOctetBlock, nb,
-                      x + *t0 * x_row_bytes, x_row_bytes, y + *t0 * ld_y + r,
-                      ld_y, accumulate);
+        const uint8_t* g = octets + (r / 8) * group_bytes;
+        const uint8_t* xt = x + *t0 * x_row_bytes;
+        float* out = y + *t0 * ld_y + r;
+        if (q6) {
+          OctetTileQ6K<kT>(g, nb, xt, x_row_bytes, out, ld_y, accumulate);
+        } else {
+          OctetTileQ4K<kT>(g, nb, xt, x_row_bytes, out, ld_y, accumulate);
+        }
       }
     }
   };

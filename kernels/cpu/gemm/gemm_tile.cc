@@ -26,13 +26,13 @@ bool PrepareGemmTileActivations(DType type, const uint8_t* x,
 }
 
 namespace {
-// Rows a group of the layout interleaves: 8 for Q4_K (the octets of
-// gemm_octets_avx2.cc), else 4.
-int64_t GroupRows(DType type) { return type == DType::kQ4_K ? 8 : 4; }
+// Rows a group of the layout interleaves: 8 for the octets of
+// gemm_octets_avx2.cc, else 4.
+int64_t GroupRows(DType type) { return internal::IsOctetType(type) ? 8 : 4; }
 }  // namespace
 
 bool CanRepackQuads(DType type, int64_t rows, int64_t cols) {
-  if (type == DType::kQ4_K) {
+  if (internal::IsOctetType(type)) {
     return UseAvx2() && rows > 0 && rows % 8 == 0 && cols > 0 &&
            cols % kQK_K == 0;
   }
@@ -65,9 +65,9 @@ QuadWeights RepackQuads(DType type, const void* w, int64_t rows, int64_t cols) {
   const size_t row_bytes = DTypeRowBytes(type, cols);
   const size_t bytes = row_bytes * rows;
   QuadWeights q{type, rows, cols, AllocateAlignedBytes(bytes)};
-  if (type == DType::kQ4_K) {
-    internal::RepackOctetsQ4K(static_cast<const uint8_t*>(w), rows, cols,
-                              q.data.get());
+  if (internal::IsOctetType(type)) {
+    internal::RepackOctets(type, static_cast<const uint8_t*>(w), rows, cols,
+                           q.data.get());
     return q;
   }
   const int64_t nb = cols / kQK;
@@ -90,8 +90,8 @@ QuadWeights RepackQuads(DType type, const void* w, int64_t rows, int64_t cols) {
 }
 
 void UnpackQuadRow(const QuadWeights& w, int64_t r, uint8_t* out) {
-  if (w.type == DType::kQ4_K) {
-    internal::UnpackOctetRowQ4K(w.data.get(), w.cols, r, out);
+  if (internal::IsOctetType(w.type)) {
+    internal::UnpackOctetRow(w.type, w.data.get(), w.cols, r, out);
     return;
   }
   const size_t row_bytes = DTypeRowBytes(w.type, w.cols);
@@ -116,9 +116,9 @@ void GemmTileQuads(const QuadWeights& w, const uint8_t* x, size_t x_row_bytes,
   const int64_t g = GroupRows(w.type);
   const int64_t a = std::min((r0 + g - 1) / g * g, r1),
                 b = std::max(r1 / g * g, a);
-  if (a < b && w.type == DType::kQ4_K) {
-    internal::GemmOctetsQ4KAvx2(w.data.get(), w.cols, x, x_row_bytes, a, b,
-                                n_tok, y, ld_y, accumulate);
+  if (a < b && internal::IsOctetType(w.type)) {
+    internal::GemmOctetsAvx2(w.type, w.data.get(), w.cols, x, x_row_bytes, a,
+                             b, n_tok, y, ld_y, accumulate);
   } else if (a < b) {
     internal::GemmTileAvx512(w.type, w.data.get(),
                              DTypeRowBytes(w.type, w.cols), x, x_row_bytes,

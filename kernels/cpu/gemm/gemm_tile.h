@@ -86,13 +86,13 @@ struct QuadWeights {
   AlignedBytes data;
 };
 
-// Q4_K matrices have an octet layout in the same struct (8 rows a group, the
+// Q4_K and Q6_K matrices have an octet layout in the same struct (8 rows a group, the
 // same bytes interleaved so each 32-bit lane of an AVX2 vector is one row:
 // gemm_octets_avx2.cc), also bit for bit the row dot's products.
 //
 // Whether this CPU's kernels take the quad layout for such a matrix:
 // AVX-512 with VNNI, Q4_1, Q4_0 or Q8_0, rows a multiple of 4, at most 4096
-// blocks a row; or AVX2, Q4_K, rows a multiple of 8 (the octets).
+// blocks a row; or AVX2, Q4_K or Q6_K, rows a multiple of 8 (the octets).
 bool CanRepackQuads(DType type, int64_t rows, int64_t cols);
 
 // The quad layout of w (rows of DTypeRowBytes(type, cols) bytes).
@@ -138,17 +138,19 @@ bool GemmFloatAvx2(DType type, const uint8_t* w, size_t w_row_bytes,
                    int64_t r1, int64_t n_tok, float* y, int64_t ld_y,
                    bool accumulate);
 size_t GemmTileActivationsBytesAvx512(DType type, int64_t n, int64_t n_tok);
-// The Q4_K octet layout (gemm_octets_avx2.cc): rows a multiple of 8, out of
-// DTypeRowBytes(kQ4_K, cols) * rows bytes; one row back in GGUF form; the
-// product of octets [r0 / 8, r1 / 8) (r0, r1 multiples of 8) with n_tok Q8_K
-// activation rows, y as GemmTile writes it.
-void RepackOctetsQ4K(const uint8_t* w, int64_t rows, int64_t cols,
-                     uint8_t* out);
-void UnpackOctetRowQ4K(const uint8_t* octets, int64_t cols, int64_t r,
-                       uint8_t* out);
-void GemmOctetsQ4KAvx2(const uint8_t* octets, int64_t cols, const uint8_t* x,
-                       size_t x_row_bytes, int64_t r0, int64_t r1,
-                       int64_t n_tok, float* y, int64_t ld_y, bool accumulate);
+// The octet layout (gemm_octets_avx2.cc) of Q4_K and Q6_K: rows a multiple
+// of 8, in DTypeRowBytes(type, cols) * rows bytes; one row back in GGUF
+// form; the product of octets [r0 / 8, r1 / 8) (r0, r1 multiples of 8) with
+// n_tok Q8_K activation rows, y as GemmTile writes it.
+bool IsOctetType(DType type);
+void RepackOctets(DType type, const uint8_t* w, int64_t rows, int64_t cols,
+                  uint8_t* out);
+void UnpackOctetRow(DType type, const uint8_t* octets, int64_t cols,
+                    int64_t r, uint8_t* out);
+void GemmOctetsAvx2(DType type, const uint8_t* octets, int64_t cols,
+                    const uint8_t* x, size_t x_row_bytes, int64_t r0,
+                    int64_t r1, int64_t n_tok, float* y, int64_t ld_y,
+                    bool accumulate);
 bool PrepareGemmTileActivationsAvx512(DType type, const uint8_t* x,
                                       size_t x_row_bytes, int64_t n,
                                       int64_t n_tok, uint8_t* buf,

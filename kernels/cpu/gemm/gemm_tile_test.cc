@@ -191,32 +191,40 @@ TEST(GemmTileTest, QuadLayoutBitIdenticalToDotRow) {
   }
 }
 
-// The Q4_K octet layout (RepackQuads on AVX2): every row comes back
+// The octet layout of Q4_K and Q6_K (RepackQuads on AVX2): every row comes back
 // unpacked, and GemmTileQuads equals DotRow bit for bit for every token
 // group (4, 2, 1), ranges of whole octets and cutting them, = and +=, on
 // quantized rows and on raw random bytes (every bit of the 6-bit scales and
 // mins set somewhere).
-TEST(GemmTileTest, Q4KOctetsBitIdenticalToDotRow) {
+TEST(GemmTileTest, KQuantOctetsBitIdenticalToDotRow) {
   if (!UseAvx2()) GTEST_SKIP() << "no AVX2: the octet layout is not used here";
   std::mt19937 rng(23);
+  for (const DType type : {DType::kQ4_K, DType::kQ6_K}) {
   for (const int64_t cols : {256, 512, 2048}) {
     for (const bool raw : {false, true}) {
       const int64_t rows = 40, n_tok = 11;
       auto [w_bytes, x_bytes, w, x] = testing::MakeRandomOperands(
-          DType::kQ4_K, rows, cols, n_tok, 3.0f, rng);
+          type, rows, cols, n_tok, 3.0f, rng);
       if (raw) {
         for (uint8_t& b : w) b = static_cast<uint8_t>(rng());
-        auto* blocks = reinterpret_cast<BlockQ4_K*>(w.data());
+        // Finite scales of either sign, about 2^-14 .. 2^-6.
+        auto scale = [&] {
+          return static_cast<uint16_t>(0x0400 + rng() % 0x2000) |
+                 static_cast<uint16_t>((rng() & 1) << 15);
+        };
         for (int64_t i = 0; i < rows * cols / kQK_K; ++i) {
-          // Finite scales of either sign, about 2^-14 .. 2^-6.
-          blocks[i].d = static_cast<uint16_t>(0x0400 + rng() % 0x2000) |
-                        static_cast<uint16_t>((rng() & 1) << 15);
-          blocks[i].dmin = static_cast<uint16_t>(0x0400 + rng() % 0x2000);
+          if (type == DType::kQ4_K) {
+            auto* blocks = reinterpret_cast<BlockQ4_K*>(w.data());
+            blocks[i].d = scale();
+            blocks[i].dmin = scale();
+          } else {
+            reinterpret_cast<BlockQ6_K*>(w.data())[i].d = scale();
+          }
         }
       }
-      ASSERT_TRUE(CanRepackQuads(DType::kQ4_K, rows, cols));
-      EXPECT_FALSE(CanRepackQuads(DType::kQ4_K, 12, cols));
-      const QuadWeights q = RepackQuads(DType::kQ4_K, w.data(), rows, cols);
+      ASSERT_TRUE(CanRepackQuads(type, rows, cols));
+      EXPECT_FALSE(CanRepackQuads(type, 12, cols));
+      const QuadWeights q = RepackQuads(type, w.data(), rows, cols);
       std::vector<uint8_t> row(w_bytes);
       for (int64_t r = 0; r < rows; ++r) {
         UnpackQuadRow(q, r, row.data());
@@ -234,11 +242,11 @@ TEST(GemmTileTest, Q4KOctetsBitIdenticalToDotRow) {
           for (int64_t t = 0; t < n_tok; ++t) {
             for (int64_t r = 0; r < rows; ++r) {
               const float want = (t < tok && r >= r0 && r < r1)
-                                     ? DotRow(DType::kQ4_K, &w[r * w_bytes],
+                                     ? DotRow(type, &w[r * w_bytes],
                                               &x[t * x_bytes], cols)
                                      : 7.0f;
               ASSERT_EQ(y[t * rows + r], want)
-                  << "cols " << cols << " raw " << raw << " tok " << tok
+                  << DTypeName(type) << " cols " << cols << " raw " << raw << " tok " << tok
                   << " rows " << r0 << ".." << r1 << " at " << t << "," << r;
             }
           }
@@ -247,7 +255,7 @@ TEST(GemmTileTest, Q4KOctetsBitIdenticalToDotRow) {
           for (int64_t t = 0; t < tok; ++t) {
             for (int64_t r = r0; r < r1; ++r) {
               const float v =
-                  DotRow(DType::kQ4_K, &w[r * w_bytes], &x[t * x_bytes], cols);
+                  DotRow(type, &w[r * w_bytes], &x[t * x_bytes], cols);
               ASSERT_EQ(y[t * rows + r], v + v) << t << "," << r;
             }
           }
@@ -257,15 +265,16 @@ TEST(GemmTileTest, Q4KOctetsBitIdenticalToDotRow) {
       SetMode(3);
       for (int64_t r = 0; r < rows; ++r) {
         std::vector<float> y(rows, 0.0f);
-        ASSERT_EQ(DotRow(DType::kQ4_K, &w[r * w_bytes], x.data(), cols), [&] {
+        ASSERT_EQ(DotRow(type, &w[r * w_bytes], x.data(), cols), [&] {
           SetMode(0);
-          const float v = DotRow(DType::kQ4_K, &w[r * w_bytes], x.data(), cols);
+          const float v = DotRow(type, &w[r * w_bytes], x.data(), cols);
           SetMode(3);
           return v;
         }()) << r;
       }
       SetMode(0);
     }
+  }
   }
 }
 
