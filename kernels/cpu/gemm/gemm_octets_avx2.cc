@@ -53,8 +53,8 @@ size_t OctetOffsetQ4K(int l, size_t b) {
 }
 size_t OctetOffsetQ6K(int l, size_t b) {
   if (b < 128) {  // ql
-    return kQl6 + (((2 * (b / 64) + (b % 64) / 32) * 8 + (b % 32) / 4) * 8 + l) *
-                      4 +
+    return kQl6 +
+           (((2 * (b / 64) + (b % 64) / 32) * 8 + (b % 32) / 4) * 8 + l) * 4 +
            b % 4;
   }
   if (b < 192) {  // qh
@@ -74,9 +74,8 @@ struct OctetFormat {
   size_t (*offset)(int l, size_t b);
 };
 OctetFormat FormatOf(DType type) {
-  return type == DType::kQ4_K
-             ? OctetFormat{sizeof(BlockQ4_K), OctetOffsetQ4K}
-             : OctetFormat{sizeof(BlockQ6_K), OctetOffsetQ6K};
+  return type == DType::kQ4_K ? OctetFormat{sizeof(BlockQ4_K), OctetOffsetQ4K}
+                              : OctetFormat{sizeof(BlockQ6_K), OctetOffsetQ6K};
 }
 
 BRAID_AVX2 inline __m256i Load(const uint8_t* p) {
@@ -111,8 +110,8 @@ BRAID_AVX2 inline __m256i BytesAsPair(__m256i v, int a, int b) {
 // from x (rows x_row_bytes apart): out[t * ld_y + l] for row l.
 template <int T>
 BRAID_AVX2 void OctetTileQ4K(const uint8_t* w, int64_t nb, const uint8_t* x,
-                          size_t x_row_bytes, float* out, int64_t ld_y,
-                          bool accumulate) {
+                             size_t x_row_bytes, float* out, int64_t ld_y,
+                             bool accumulate) {
   const __m256i low4 = _mm256_set1_epi8(0x0F);
   const __m256i low6 = _mm256_set1_epi32(0x3f3f3f3f);
   const __m256i low4w = _mm256_set1_epi32(0x0f0f0f0f);
@@ -217,11 +216,11 @@ BRAID_AVX2 inline __m256i ScalePairQ6K(__m256i v, int a, int b) {
   auto at = [](int s, int q) { return static_cast<char>(4 * s + q); };
   return _mm256_srai_epi16(
       _mm256_shuffle_epi8(
-          v, _mm256_setr_epi8(z, at(a, 0), z, at(b, 0), z, at(a, 1), z,
-                              at(b, 1), z, at(a, 2), z, at(b, 2), z, at(a, 3),
-                              z, at(b, 3), z, at(a, 0), z, at(b, 0), z,
-                              at(a, 1), z, at(b, 1), z, at(a, 2), z, at(b, 2),
-                              z, at(a, 3), z, at(b, 3))),
+          v,
+          _mm256_setr_epi8(z, at(a, 0), z, at(b, 0), z, at(a, 1), z, at(b, 1),
+                           z, at(a, 2), z, at(b, 2), z, at(a, 3), z, at(b, 3),
+                           z, at(a, 0), z, at(b, 0), z, at(a, 1), z, at(b, 1),
+                           z, at(a, 2), z, at(b, 2), z, at(a, 3), z, at(b, 3))),
       8);
 }
 
@@ -257,8 +256,8 @@ BRAID_AVX2 void OctetTileQ6K(const uint8_t* w, int64_t nb, const uint8_t* x,
 #pragma GCC unroll 2
         for (int half = 0; half < 2; ++half) {
           const int j = 8 * h + 2 * k + half;  // the sub-block of 16
-          const __m256i sc = ScalePairQ6K(Load(b + kScales6 + 32 * (j / 4)),
-                                          j % 4, j % 4);
+          const __m256i sc =
+              ScalePairQ6K(Load(b + kScales6 + 32 * (j / 4)), j % 4, j % 4);
 #pragma GCC unroll 2
           for (int pair = 0; pair < 2; ++pair) {
             __m256i acc[T];
@@ -271,11 +270,10 @@ BRAID_AVX2 void OctetTileQ6K(const uint8_t* w, int64_t nb, const uint8_t* x,
                   k < 2 ? _mm256_and_si256(lbits, low4)
                         : _mm256_and_si256(_mm256_srli_epi16(lbits, 4), low4);
               // Bits 2k, 2k + 1 of qh at bits 4, 5.
-              const __m256i top =
-                  k == 0   ? _mm256_slli_epi16(hbits, 4)
-                  : k == 1 ? _mm256_slli_epi16(hbits, 2)
-                  : k == 2 ? hbits
-                           : _mm256_srli_epi16(hbits, 2);
+              const __m256i top = k == 0   ? _mm256_slli_epi16(hbits, 4)
+                                  : k == 1 ? _mm256_slli_epi16(hbits, 2)
+                                  : k == 2 ? hbits
+                                           : _mm256_srli_epi16(hbits, 2);
               const __m256i u =
                   _mm256_or_si256(low, _mm256_and_si256(top, bits45));
 #pragma GCC unroll 4
@@ -354,22 +352,22 @@ void RepackOctets(DType type, const uint8_t* w, int64_t rows, int64_t cols,
   }
 }
 
-void UnpackOctetRow(DType type, const uint8_t* octets, int64_t cols,
-                    int64_t r, uint8_t* out) {
+void UnpackOctetRow(DType type, const uint8_t* octets, int64_t cols, int64_t r,
+                    uint8_t* out) {
   const OctetFormat f = FormatOf(type);
   const int64_t nb = cols / kQK_K;
   const int l = static_cast<int>(r % 8);
   for (int64_t i = 0; i < nb; ++i) {
     const uint8_t* o = octets + ((r / 8) * nb + i) * 8 * f.block;
-    for (size_t b = 0; b < f.block; ++b) out[i * f.block + b] = o[f.offset(l, b)];
+    for (size_t b = 0; b < f.block; ++b)
+      out[i * f.block + b] = o[f.offset(l, b)];
   }
 }
 
-BRAID_AVX2 void GemmOctetsAvx2(DType type, const uint8_t* octets,
-                               int64_t cols, const uint8_t* x,
-                               size_t x_row_bytes, int64_t r0, int64_t r1,
-                               int64_t n_tok, float* y, int64_t ld_y,
-                               bool accumulate) {
+BRAID_AVX2 void GemmOctetsAvx2(DType type, const uint8_t* octets, int64_t cols,
+                               const uint8_t* x, size_t x_row_bytes, int64_t r0,
+                               int64_t r1, int64_t n_tok, float* y,
+                               int64_t ld_y, bool accumulate) {
   const int64_t nb = cols / kQK_K;
   const bool q6 = type == DType::kQ6_K;
   const size_t group_bytes = nb * (q6 ? kOctetBlock6 : kOctetBlock);

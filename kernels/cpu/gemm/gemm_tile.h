@@ -86,9 +86,9 @@ struct QuadWeights {
   AlignedBytes data;
 };
 
-// Q4_K and Q6_K matrices have an octet layout in the same struct (8 rows a group, the
-// same bytes interleaved so each 32-bit lane of an AVX2 vector is one row:
-// gemm_octets_avx2.cc), also bit for bit the row dot's products.
+// Q4_K and Q6_K matrices have an octet layout in the same struct (8 rows a
+// group, the same bytes interleaved so each 32-bit lane of an AVX2 vector is
+// one row: gemm_octets_avx2.cc), also bit for bit the row dot's products.
 //
 // Whether this CPU's kernels take the quad layout for such a matrix:
 // AVX-512 with VNNI, Q4_1, Q4_0 or Q8_0, rows a multiple of 4, at most 4096
@@ -145,8 +145,8 @@ size_t GemmTileActivationsBytesAvx512(DType type, int64_t n, int64_t n_tok);
 bool IsOctetType(DType type);
 void RepackOctets(DType type, const uint8_t* w, int64_t rows, int64_t cols,
                   uint8_t* out);
-void UnpackOctetRow(DType type, const uint8_t* octets, int64_t cols,
-                    int64_t r, uint8_t* out);
+void UnpackOctetRow(DType type, const uint8_t* octets, int64_t cols, int64_t r,
+                    uint8_t* out);
 void GemmOctetsAvx2(DType type, const uint8_t* octets, int64_t cols,
                     const uint8_t* x, size_t x_row_bytes, int64_t r0,
                     int64_t r1, int64_t n_tok, float* y, int64_t ld_y,

@@ -200,81 +200,82 @@ TEST(GemmTileTest, KQuantOctetsBitIdenticalToDotRow) {
   if (!UseAvx2()) GTEST_SKIP() << "no AVX2: the octet layout is not used here";
   std::mt19937 rng(23);
   for (const DType type : {DType::kQ4_K, DType::kQ6_K}) {
-  for (const int64_t cols : {256, 512, 2048}) {
-    for (const bool raw : {false, true}) {
-      const int64_t rows = 40, n_tok = 11;
-      auto [w_bytes, x_bytes, w, x] = testing::MakeRandomOperands(
-          type, rows, cols, n_tok, 3.0f, rng);
-      if (raw) {
-        for (uint8_t& b : w) b = static_cast<uint8_t>(rng());
-        // Finite scales of either sign, about 2^-14 .. 2^-6.
-        auto scale = [&] {
-          return static_cast<uint16_t>(0x0400 + rng() % 0x2000) |
-                 static_cast<uint16_t>((rng() & 1) << 15);
-        };
-        for (int64_t i = 0; i < rows * cols / kQK_K; ++i) {
-          if (type == DType::kQ4_K) {
-            auto* blocks = reinterpret_cast<BlockQ4_K*>(w.data());
-            blocks[i].d = scale();
-            blocks[i].dmin = scale();
-          } else {
-            reinterpret_cast<BlockQ6_K*>(w.data())[i].d = scale();
-          }
-        }
-      }
-      ASSERT_TRUE(CanRepackQuads(type, rows, cols));
-      EXPECT_FALSE(CanRepackQuads(type, 12, cols));
-      const QuadWeights q = RepackQuads(type, w.data(), rows, cols);
-      std::vector<uint8_t> row(w_bytes);
-      for (int64_t r = 0; r < rows; ++r) {
-        UnpackQuadRow(q, r, row.data());
-        ASSERT_EQ(0, std::memcmp(row.data(), &w[r * w_bytes], w_bytes)) << r;
-      }
-      for (int64_t tok : {1, 2, 3, 4, 5, 7, 8, 11}) {
-        for (auto [r0, r1] : {std::pair<int64_t, int64_t>{0, 40},
-                              {8, 24},
-                              {32, 40},
-                              {3, 37},
-                              {5, 7}}) {
-          std::vector<float> y(n_tok * rows, 7.0f);
-          GemmTileQuads(q, x.data(), x_bytes, r0, r1, tok, y.data(), rows,
-                        /*accumulate=*/false);
-          for (int64_t t = 0; t < n_tok; ++t) {
-            for (int64_t r = 0; r < rows; ++r) {
-              const float want = (t < tok && r >= r0 && r < r1)
-                                     ? DotRow(type, &w[r * w_bytes],
-                                              &x[t * x_bytes], cols)
-                                     : 7.0f;
-              ASSERT_EQ(y[t * rows + r], want)
-                  << DTypeName(type) << " cols " << cols << " raw " << raw << " tok " << tok
-                  << " rows " << r0 << ".." << r1 << " at " << t << "," << r;
-            }
-          }
-          GemmTileQuads(q, x.data(), x_bytes, r0, r1, tok, y.data(), rows,
-                        /*accumulate=*/true);
-          for (int64_t t = 0; t < tok; ++t) {
-            for (int64_t r = r0; r < r1; ++r) {
-              const float v =
-                  DotRow(type, &w[r * w_bytes], &x[t * x_bytes], cols);
-              ASSERT_EQ(y[t * rows + r], v + v) << t << "," << r;
+    for (const int64_t cols : {256, 512, 2048}) {
+      for (const bool raw : {false, true}) {
+        const int64_t rows = 40, n_tok = 11;
+        auto [w_bytes, x_bytes, w, x] =
+            testing::MakeRandomOperands(type, rows, cols, n_tok, 3.0f, rng);
+        if (raw) {
+          for (uint8_t& b : w) b = static_cast<uint8_t>(rng());
+          // Finite scales of either sign, about 2^-14 .. 2^-6.
+          auto scale = [&] {
+            return static_cast<uint16_t>(0x0400 + rng() % 0x2000) |
+                   static_cast<uint16_t>((rng() & 1) << 15);
+          };
+          for (int64_t i = 0; i < rows * cols / kQK_K; ++i) {
+            if (type == DType::kQ4_K) {
+              auto* blocks = reinterpret_cast<BlockQ4_K*>(w.data());
+              blocks[i].d = scale();
+              blocks[i].dmin = scale();
+            } else {
+              reinterpret_cast<BlockQ6_K*>(w.data())[i].d = scale();
             }
           }
         }
+        ASSERT_TRUE(CanRepackQuads(type, rows, cols));
+        EXPECT_FALSE(CanRepackQuads(type, 12, cols));
+        const QuadWeights q = RepackQuads(type, w.data(), rows, cols);
+        std::vector<uint8_t> row(w_bytes);
+        for (int64_t r = 0; r < rows; ++r) {
+          UnpackQuadRow(q, r, row.data());
+          ASSERT_EQ(0, std::memcmp(row.data(), &w[r * w_bytes], w_bytes)) << r;
+        }
+        for (int64_t tok : {1, 2, 3, 4, 5, 7, 8, 11}) {
+          for (auto [r0, r1] : {std::pair<int64_t, int64_t>{0, 40},
+                                {8, 24},
+                                {32, 40},
+                                {3, 37},
+                                {5, 7}}) {
+            std::vector<float> y(n_tok * rows, 7.0f);
+            GemmTileQuads(q, x.data(), x_bytes, r0, r1, tok, y.data(), rows,
+                          /*accumulate=*/false);
+            for (int64_t t = 0; t < n_tok; ++t) {
+              for (int64_t r = 0; r < rows; ++r) {
+                const float want =
+                    (t < tok && r >= r0 && r < r1)
+                        ? DotRow(type, &w[r * w_bytes], &x[t * x_bytes], cols)
+                        : 7.0f;
+                ASSERT_EQ(y[t * rows + r], want)
+                    << DTypeName(type) << " cols " << cols << " raw " << raw
+                    << " tok " << tok << " rows " << r0 << ".." << r1 << " at "
+                    << t << "," << r;
+              }
+            }
+            GemmTileQuads(q, x.data(), x_bytes, r0, r1, tok, y.data(), rows,
+                          /*accumulate=*/true);
+            for (int64_t t = 0; t < tok; ++t) {
+              for (int64_t r = r0; r < r1; ++r) {
+                const float v =
+                    DotRow(type, &w[r * w_bytes], &x[t * x_bytes], cols);
+                ASSERT_EQ(y[t * rows + r], v + v) << t << "," << r;
+              }
+            }
+          }
+        }
+        // The scalar row dot gives the same bits.
+        SetMode(3);
+        for (int64_t r = 0; r < rows; ++r) {
+          std::vector<float> y(rows, 0.0f);
+          ASSERT_EQ(DotRow(type, &w[r * w_bytes], x.data(), cols), [&] {
+            SetMode(0);
+            const float v = DotRow(type, &w[r * w_bytes], x.data(), cols);
+            SetMode(3);
+            return v;
+          }()) << r;
+        }
+        SetMode(0);
       }
-      // The scalar row dot gives the same bits.
-      SetMode(3);
-      for (int64_t r = 0; r < rows; ++r) {
-        std::vector<float> y(rows, 0.0f);
-        ASSERT_EQ(DotRow(type, &w[r * w_bytes], x.data(), cols), [&] {
-          SetMode(0);
-          const float v = DotRow(type, &w[r * w_bytes], x.data(), cols);
-          SetMode(3);
-          return v;
-        }()) << r;
-      }
-      SetMode(0);
     }
-  }
   }
 }
 
