@@ -6,6 +6,8 @@
 #ifndef BRAID_KERNELS_CPU_ALIGNED_VECTOR_H_
 #define BRAID_KERNELS_CPU_ALIGNED_VECTOR_H_
 
+#include <sys/mman.h>
+
 #include <cstddef>
 #include <cstdint>
 #include <cstdlib>
@@ -48,6 +50,21 @@ using AlignedBytes = std::unique_ptr<uint8_t, FreeBytes>;
 inline AlignedBytes AllocateAlignedBytes(size_t bytes) {
   return AlignedBytes(
       static_cast<uint8_t*>(std::aligned_alloc(64, (bytes + 63) / 64 * 64)));
+}
+
+// For weights repacked at load (read every step, never freed before the
+// model): above 4 MiB, whole 2 MiB pages asked to be huge pages
+// (transparent huge pages in madvise mode), so filling them takes one page
+// fault per 2 MiB instead of per 4 KiB and a decode step streaming them
+// misses the TLB 512x less often. Where the kernel gives no huge pages the
+// memory is ordinary.
+inline AlignedBytes AllocateWeightBytes(size_t bytes) {
+  constexpr size_t kHuge = size_t{2} << 20;
+  if (bytes < 2 * kHuge) return AllocateAlignedBytes(bytes);
+  const size_t size = (bytes + kHuge - 1) / kHuge * kHuge;
+  void* p = std::aligned_alloc(kHuge, size);
+  if (p != nullptr) madvise(p, size, MADV_HUGEPAGE);
+  return AlignedBytes(static_cast<uint8_t*>(p));
 }
 
 }  // namespace braid::kernels::cpu

@@ -51,8 +51,11 @@ absl::StatusOr<k::WeightMatrix> Matrix(const GgufFile& f,
 // were read to repack them; kept, they would count twice in its memory).
 // The original stays mapped: a read faults its pages back in (the tied
 // embeddings' rows are looked up there).
-void Repack(const GgufFile& f, k::WeightMatrix* w, bool packed) {
-  if (!(packed ? k::PackWeightMatrix(w) : k::RepackQuadMatrix(w))) return;
+void Repack(const GgufFile& f, k::WeightMatrix* w, bool packed,
+            k::ThreadPool* pool) {
+  if (!(packed ? k::PackWeightMatrix(w) : k::RepackQuadMatrix(w, pool))) {
+    return;
+  }
   f.ReleasePages(w->data, k::DTypeRowBytes(w->type, w->cols) * w->rows);
 }
 
@@ -129,7 +132,7 @@ absl::Status LlamaModel::BindWeights() {
   for (int il = 0; il < c.n_layer; ++il) {
     BRAID_RETURN_IF_ERROR(BindLayer(il));
   }
-  Repack(f, &output_, packed_matmul_);
+  Repack(f, &output_, packed_matmul_, &pool_);
   return absl::OkStatus();
 }
 
@@ -186,7 +189,7 @@ absl::Status LlamaModel::BindLayer(int il) {
   }
   for (k::WeightMatrix* w :
        {&l.wq, &l.wk, &l.wv, &l.wo, &l.w_gate, &l.w_up, &l.w_down}) {
-    Repack(f, w, packed_matmul_);
+    Repack(f, w, packed_matmul_, &pool_);
   }
   return absl::OkStatus();
 }

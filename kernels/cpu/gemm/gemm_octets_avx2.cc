@@ -1,4 +1,5 @@
-// Q4_K weights in the octet layout (RepackQuads, gemm_tile.h) on AVX2: eight
+// K-quant weights (Q4_K, Q5_K, Q6_K) in the octet layout (RepackQuads,
+// gemm_tile.h) on AVX2: eight
 // rows interleaved so that one 32-byte load holds four quants of each of the
 // 8 rows, and every vector lane is one row. A row's super-block sum is then
 // built in its own lane (maddubs of the 8 rows' quants against 4 activation
@@ -34,6 +35,12 @@ constexpr size_t kDs = 0, kDmins = 16, kWords = 32, kQuants = 128;
 constexpr size_t kOctetBlock = kQuants + 8 * kQK_K / 2;
 static_assert(kOctetBlock == 8 * sizeof(BlockQ4_K), "same bytes as 8 rows");
 
+// Q5_K: as Q4_K, with the fifth bits between the scale words and the
+// quants: row l's qh[4 * k .. + 3] at kQh5 + (8 * k + l) * 4.
+constexpr size_t kQh5 = kQuants, kQuants5 = kQh5 + 8 * kQK_K / 8;
+constexpr size_t kOctetBlock5 = kQuants5 + 8 * kQK_K / 2;
+static_assert(kOctetBlock5 == 8 * sizeof(BlockQ5_K), "same bytes as 8 rows");
+
 // Q6_K: their d, their 16 scales (4 vectors of 4 sub-blocks each: rows 0-3
 // in the low 128 bits, 4-7 in the high, so a shuffle within each half picks
 // one sub-block's scale for every row's lane), then ql: row l's ql[64 * h +
@@ -50,6 +57,12 @@ size_t OctetOffsetQ4K(int l, size_t b) {
   if (b < 16) return kWords + (8 * ((b - 4) / 4) + l) * 4 + (b - 4) % 4;
   const size_t c = b - 16;
   return kQuants + ((8 * (c / 32) + (c % 32) / 4) * 8 + l) * 4 + c % 4;
+}
+size_t OctetOffsetQ5K(int l, size_t b) {
+  if (b < 16) return OctetOffsetQ4K(l, b);
+  if (b < 48) return kQh5 + (8 * ((b - 16) / 4) + l) * 4 + (b - 16) % 4;
+  const size_t c = b - 48;
+  return kQuants5 + ((8 * (c / 32) + (c % 32) / 4) * 8 + l) * 4 + c % 4;
 }
 size_t OctetOffsetQ6K(int l, size_t b) {
   if (b < 128) {  // ql
@@ -74,8 +87,14 @@ struct OctetFormat {
   size_t (*offset)(int l, size_t b);
 };
 OctetFormat FormatOf(DType type) {
-  return type == DType::kQ4_K ? OctetFormat{sizeof(BlockQ4_K), OctetOffsetQ4K}
-                              : OctetFormat{sizeof(BlockQ6_K), OctetOffsetQ6K};
+  switch (type) {
+    case DType::kQ4_K:
+      return {sizeof(BlockQ4_K), OctetOffsetQ4K};
+    case DType::kQ5_K:
+      return {sizeof(BlockQ5_K), OctetOffsetQ5K};
+    default:
+      return {sizeof(BlockQ6_K), OctetOffsetQ6K};
+  }
 }
 
 BRAID_AVX2 inline __m256i Load(const uint8_t* p) {
@@ -108,8 +127,8 @@ BRAID_AVX2 inline __m256i BytesAsPair(__m256i v, int a, int b) {
 
 // 8 rows (the group at w, nb super-blocks) x T tokens of Q8_K activations
 // from x (rows x_row_bytes apart): out[t * ld_y + l] for row l.
-template <int T>
-BRAID_AVX2 void OctetTileQ4K(const uint8_t* w, int64_t nb, const uint8_t* x,
+template <bool kQ5, int T>
+BRAID_AVX2 void OctetTileQ45K(const uint8_t* w, int64_t nb, const uint8_t* x,
                              size_t x_row_bytes, float* out, int64_t ld_y,
                              bool accumulate) {
   const __m256i low4 = _mm256_set1_epi8(0x0F);
@@ -119,8 +138,10 @@ BRAID_AVX2 void OctetTileQ4K(const uint8_t* w, int64_t nb, const uint8_t* x,
   __m256 sums[T];
 #pragma GCC unroll 4
   for (int t = 0; t < T; ++t) sums[t] = _mm256_setzero_ps();
+  constexpr size_t kBlock = kQ5 ? kOctetBlock5 : kOctetBlock;
+  constexpr size_t kQs = kQ5 ? kQuants5 : kQuants;
   for (int64_t i = 0; i < nb; ++i) {
-    const uint8_t* b = w + i * kOctetBlock;
+    const uint8_t* b = w + i * kBlock;
     const BlockQ8_K* xs[T];
 #pragma GCC unroll 4
     for (int t = 0; t < T; ++t) {
@@ -142,32 +163,46 @@ BRAID_AVX2 void OctetTileQ4K(const uint8_t* w, int64_t nb, const uint8_t* x,
     for (int t = 0; t < T; ++t) isum[t] = _mm256_setzero_si256();
 #pragma GCC unroll 4
     for (int g = 0; g < 4; ++g) {
-      const uint8_t* q = b + kQuants + g * 256;
+      const uint8_t* q = b + kQs + g * 256;
 #pragma GCC unroll 2
       for (int h = 0; h < 2; ++h) {
         const int j = 2 * g + h;  // the sub-block
         __m256i acc[T];
 #pragma GCC unroll 4
         for (int t = 0; t < T; ++t) acc[t] = _mm256_setzero_si256();
+        const __m256i sc = ByteAsPair(j < 4 ? sc_lo : sc_hi, j % 4);
 #pragma GCC unroll 8
         for (int k = 0; k < 8; ++k) {
           const __m256i bits = Load(q + 32 * k);
-          const __m256i v =
-              h == 0 ? _mm256_and_si256(bits, low4)
-                     : _mm256_and_si256(_mm256_srli_epi16(bits, 4), low4);
+          __m256i v = h == 0
+                          ? _mm256_and_si256(bits, low4)
+                          : _mm256_and_si256(_mm256_srli_epi16(bits, 4), low4);
+          if constexpr (kQ5) {
+            // Bit j of the fifth bits' bytes, at bit 4.
+            const __m256i qh = Load(b + kQh5 + 32 * k);
+            const __m256i at4 = j < 4    ? _mm256_slli_epi16(qh, 4 - j)
+                                : j == 4 ? qh
+                                         : _mm256_srli_epi16(qh, j - 4);
+            v = _mm256_or_si256(
+                v, _mm256_and_si256(at4, _mm256_set1_epi8(0x10)));
+          }
 #pragma GCC unroll 4
           for (int t = 0; t < T; ++t) {
             int32_t x4;
             std::memcpy(&x4, xs[t]->qs + 32 * j + 4 * k, 4);
-            // |sum| of 8 maddubs pairs <= 8 * 2 * 15 * 128 < 2^15.
+            // |sum| of 8 maddubs pairs <= 8 * 2 * 15 * 128 < 2^15 (Q5_K:
+            // of 4, 4 * 2 * 31 * 128).
             acc[t] = _mm256_add_epi16(
                 acc[t], _mm256_maddubs_epi16(v, _mm256_set1_epi32(x4)));
           }
-        }
-        const __m256i sc = ByteAsPair(j < 4 ? sc_lo : sc_hi, j % 4);
+          if (k == 7 || (kQ5 && k == 3)) {
 #pragma GCC unroll 4
-        for (int t = 0; t < T; ++t) {
-          isum[t] = _mm256_add_epi32(isum[t], _mm256_madd_epi16(acc[t], sc));
+            for (int t = 0; t < T; ++t) {
+              isum[t] =
+                  _mm256_add_epi32(isum[t], _mm256_madd_epi16(acc[t], sc));
+              acc[t] = _mm256_setzero_si256();
+            }
+          }
         }
       }
     }
@@ -224,7 +259,7 @@ BRAID_AVX2 inline __m256i ScalePairQ6K(__m256i v, int a, int b) {
       8);
 }
 
-// Q6_K, 8 rows x T tokens (as OctetTileQ4K). Values u = 6-bit quants (0-63)
+// Q6_K, 8 rows x T tokens (as OctetTileQ45K). Values u = 6-bit quants (0-63)
 // against the activations: sums of two maddubs (each pair <= 2 * 63 * 128)
 // fit 16 bits; the -32 of every value is the scales times the activations'
 // 16-element sums, subtracted at the end, as the row dot does.
@@ -329,24 +364,43 @@ BRAID_AVX2 void OctetTileQ6K(const uint8_t* w, int64_t nb, const uint8_t* x,
 }  // namespace
 
 bool IsOctetType(DType type) {
-  return type == DType::kQ4_K || type == DType::kQ6_K;
+  return type == DType::kQ4_K || type == DType::kQ5_K || type == DType::kQ6_K;
 }
 
-void RepackOctets(DType type, const uint8_t* w, int64_t rows, int64_t cols,
-                  uint8_t* out) {
+void RepackOctets(DType type, const uint8_t* w, int64_t cols, uint8_t* out,
+                  int64_t g0, int64_t g1) {
   const OctetFormat f = FormatOf(type);
   const int64_t nb = cols / kQK_K;
-  std::vector<size_t> to(8 * f.block);
+  // Row l's block as runs of bytes that stay together (mostly 4-byte
+  // groups): a few dozen copies a block instead of one a byte.
+  struct Run {
+    uint16_t from, to, len;
+  };
+  std::vector<Run> runs[8];
   for (int l = 0; l < 8; ++l) {
-    for (size_t b = 0; b < f.block; ++b) to[l * f.block + b] = f.offset(l, b);
+    for (size_t b = 0; b < f.block; ++b) {
+      const size_t to = f.offset(l, b);
+      if (!runs[l].empty() && runs[l].back().to + runs[l].back().len == to &&
+          runs[l].back().from + runs[l].back().len == b) {
+        ++runs[l].back().len;
+      } else {
+        runs[l].push_back({static_cast<uint16_t>(b), static_cast<uint16_t>(to),
+                           uint16_t{1}});
+      }
+    }
   }
-  for (int64_t g = 0; g < rows / 8; ++g) {
+  for (int64_t g = g0; g < g1; ++g) {
     for (int64_t i = 0; i < nb; ++i) {
       uint8_t* o = out + (g * nb + i) * 8 * f.block;
       for (int l = 0; l < 8; ++l) {
         const uint8_t* src = w + ((8 * g + l) * nb + i) * f.block;
-        const size_t* t = &to[l * f.block];
-        for (size_t b = 0; b < f.block; ++b) o[t[b]] = src[b];
+        for (const Run& r : runs[l]) {
+          if (r.len == 4) {
+            std::memcpy(o + r.to, src + r.from, 4);
+          } else {
+            std::memcpy(o + r.to, src + r.from, r.len);
+          }
+        }
       }
     }
   }
@@ -369,8 +423,7 @@ BRAID_AVX2 void GemmOctetsAvx2(DType type, const uint8_t* octets, int64_t cols,
                                int64_t r1, int64_t n_tok, float* y,
                                int64_t ld_y, bool accumulate) {
   const int64_t nb = cols / kQK_K;
-  const bool q6 = type == DType::kQ6_K;
-  const size_t group_bytes = nb * (q6 ? kOctetBlock6 : kOctetBlock);
+  const size_t group_bytes = nb * 8 * FormatOf(type).block;
   // Tokens in groups of 4 (then 2, 1), each group over the range's rows:
   // the group's activations stay in L1, the rows stream from L2.
   auto groups = [&](auto width, int64_t* t0) BRAID_AVX2 {
@@ -380,10 +433,17 @@ BRAID_AVX2 void GemmOctetsAvx2(DType type, const uint8_t* octets, int64_t cols,
         const uint8_t* g = octets + (r / 8) * group_bytes;
         const uint8_t* xt = x + *t0 * x_row_bytes;
         float* out = y + *t0 * ld_y + r;
-        if (q6) {
-          OctetTileQ6K<kT>(g, nb, xt, x_row_bytes, out, ld_y, accumulate);
-        } else {
-          OctetTileQ4K<kT>(g, nb, xt, x_row_bytes, out, ld_y, accumulate);
+        switch (type) {
+          case DType::kQ4_K:
+            OctetTileQ45K<false, kT>(g, nb, xt, x_row_bytes, out, ld_y,
+                                     accumulate);
+            break;
+          case DType::kQ5_K:
+            OctetTileQ45K<true, kT>(g, nb, xt, x_row_bytes, out, ld_y,
+                                    accumulate);
+            break;
+          default:
+            OctetTileQ6K<kT>(g, nb, xt, x_row_bytes, out, ld_y, accumulate);
         }
       }
     }

@@ -6,6 +6,7 @@
 
 #include "kernels/cpu/cpu_features.h"
 #include "kernels/cpu/quant/dot.h"
+#include "kernels/cpu/thread_pool.h"
 
 namespace braid::kernels::cpu {
 
@@ -61,30 +62,43 @@ QuadPlaces PlaceOf(DType type, int j) {
 
 }  // namespace
 
-QuadWeights RepackQuads(DType type, const void* w, int64_t rows, int64_t cols) {
+QuadWeights RepackQuads(DType type, const void* w, int64_t rows, int64_t cols,
+                        ThreadPool* pool) {
   const size_t row_bytes = DTypeRowBytes(type, cols);
   const size_t bytes = row_bytes * rows;
-  QuadWeights q{type, rows, cols, AllocateAlignedBytes(bytes)};
-  if (internal::IsOctetType(type)) {
-    internal::RepackOctets(type, static_cast<const uint8_t*>(w), rows, cols,
-                           q.data.get());
-    return q;
-  }
-  const int64_t nb = cols / kQK;
-  const size_t block = row_bytes / nb;
+  QuadWeights q{type, rows, cols, AllocateWeightBytes(bytes)};
   const auto* src = static_cast<const uint8_t*>(w);
-  for (int64_t g = 0; g < rows / 4; ++g) {
-    for (int64_t i = 0; i < nb; ++i) {
-      uint8_t* dst = q.data.get() + (g * nb + i) * 4 * block;
-      for (int j = 0; j < 4; ++j) {
-        const uint8_t* b = src + (4 * g + j) * row_bytes + i * block;
-        const QuadPlaces at = PlaceOf(type, j);
-        std::memcpy(dst + at.dm, b, at.dm_bytes);
-        for (size_t k = 0; k < (block - at.dm_bytes) / 4; ++k) {
-          std::memcpy(dst + at.qs + k * 8, b + at.dm_bytes + k * 4, 4);
+  const int64_t group = GroupRows(type);
+  // Groups [g0, g1) of `group` rows.
+  auto groups = [&](int64_t g0, int64_t g1) {
+    if (internal::IsOctetType(type)) {
+      internal::RepackOctets(type, src, cols, q.data.get(), g0, g1);
+      return;
+    }
+    const int64_t nb = cols / kQK;
+    const size_t block = row_bytes / nb;
+    for (int64_t g = g0; g < g1; ++g) {
+      for (int64_t i = 0; i < nb; ++i) {
+        uint8_t* dst = q.data.get() + (g * nb + i) * 4 * block;
+        for (int j = 0; j < 4; ++j) {
+          const uint8_t* b = src + (4 * g + j) * row_bytes + i * block;
+          const QuadPlaces at = PlaceOf(type, j);
+          std::memcpy(dst + at.dm, b, at.dm_bytes);
+          for (size_t k = 0; k < (block - at.dm_bytes) / 4; ++k) {
+            std::memcpy(dst + at.qs + k * 8, b + at.dm_bytes + k * 4, 4);
+          }
         }
       }
     }
+  };
+  const int64_t n_groups = rows / group;
+  if (pool == nullptr || pool->num_threads() == 1) {
+    groups(0, n_groups);
+  } else {
+    const int64_t n = std::min<int64_t>(n_groups, 4 * pool->num_threads());
+    pool->ParallelFor(n, [&](int64_t i) {
+      groups(i * n_groups / n, (i + 1) * n_groups / n);
+    });
   }
   return q;
 }

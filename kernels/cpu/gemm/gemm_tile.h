@@ -20,6 +20,8 @@
 
 namespace braid::kernels::cpu {
 
+class ThreadPool;
+
 // Activation tables of the AVX-512 tiles for one GemmTile input, laid out
 // once and shared by every row range of it (otherwise each call lays them
 // out itself, ~0.5 us, a quarter of a 60-row range's work at 8 tokens).
@@ -86,17 +88,19 @@ struct QuadWeights {
   AlignedBytes data;
 };
 
-// Q4_K and Q6_K matrices have an octet layout in the same struct (8 rows a
+// Q4_K, Q5_K and Q6_K matrices have an octet layout in the same struct (8 rows a
 // group, the same bytes interleaved so each 32-bit lane of an AVX2 vector is
 // one row: gemm_octets_avx2.cc), also bit for bit the row dot's products.
 //
 // Whether this CPU's kernels take the quad layout for such a matrix:
 // AVX-512 with VNNI, Q4_1, Q4_0 or Q8_0, rows a multiple of 4, at most 4096
-// blocks a row; or AVX2, Q4_K or Q6_K, rows a multiple of 8 (the octets).
+// blocks a row; or AVX2, Q4_K, Q5_K or Q6_K, rows a multiple of 8 (the octets).
 bool CanRepackQuads(DType type, int64_t rows, int64_t cols);
 
-// The quad layout of w (rows of DTypeRowBytes(type, cols) bytes).
-QuadWeights RepackQuads(DType type, const void* w, int64_t rows, int64_t cols);
+// The quad layout of w (rows of DTypeRowBytes(type, cols) bytes), on the
+// threads of `pool` when given.
+QuadWeights RepackQuads(DType type, const void* w, int64_t rows, int64_t cols,
+                        ThreadPool* pool = nullptr);
 
 // Row r of a quad-layout matrix back in its GGUF form (tests).
 void UnpackQuadRow(const QuadWeights& w, int64_t r, uint8_t* out);
@@ -138,13 +142,14 @@ bool GemmFloatAvx2(DType type, const uint8_t* w, size_t w_row_bytes,
                    int64_t r1, int64_t n_tok, float* y, int64_t ld_y,
                    bool accumulate);
 size_t GemmTileActivationsBytesAvx512(DType type, int64_t n, int64_t n_tok);
-// The octet layout (gemm_octets_avx2.cc) of Q4_K and Q6_K: rows a multiple
-// of 8, in DTypeRowBytes(type, cols) * rows bytes; one row back in GGUF
+// The octet layout (gemm_octets_avx2.cc) of Q4_K, Q5_K and Q6_K: rows a multiple
+// of 8, in DTypeRowBytes(type, cols) * rows bytes (RepackOctets: the
+// octets [g0, g1), rows 8 * g0 .. 8 * g1); one row back in GGUF
 // form; the product of octets [r0 / 8, r1 / 8) (r0, r1 multiples of 8) with
 // n_tok Q8_K activation rows, y as GemmTile writes it.
 bool IsOctetType(DType type);
-void RepackOctets(DType type, const uint8_t* w, int64_t rows, int64_t cols,
-                  uint8_t* out);
+void RepackOctets(DType type, const uint8_t* w, int64_t cols, uint8_t* out,
+                  int64_t g0, int64_t g1);
 void UnpackOctetRow(DType type, const uint8_t* octets, int64_t cols, int64_t r,
                     uint8_t* out);
 void GemmOctetsAvx2(DType type, const uint8_t* octets, int64_t cols,

@@ -191,7 +191,7 @@ TEST(GemmTileTest, QuadLayoutBitIdenticalToDotRow) {
   }
 }
 
-// The octet layout of Q4_K and Q6_K (RepackQuads on AVX2): every row comes back
+// The octet layout of Q4_K, Q5_K and Q6_K (RepackQuads on AVX2): every row comes back
 // unpacked, and GemmTileQuads equals DotRow bit for bit for every token
 // group (4, 2, 1), ranges of whole octets and cutting them, = and +=, on
 // quantized rows and on raw random bytes (every bit of the 6-bit scales and
@@ -199,7 +199,7 @@ TEST(GemmTileTest, QuadLayoutBitIdenticalToDotRow) {
 TEST(GemmTileTest, KQuantOctetsBitIdenticalToDotRow) {
   if (!UseAvx2()) GTEST_SKIP() << "no AVX2: the octet layout is not used here";
   std::mt19937 rng(23);
-  for (const DType type : {DType::kQ4_K, DType::kQ6_K}) {
+  for (const DType type : {DType::kQ4_K, DType::kQ5_K, DType::kQ6_K}) {
     for (const int64_t cols : {256, 512, 2048}) {
       for (const bool raw : {false, true}) {
         const int64_t rows = 40, n_tok = 11;
@@ -215,6 +215,10 @@ TEST(GemmTileTest, KQuantOctetsBitIdenticalToDotRow) {
           for (int64_t i = 0; i < rows * cols / kQK_K; ++i) {
             if (type == DType::kQ4_K) {
               auto* blocks = reinterpret_cast<BlockQ4_K*>(w.data());
+              blocks[i].d = scale();
+              blocks[i].dmin = scale();
+            } else if (type == DType::kQ5_K) {
+              auto* blocks = reinterpret_cast<BlockQ5_K*>(w.data());
               blocks[i].d = scale();
               blocks[i].dmin = scale();
             } else {

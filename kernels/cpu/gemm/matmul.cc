@@ -26,10 +26,10 @@ bool PackWeightMatrix(WeightMatrix* w) {
   return true;
 }
 
-bool RepackQuadMatrix(WeightMatrix* w) {
+bool RepackQuadMatrix(WeightMatrix* w, ThreadPool* pool) {
   if (!CanRepackQuads(w->type, w->rows, w->cols)) return false;
   w->quads = std::make_shared<const QuadWeights>(
-      RepackQuads(w->type, w->data, w->rows, w->cols));
+      RepackQuads(w->type, w->data, w->rows, w->cols, pool));
   return true;
 }
 

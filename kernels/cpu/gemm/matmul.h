@@ -69,8 +69,9 @@ struct QuantizedActivations {
 // if it did. The products of w then follow packed_gemm.h's arithmetic.
 bool PackWeightMatrix(WeightMatrix* w);
 
-// Adds w's quad layout (w->quads) when CanRepackQuads; true if it did.
-bool RepackQuadMatrix(WeightMatrix* w);
+// Adds w's quad layout (w->quads) when CanRepackQuads, on the threads of
+// `pool` when given; true if it did.
+bool RepackQuadMatrix(WeightMatrix* w, ThreadPool* pool = nullptr);
 
 // Bytes of scratch MatMul needs for n_tok rows against `w`.
 size_t MatMulScratchBytes(const WeightMatrix& w, int64_t n_tok);
