@@ -25,12 +25,10 @@ int main(int argc, char** argv) {
     int64_t rows, cols;
   };
   const int64_t nr = std::getenv("ROWS") ? std::atoll(std::getenv("ROWS")) : 64;
-  const Shape shapes[] = {{k::DType::kQ5_0, nr, 576},
-                          {k::DType::kQ4_1, nr, 576},
-                          {k::DType::kQ8_0, nr, 576},
-                          {k::DType::kQ4_K, nr, 1536},
-                          {k::DType::kQ5_K, nr, 1536},
-                          {k::DType::kQ6_K, nr, 1536}};
+  const Shape shapes[] = {
+      {k::DType::kQ5_0, nr, 576},  {k::DType::kQ4_1, nr, 576},
+      {k::DType::kQ8_0, nr, 576},  {k::DType::kQ4_K, nr, 1536},
+      {k::DType::kQ5_K, nr, 1536}, {k::DType::kQ6_K, nr, 1536}};
   std::mt19937 rng(1);
   std::normal_distribution<float> nd(0.0f, 1.0f);
   for (const Shape& s : shapes) {

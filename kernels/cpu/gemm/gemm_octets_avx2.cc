@@ -129,8 +129,8 @@ BRAID_AVX2 inline __m256i BytesAsPair(__m256i v, int a, int b) {
 // from x (rows x_row_bytes apart): out[t * ld_y + l] for row l.
 template <bool kQ5, int T>
 BRAID_AVX2 void OctetTileQ45K(const uint8_t* w, int64_t nb, const uint8_t* x,
-                             size_t x_row_bytes, float* out, int64_t ld_y,
-                             bool accumulate) {
+                              size_t x_row_bytes, float* out, int64_t ld_y,
+                              bool accumulate) {
   const __m256i low4 = _mm256_set1_epi8(0x0F);
   const __m256i low6 = _mm256_set1_epi32(0x3f3f3f3f);
   const __m256i low4w = _mm256_set1_epi32(0x0f0f0f0f);
@@ -183,8 +183,8 @@ BRAID_AVX2 void OctetTileQ45K(const uint8_t* w, int64_t nb, const uint8_t* x,
             const __m256i at4 = j < 4    ? _mm256_slli_epi16(qh, 4 - j)
                                 : j == 4 ? qh
                                          : _mm256_srli_epi16(qh, j - 4);
-            v = _mm256_or_si256(
-                v, _mm256_and_si256(at4, _mm256_set1_epi8(0x10)));
+            v = _mm256_or_si256(v,
+                                _mm256_and_si256(at4, _mm256_set1_epi8(0x10)));
           }
 #pragma GCC unroll 4
           for (int t = 0; t < T; ++t) {
@@ -384,8 +384,8 @@ void RepackOctets(DType type, const uint8_t* w, int64_t cols, uint8_t* out,
           runs[l].back().from + runs[l].back().len == b) {
         ++runs[l].back().len;
       } else {
-        runs[l].push_back({static_cast<uint16_t>(b), static_cast<uint16_t>(to),
-                           uint16_t{1}});
+        runs[l].push_back(
+            {static_cast<uint16_t>(b), static_cast<uint16_t>(to), uint16_t{1}});
       }
     }
   }

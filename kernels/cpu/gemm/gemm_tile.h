@@ -88,8 +88,8 @@ struct QuadWeights {
   AlignedBytes data;
 };
 
-// Q4_K, Q5_K and Q6_K matrices have an octet layout in the same struct (8 rows a
-// group, the same bytes interleaved so each 32-bit lane of an AVX2 vector is
+// Q4_K, Q5_K and Q6_K matrices have an octet layout in the same struct (8 rows
+// a group, the same bytes interleaved so each 32-bit lane of an AVX2 vector is
 // one row: gemm_octets_avx2.cc), also bit for bit the row dot's products.
 //
 // Whether this CPU's kernels take the quad layout for such a matrix:
@@ -142,8 +142,8 @@ bool GemmFloatAvx2(DType type, const uint8_t* w, size_t w_row_bytes,
                    int64_t r1, int64_t n_tok, float* y, int64_t ld_y,
                    bool accumulate);
 size_t GemmTileActivationsBytesAvx512(DType type, int64_t n, int64_t n_tok);
-// The octet layout (gemm_octets_avx2.cc) of Q4_K, Q5_K and Q6_K: rows a multiple
-// of 8, in DTypeRowBytes(type, cols) * rows bytes (RepackOctets: the
+// The octet layout (gemm_octets_avx2.cc) of Q4_K, Q5_K and Q6_K: rows a
+// multiple of 8, in DTypeRowBytes(type, cols) * rows bytes (RepackOctets: the
 // octets [g0, g1), rows 8 * g0 .. 8 * g1); one row back in GGUF
 // form; the product of octets [r0 / 8, r1 / 8) (r0, r1 multiples of 8) with
 // n_tok Q8_K activation rows, y as GemmTile writes it.

@@ -191,9 +191,9 @@ TEST(GemmTileTest, QuadLayoutBitIdenticalToDotRow) {
   }
 }
 
-// The octet layout of Q4_K, Q5_K and Q6_K (RepackQuads on AVX2): every row comes back
-// unpacked, and GemmTileQuads equals DotRow bit for bit for every token
-// group (4, 2, 1), ranges of whole octets and cutting them, = and +=, on
+// The octet layout of Q4_K, Q5_K and Q6_K (RepackQuads on AVX2): every row
+// comes back unpacked, and GemmTileQuads equals DotRow bit for bit for every
+// token group (4, 2, 1), ranges of whole octets and cutting them, = and +=, on
 // quantized rows and on raw random bytes (every bit of the 6-bit scales and
 // mins set somewhere).
 TEST(GemmTileTest, KQuantOctetsBitIdenticalToDotRow) {
