@@ -125,123 +125,163 @@ BRAID_AVX2 inline __m256i BytesAsPair(__m256i v, int a, int b) {
                        a0, z, b0, z, a1, z, b1, z, a2, z, b2, z, a3, z, b3, z));
 }
 
-// 8 rows (the group at w, nb super-blocks) x T tokens of Q8_K activations
-// from x (rows x_row_bytes apart): out[t * ld_y + l] for row l.
+// Helpers of the tiles, inlined into them (their vectors stay in registers).
+#define BRAID_AVX2_INLINE BRAID_AVX2 inline __attribute__((always_inline))
+
+// Super-block i of T tokens' Q8_K rows from x.
+template <int T>
+BRAID_AVX2_INLINE void TokenBlocks(const uint8_t* x, size_t x_row_bytes,
+                                   int64_t i, const BlockQ8_K** xs) {
+#pragma GCC unroll 4
+  for (int t = 0; t < T; ++t) {
+    xs[t] = reinterpret_cast<const BlockQ8_K*>(x + t * x_row_bytes) + i;
+  }
+}
+
+// The 8 rows' f16 values at p (their d or dmin) times each token's d.
+BRAID_AVX2_INLINE __m256 RowScales(const uint8_t* p, float xd) {
+  return _mm256_mul_ps(
+      _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p))),
+      _mm256_set1_ps(xd));
+}
+
+// out[t * ld_y + l] (= or +=) for row l's lane of sums[t].
+template <int T>
+BRAID_AVX2_INLINE void StoreRows(__m256* sums, float* out, int64_t ld_y,
+                                 bool accumulate) {
+#pragma GCC unroll 4
+  for (int t = 0; t < T; ++t) {
+    float* o = out + t * ld_y;
+    if (accumulate) sums[t] = _mm256_add_ps(_mm256_loadu_ps(o), sums[t]);
+    _mm256_storeu_ps(o, sums[t]);
+  }
+}
+
+// ScalesMinsQ4K's fields for the 8 rows' lanes: bytes 0-3 of each lane are
+// that row's scales 0-3 (lo) or 4-7 (hi), likewise its mins.
+struct ScalesMins8 {
+  __m256i sc_lo, sc_hi, m_lo, m_hi;
+};
+BRAID_AVX2_INLINE ScalesMins8 DecodeScalesMins(const uint8_t* b) {
+  const __m256i low6 = _mm256_set1_epi32(0x3f3f3f3f);
+  const __m256i low4 = _mm256_set1_epi32(0x0f0f0f0f);
+  const __m256i top2 = _mm256_set1_epi32(0x03030303);
+  const __m256i u0 = Load(b + kWords), u1 = Load(b + kWords + 32),
+                u2 = Load(b + kWords + 64);
+  auto high = [&](__m256i low_nibbles, __m256i top_bits) BRAID_AVX2 {
+    return _mm256_or_si256(
+        _mm256_and_si256(low_nibbles, low4),
+        _mm256_slli_epi32(
+            _mm256_and_si256(_mm256_srli_epi32(top_bits, 6), top2), 4));
+  };
+  return {_mm256_and_si256(u0, low6), high(u2, u0),
+          _mm256_and_si256(u1, low6), high(_mm256_srli_epi32(u2, 4), u1)};
+}
+
+// Row l's 4 quants of sub-block j, 4-byte group k, of Q4_K / Q5_K block b.
+template <bool kQ5>
+BRAID_AVX2_INLINE __m256i QuantsQ45K(const uint8_t* b, int j, int k) {
+  constexpr size_t kQs = kQ5 ? kQuants5 : kQuants;
+  const __m256i low4 = _mm256_set1_epi8(0x0F);
+  const __m256i bits = Load(b + kQs + (j / 2) * 256 + 32 * k);
+  __m256i v = j % 2 == 0
+                  ? _mm256_and_si256(bits, low4)
+                  : _mm256_and_si256(_mm256_srli_epi16(bits, 4), low4);
+  if constexpr (kQ5) {
+    // Bit j of the fifth bits' bytes, at bit 4.
+    const __m256i qh = Load(b + kQh5 + 32 * k);
+    const __m256i at4 = j < 4    ? _mm256_slli_epi16(qh, 4 - j)
+                        : j == 4 ? qh
+                                 : _mm256_srli_epi16(qh, j - 4);
+    v = _mm256_or_si256(v, _mm256_and_si256(at4, _mm256_set1_epi8(0x10)));
+  }
+  return v;
+}
+
+// isum[t] += the scaled integer sums of Q4_K / Q5_K block b against xs[t].
+template <bool kQ5, int T>
+BRAID_AVX2_INLINE void SumsQ45K(const uint8_t* b, const ScalesMins8& s,
+                                const BlockQ8_K* const* xs, __m256i* isum) {
+#pragma GCC unroll 8
+  for (int j = 0; j < 8; ++j) {  // the sub-block
+    const __m256i sc = ByteAsPair(j < 4 ? s.sc_lo : s.sc_hi, j % 4);
+    __m256i acc[T];
+#pragma GCC unroll 4
+    for (int t = 0; t < T; ++t) acc[t] = _mm256_setzero_si256();
+#pragma GCC unroll 8
+    for (int k = 0; k < 8; ++k) {
+      const __m256i v = QuantsQ45K<kQ5>(b, j, k);
+#pragma GCC unroll 4
+      for (int t = 0; t < T; ++t) {
+        int32_t x4;
+        std::memcpy(&x4, xs[t]->qs + 32 * j + 4 * k, 4);
+        // |sum| of 8 maddubs pairs <= 8 * 2 * 15 * 128 < 2^15 (Q5_K: of
+        // 4, 4 * 2 * 31 * 128).
+        acc[t] = _mm256_add_epi16(
+            acc[t], _mm256_maddubs_epi16(v, _mm256_set1_epi32(x4)));
+      }
+      if (k == 7 || (kQ5 && k == 3)) {
+#pragma GCC unroll 4
+        for (int t = 0; t < T; ++t) {
+          isum[t] = _mm256_add_epi32(isum[t], _mm256_madd_epi16(acc[t], sc));
+          acc[t] = _mm256_setzero_si256();
+        }
+      }
+    }
+  }
+}
+
+// The mins' sum of the 8 rows against one token: m_j times the sub-block's
+// activation sum, in pairs of sub-blocks.
+BRAID_AVX2_INLINE __m256i MinsSum(const ScalesMins8& s, const BlockQ8_K& x) {
+  const __m256i bs =
+      _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x.bsums));
+  alignas(16) int32_t pair_sums[4];
+  _mm_store_si128(reinterpret_cast<__m128i*>(pair_sums),
+                  _mm_hadd_epi16(_mm256_castsi256_si128(bs),
+                                 _mm256_extracti128_si256(bs, 1)));
+  __m256i msum = _mm256_setzero_si256();
+#pragma GCC unroll 4
+  for (int p = 0; p < 4; ++p) {
+    const __m256i m =
+        BytesAsPair(p < 2 ? s.m_lo : s.m_hi, (2 * p) % 4, (2 * p + 1) % 4);
+    msum = _mm256_add_epi32(
+        msum, _mm256_madd_epi16(m, _mm256_set1_epi32(pair_sums[p])));
+  }
+  return msum;
+}
+
+// Q4_K (kQ5 false) or Q5_K: 8 rows (the group at w, nb super-blocks) x T
+// tokens of Q8_K activations from x (rows x_row_bytes apart):
+// out[t * ld_y + l] for row l.
 template <bool kQ5, int T>
 BRAID_AVX2 void OctetTileQ45K(const uint8_t* w, int64_t nb, const uint8_t* x,
                               size_t x_row_bytes, float* out, int64_t ld_y,
                               bool accumulate) {
-  const __m256i low4 = _mm256_set1_epi8(0x0F);
-  const __m256i low6 = _mm256_set1_epi32(0x3f3f3f3f);
-  const __m256i low4w = _mm256_set1_epi32(0x0f0f0f0f);
-  const __m256i top2 = _mm256_set1_epi32(0x03030303);
+  constexpr size_t kBlock = kQ5 ? kOctetBlock5 : kOctetBlock;
   __m256 sums[T];
 #pragma GCC unroll 4
   for (int t = 0; t < T; ++t) sums[t] = _mm256_setzero_ps();
-  constexpr size_t kBlock = kQ5 ? kOctetBlock5 : kOctetBlock;
-  constexpr size_t kQs = kQ5 ? kQuants5 : kQuants;
   for (int64_t i = 0; i < nb; ++i) {
     const uint8_t* b = w + i * kBlock;
     const BlockQ8_K* xs[T];
-#pragma GCC unroll 4
-    for (int t = 0; t < T; ++t) {
-      xs[t] = reinterpret_cast<const BlockQ8_K*>(x + t * x_row_bytes) + i;
-    }
-    // ScalesMinsQ4K's fields, for the 8 rows' lanes.
-    const __m256i u0 = Load(b + kWords), u1 = Load(b + kWords + 32),
-                  u2 = Load(b + kWords + 64);
-    const __m256i sc_lo = _mm256_and_si256(u0, low6);
-    const __m256i sc_hi = _mm256_or_si256(
-        _mm256_and_si256(u2, low4w),
-        _mm256_slli_epi32(_mm256_and_si256(_mm256_srli_epi32(u0, 6), top2), 4));
-    const __m256i m_lo = _mm256_and_si256(u1, low6);
-    const __m256i m_hi = _mm256_or_si256(
-        _mm256_and_si256(_mm256_srli_epi32(u2, 4), low4w),
-        _mm256_slli_epi32(_mm256_and_si256(_mm256_srli_epi32(u1, 6), top2), 4));
+    TokenBlocks<T>(x, x_row_bytes, i, xs);
+    const ScalesMins8 s = DecodeScalesMins(b);
     __m256i isum[T];
 #pragma GCC unroll 4
     for (int t = 0; t < T; ++t) isum[t] = _mm256_setzero_si256();
-#pragma GCC unroll 4
-    for (int g = 0; g < 4; ++g) {
-      const uint8_t* q = b + kQs + g * 256;
-#pragma GCC unroll 2
-      for (int h = 0; h < 2; ++h) {
-        const int j = 2 * g + h;  // the sub-block
-        __m256i acc[T];
-#pragma GCC unroll 4
-        for (int t = 0; t < T; ++t) acc[t] = _mm256_setzero_si256();
-        const __m256i sc = ByteAsPair(j < 4 ? sc_lo : sc_hi, j % 4);
-#pragma GCC unroll 8
-        for (int k = 0; k < 8; ++k) {
-          const __m256i bits = Load(q + 32 * k);
-          __m256i v = h == 0
-                          ? _mm256_and_si256(bits, low4)
-                          : _mm256_and_si256(_mm256_srli_epi16(bits, 4), low4);
-          if constexpr (kQ5) {
-            // Bit j of the fifth bits' bytes, at bit 4.
-            const __m256i qh = Load(b + kQh5 + 32 * k);
-            const __m256i at4 = j < 4    ? _mm256_slli_epi16(qh, 4 - j)
-                                : j == 4 ? qh
-                                         : _mm256_srli_epi16(qh, j - 4);
-            v = _mm256_or_si256(v,
-                                _mm256_and_si256(at4, _mm256_set1_epi8(0x10)));
-          }
-#pragma GCC unroll 4
-          for (int t = 0; t < T; ++t) {
-            int32_t x4;
-            std::memcpy(&x4, xs[t]->qs + 32 * j + 4 * k, 4);
-            // |sum| of 8 maddubs pairs <= 8 * 2 * 15 * 128 < 2^15 (Q5_K:
-            // of 4, 4 * 2 * 31 * 128).
-            acc[t] = _mm256_add_epi16(
-                acc[t], _mm256_maddubs_epi16(v, _mm256_set1_epi32(x4)));
-          }
-          if (k == 7 || (kQ5 && k == 3)) {
-#pragma GCC unroll 4
-            for (int t = 0; t < T; ++t) {
-              isum[t] =
-                  _mm256_add_epi32(isum[t], _mm256_madd_epi16(acc[t], sc));
-              acc[t] = _mm256_setzero_si256();
-            }
-          }
-        }
-      }
-    }
-    const __m256 d8 = _mm256_cvtph_ps(
-        _mm_loadu_si128(reinterpret_cast<const __m128i*>(b + kDs)));
-    const __m256 dmin8 = _mm256_cvtph_ps(
-        _mm_loadu_si128(reinterpret_cast<const __m128i*>(b + kDmins)));
+    SumsQ45K<kQ5, T>(b, s, xs, isum);
 #pragma GCC unroll 4
     for (int t = 0; t < T; ++t) {
-      // The mins' sum: m_j times the sub-block's activation sum, in pairs.
-      const __m256i bs =
-          _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xs[t]->bsums));
-      const __m128i pair_sums = _mm_hadd_epi16(_mm256_castsi256_si128(bs),
-                                               _mm256_extracti128_si256(bs, 1));
-      alignas(16) int32_t s[4];
-      _mm_store_si128(reinterpret_cast<__m128i*>(s), pair_sums);
-      __m256i msum = _mm256_setzero_si256();
-#pragma GCC unroll 4
-      for (int p = 0; p < 4; ++p) {
-        const __m256i m =
-            BytesAsPair(p < 2 ? m_lo : m_hi, (2 * p) % 4, (2 * p + 1) % 4);
-        msum = _mm256_add_epi32(msum,
-                                _mm256_madd_epi16(m, _mm256_set1_epi32(s[p])));
-      }
-      const __m256 xd = _mm256_set1_ps(xs[t]->d);
-      sums[t] = _mm256_fmadd_ps(_mm256_mul_ps(d8, xd),
+      // KQuantAccumulate's two steps.
+      sums[t] = _mm256_fmadd_ps(RowScales(b + kDs, xs[t]->d),
                                 _mm256_cvtepi32_ps(isum[t]), sums[t]);
-      sums[t] = _mm256_fnmadd_ps(_mm256_mul_ps(dmin8, xd),
-                                 _mm256_cvtepi32_ps(msum), sums[t]);
+      sums[t] = _mm256_fnmadd_ps(RowScales(b + kDmins, xs[t]->d),
+                                 _mm256_cvtepi32_ps(MinsSum(s, *xs[t])),
+                                 sums[t]);
     }
   }
-#pragma GCC unroll 4
-  for (int t = 0; t < T; ++t) {
-    float* o = out + t * ld_y;
-    if (accumulate) {
-      sums[t] = _mm256_add_ps(_mm256_loadu_ps(o), sums[t]);
-    }
-    _mm256_storeu_ps(o, sums[t]);
-  }
+  StoreRows<T>(sums, out, ld_y, accumulate);
 }
 
 // Sub-block scales of Q6_K as 16-bit pairs, from one of its 4 scale
@@ -259,106 +299,99 @@ BRAID_AVX2 inline __m256i ScalePairQ6K(__m256i v, int a, int b) {
       8);
 }
 
-// Q6_K, 8 rows x T tokens (as OctetTileQ45K). Values u = 6-bit quants (0-63)
-// against the activations: sums of two maddubs (each pair <= 2 * 63 * 128)
-// fit 16 bits; the -32 of every value is the scales times the activations'
-// 16-element sums, subtracted at the end, as the row dot does.
+// Row l's 6-bit values (0-63) of 4-byte group m of the k-th 32 of half h of
+// Q6_K block b.
+BRAID_AVX2_INLINE __m256i QuantsQ6K(const uint8_t* b, int h, int k, int m) {
+  const __m256i low4 = _mm256_set1_epi8(0x0F);
+  const __m256i lbits = Load(b + kQl6 + (2 * h + k % 2) * 256 + 32 * m);
+  const __m256i hbits = Load(b + kQh6 + h * 256 + 32 * m);
+  const __m256i low = k < 2
+                          ? _mm256_and_si256(lbits, low4)
+                          : _mm256_and_si256(_mm256_srli_epi16(lbits, 4), low4);
+  // Bits 2k, 2k + 1 of qh at bits 4, 5.
+  const __m256i top = k == 0   ? _mm256_slli_epi16(hbits, 4)
+                      : k == 1 ? _mm256_slli_epi16(hbits, 2)
+                      : k == 2 ? hbits
+                               : _mm256_srli_epi16(hbits, 2);
+  return _mm256_or_si256(low,
+                         _mm256_and_si256(top, _mm256_set1_epi8(0x30)));
+}
+
+// isum[t] += the scaled sums of Q6_K block b's values against xs[t]: sums of
+// two maddubs (each pair <= 2 * 63 * 128) fit 16 bits.
+template <int T>
+BRAID_AVX2_INLINE void SumsQ6K(const uint8_t* b, const BlockQ8_K* const* xs,
+                               __m256i* isum) {
+#pragma GCC unroll 16
+  for (int j = 0; j < 16; ++j) {  // the sub-block of 16
+    const int h = j / 8, k = (j % 8) / 2, half = j % 2;
+    const __m256i sc =
+        ScalePairQ6K(Load(b + kScales6 + 32 * (j / 4)), j % 4, j % 4);
+#pragma GCC unroll 2
+    for (int pair = 0; pair < 2; ++pair) {
+      __m256i acc[T];
+#pragma GCC unroll 2
+      for (int e = 0; e < 2; ++e) {
+        const int m = 4 * half + 2 * pair + e;  // the 4-byte group
+        const __m256i u = QuantsQ6K(b, h, k, m);
+#pragma GCC unroll 4
+        for (int t = 0; t < T; ++t) {
+          int32_t x4;
+          std::memcpy(&x4, xs[t]->qs + 128 * h + 32 * k + 4 * m, 4);
+          const __m256i p = _mm256_maddubs_epi16(u, _mm256_set1_epi32(x4));
+          acc[t] = e == 0 ? p : _mm256_add_epi16(acc[t], p);
+        }
+      }
+#pragma GCC unroll 4
+      for (int t = 0; t < T; ++t) {
+        isum[t] = _mm256_add_epi32(isum[t], _mm256_madd_epi16(acc[t], sc));
+      }
+    }
+  }
+}
+
+// The -32 of every value of block b against one token: its scales times the
+// activations' 16-element sums.
+BRAID_AVX2_INLINE __m256i OffsetsQ6K(const uint8_t* b, const BlockQ8_K& x) {
+  alignas(32) int32_t pair_sums[8];
+  std::memcpy(pair_sums, x.bsums, 32);
+  __m256i corr = _mm256_setzero_si256();
+#pragma GCC unroll 8
+  for (int p = 0; p < 8; ++p) {
+    const __m256i sc2 = ScalePairQ6K(Load(b + kScales6 + 32 * (p / 2)),
+                                     (2 * p) % 4, (2 * p + 1) % 4);
+    corr = _mm256_add_epi32(
+        corr, _mm256_madd_epi16(sc2, _mm256_set1_epi32(pair_sums[p])));
+  }
+  return _mm256_slli_epi32(corr, 5);
+}
+
+// Q6_K, 8 rows x T tokens (as OctetTileQ45K), the row dot's integers: the
+// values' sums, less their offsets.
 template <int T>
 BRAID_AVX2 void OctetTileQ6K(const uint8_t* w, int64_t nb, const uint8_t* x,
                              size_t x_row_bytes, float* out, int64_t ld_y,
                              bool accumulate) {
-  const __m256i low4 = _mm256_set1_epi8(0x0F);
-  const __m256i bits45 = _mm256_set1_epi8(0x30);
   __m256 sums[T];
 #pragma GCC unroll 4
   for (int t = 0; t < T; ++t) sums[t] = _mm256_setzero_ps();
   for (int64_t i = 0; i < nb; ++i) {
     const uint8_t* b = w + i * kOctetBlock6;
     const BlockQ8_K* xs[T];
-#pragma GCC unroll 4
-    for (int t = 0; t < T; ++t) {
-      xs[t] = reinterpret_cast<const BlockQ8_K*>(x + t * x_row_bytes) + i;
-    }
+    TokenBlocks<T>(x, x_row_bytes, i, xs);
     __m256i isum[T];
 #pragma GCC unroll 4
     for (int t = 0; t < T; ++t) isum[t] = _mm256_setzero_si256();
-#pragma GCC unroll 2
-    for (int h = 0; h < 2; ++h) {
-#pragma GCC unroll 4
-      for (int k = 0; k < 4; ++k) {
-        const uint8_t* ql = b + kQl6 + (2 * h + k % 2) * 256;
-        const uint8_t* qh = b + kQh6 + h * 256;
-#pragma GCC unroll 2
-        for (int half = 0; half < 2; ++half) {
-          const int j = 8 * h + 2 * k + half;  // the sub-block of 16
-          const __m256i sc =
-              ScalePairQ6K(Load(b + kScales6 + 32 * (j / 4)), j % 4, j % 4);
-#pragma GCC unroll 2
-          for (int pair = 0; pair < 2; ++pair) {
-            __m256i acc[T];
-#pragma GCC unroll 2
-            for (int e = 0; e < 2; ++e) {
-              const int m = 4 * half + 2 * pair + e;  // the 4-byte group
-              const __m256i lbits = Load(ql + 32 * m);
-              const __m256i hbits = Load(qh + 32 * m);
-              const __m256i low =
-                  k < 2 ? _mm256_and_si256(lbits, low4)
-                        : _mm256_and_si256(_mm256_srli_epi16(lbits, 4), low4);
-              // Bits 2k, 2k + 1 of qh at bits 4, 5.
-              const __m256i top = k == 0   ? _mm256_slli_epi16(hbits, 4)
-                                  : k == 1 ? _mm256_slli_epi16(hbits, 2)
-                                  : k == 2 ? hbits
-                                           : _mm256_srli_epi16(hbits, 2);
-              const __m256i u =
-                  _mm256_or_si256(low, _mm256_and_si256(top, bits45));
-#pragma GCC unroll 4
-              for (int t = 0; t < T; ++t) {
-                int32_t x4;
-                std::memcpy(&x4, xs[t]->qs + 128 * h + 32 * k + 4 * m, 4);
-                const __m256i p =
-                    _mm256_maddubs_epi16(u, _mm256_set1_epi32(x4));
-                acc[t] = e == 0 ? p : _mm256_add_epi16(acc[t], p);
-              }
-            }
-#pragma GCC unroll 4
-            for (int t = 0; t < T; ++t) {
-              isum[t] =
-                  _mm256_add_epi32(isum[t], _mm256_madd_epi16(acc[t], sc));
-            }
-          }
-        }
-      }
-    }
-    const __m256 d8 = _mm256_cvtph_ps(
-        _mm_loadu_si128(reinterpret_cast<const __m128i*>(b + kDs)));
-    __m256i pairs[4];
-#pragma GCC unroll 4
-    for (int v = 0; v < 4; ++v) pairs[v] = Load(b + kScales6 + 32 * v);
+    SumsQ6K<T>(b, xs, isum);
 #pragma GCC unroll 4
     for (int t = 0; t < T; ++t) {
-      alignas(32) int32_t s[8];
-      std::memcpy(s, xs[t]->bsums, 32);
-      __m256i corr = _mm256_setzero_si256();
-#pragma GCC unroll 8
-      for (int p = 0; p < 8; ++p) {
-        const __m256i sc2 =
-            ScalePairQ6K(pairs[p / 2], (2 * p) % 4, (2 * p + 1) % 4);
-        corr = _mm256_add_epi32(
-            corr, _mm256_madd_epi16(sc2, _mm256_set1_epi32(s[p])));
-      }
-      const __m256i total =
-          _mm256_sub_epi32(isum[t], _mm256_slli_epi32(corr, 5));
+      const __m256i total = _mm256_sub_epi32(isum[t], OffsetsQ6K(b, *xs[t]));
       // KQuantAccumulate with dmin = 0: its second step adds -0.
-      sums[t] = _mm256_fmadd_ps(_mm256_mul_ps(d8, _mm256_set1_ps(xs[t]->d)),
+      sums[t] = _mm256_fmadd_ps(RowScales(b + kDs, xs[t]->d),
                                 _mm256_cvtepi32_ps(total), sums[t]);
     }
   }
-#pragma GCC unroll 4
-  for (int t = 0; t < T; ++t) {
-    float* o = out + t * ld_y;
-    if (accumulate) sums[t] = _mm256_add_ps(_mm256_loadu_ps(o), sums[t]);
-    _mm256_storeu_ps(o, sums[t]);
-  }
+  StoreRows<T>(sums, out, ld_y, accumulate);
 }
 
 }  // namespace
