@@ -174,8 +174,8 @@ BRAID_AVX2_INLINE ScalesMins8 DecodeScalesMins(const uint8_t* b) {
         _mm256_slli_epi32(
             _mm256_and_si256(_mm256_srli_epi32(top_bits, 6), top2), 4));
   };
-  return {_mm256_and_si256(u0, low6), high(u2, u0),
-          _mm256_and_si256(u1, low6), high(_mm256_srli_epi32(u2, 4), u1)};
+  return {_mm256_and_si256(u0, low6), high(u2, u0), _mm256_and_si256(u1, low6),
+          high(_mm256_srli_epi32(u2, 4), u1)};
 }
 
 // Row l's 4 quants of sub-block j, 4-byte group k, of Q4_K / Q5_K block b.
@@ -184,9 +184,8 @@ BRAID_AVX2_INLINE __m256i QuantsQ45K(const uint8_t* b, int j, int k) {
   constexpr size_t kQs = kQ5 ? kQuants5 : kQuants;
   const __m256i low4 = _mm256_set1_epi8(0x0F);
   const __m256i bits = Load(b + kQs + (j / 2) * 256 + 32 * k);
-  __m256i v = j % 2 == 0
-                  ? _mm256_and_si256(bits, low4)
-                  : _mm256_and_si256(_mm256_srli_epi16(bits, 4), low4);
+  __m256i v = j % 2 == 0 ? _mm256_and_si256(bits, low4)
+                         : _mm256_and_si256(_mm256_srli_epi16(bits, 4), low4);
   if constexpr (kQ5) {
     // Bit j of the fifth bits' bytes, at bit 4.
     const __m256i qh = Load(b + kQh5 + 32 * k);
@@ -276,9 +275,9 @@ BRAID_AVX2 void OctetTileQ45K(const uint8_t* w, int64_t nb, const uint8_t* x,
       // KQuantAccumulate's two steps.
       sums[t] = _mm256_fmadd_ps(RowScales(b + kDs, xs[t]->d),
                                 _mm256_cvtepi32_ps(isum[t]), sums[t]);
-      sums[t] = _mm256_fnmadd_ps(RowScales(b + kDmins, xs[t]->d),
-                                 _mm256_cvtepi32_ps(MinsSum(s, *xs[t])),
-                                 sums[t]);
+      sums[t] =
+          _mm256_fnmadd_ps(RowScales(b + kDmins, xs[t]->d),
+                           _mm256_cvtepi32_ps(MinsSum(s, *xs[t])), sums[t]);
     }
   }
   StoreRows<T>(sums, out, ld_y, accumulate);
@@ -313,8 +312,7 @@ BRAID_AVX2_INLINE __m256i QuantsQ6K(const uint8_t* b, int h, int k, int m) {
                       : k == 1 ? _mm256_slli_epi16(hbits, 2)
                       : k == 2 ? hbits
                                : _mm256_srli_epi16(hbits, 2);
-  return _mm256_or_si256(low,
-                         _mm256_and_si256(top, _mm256_set1_epi8(0x30)));
+  return _mm256_or_si256(low, _mm256_and_si256(top, _mm256_set1_epi8(0x30)));
 }
 
 // isum[t] += the scaled sums of Q6_K block b's values against xs[t]: sums of
