@@ -250,21 +250,15 @@ BRAID_AVX2_INLINE __m256i MinsSum(const ScalesMins8& s, const BlockQ8_K& x) {
   return msum;
 }
 
-// Q4_K (kQ5 false) or Q5_K: 8 rows (the group at w, nb super-blocks) x T
-// tokens of Q8_K activations from x (rows x_row_bytes apart):
-// out[t * ld_y + l] for row l.
-template <bool kQ5, int T>
-BRAID_AVX2 void OctetTileQ45K(const uint8_t* w, int64_t nb, const uint8_t* x,
-                              size_t x_row_bytes, float* out, int64_t ld_y,
-                              bool accumulate) {
-  constexpr size_t kBlock = kQ5 ? kOctetBlock5 : kOctetBlock;
-  __m256 sums[T];
-#pragma GCC unroll 4
-  for (int t = 0; t < T; ++t) sums[t] = _mm256_setzero_ps();
-  for (int64_t i = 0; i < nb; ++i) {
-    const uint8_t* b = w + i * kBlock;
-    const BlockQ8_K* xs[T];
-    TokenBlocks<T>(x, x_row_bytes, i, xs);
+// Q4_K (kQ5 false) or Q5_K super-block b of 8 rows against T tokens' blocks
+// xs[t]: sums[t] after it (KQuantAccumulate's two steps in every lane).
+template <bool kQ5>
+struct Q45K {
+  static constexpr size_t kBlock = kQ5 ? kOctetBlock5 : kOctetBlock;
+  template <int T>
+  BRAID_AVX2_INLINE static void Add(const uint8_t* b,
+                                    const BlockQ8_K* const* xs,
+                                    __m256* sums) {
     const ScalesMins8 s = DecodeScalesMins(b);
     __m256i isum[T];
 #pragma GCC unroll 4
@@ -272,16 +266,14 @@ BRAID_AVX2 void OctetTileQ45K(const uint8_t* w, int64_t nb, const uint8_t* x,
     SumsQ45K<kQ5, T>(b, s, xs, isum);
 #pragma GCC unroll 4
     for (int t = 0; t < T; ++t) {
-      // KQuantAccumulate's two steps.
       sums[t] = _mm256_fmadd_ps(RowScales(b + kDs, xs[t]->d),
                                 _mm256_cvtepi32_ps(isum[t]), sums[t]);
-      sums[t] =
-          _mm256_fnmadd_ps(RowScales(b + kDmins, xs[t]->d),
-                           _mm256_cvtepi32_ps(MinsSum(s, *xs[t])), sums[t]);
+      sums[t] = _mm256_fnmadd_ps(RowScales(b + kDmins, xs[t]->d),
+                                 _mm256_cvtepi32_ps(MinsSum(s, *xs[t])),
+                                 sums[t]);
     }
   }
-  StoreRows<T>(sums, out, ld_y, accumulate);
-}
+};
 
 // Sub-block scales of Q6_K as 16-bit pairs, from one of its 4 scale
 // vectors (kScales6): (s_a, s_b) in every row's lane, sign-extended.
@@ -364,19 +356,14 @@ BRAID_AVX2_INLINE __m256i OffsetsQ6K(const uint8_t* b, const BlockQ8_K& x) {
   return _mm256_slli_epi32(corr, 5);
 }
 
-// Q6_K, 8 rows x T tokens (as OctetTileQ45K), the row dot's integers: the
-// values' sums, less their offsets.
-template <int T>
-BRAID_AVX2 void OctetTileQ6K(const uint8_t* w, int64_t nb, const uint8_t* x,
-                             size_t x_row_bytes, float* out, int64_t ld_y,
-                             bool accumulate) {
-  __m256 sums[T];
-#pragma GCC unroll 4
-  for (int t = 0; t < T; ++t) sums[t] = _mm256_setzero_ps();
-  for (int64_t i = 0; i < nb; ++i) {
-    const uint8_t* b = w + i * kOctetBlock6;
-    const BlockQ8_K* xs[T];
-    TokenBlocks<T>(x, x_row_bytes, i, xs);
+// Q6_K super-block b (as Q45K::Add), the row dot's integers: the values'
+// sums, less their offsets.
+struct Q6K {
+  static constexpr size_t kBlock = kOctetBlock6;
+  template <int T>
+  BRAID_AVX2_INLINE static void Add(const uint8_t* b,
+                                    const BlockQ8_K* const* xs,
+                                    __m256* sums) {
     __m256i isum[T];
 #pragma GCC unroll 4
     for (int t = 0; t < T; ++t) isum[t] = _mm256_setzero_si256();
@@ -388,6 +375,22 @@ BRAID_AVX2 void OctetTileQ6K(const uint8_t* w, int64_t nb, const uint8_t* x,
       sums[t] = _mm256_fmadd_ps(RowScales(b + kDs, xs[t]->d),
                                 _mm256_cvtepi32_ps(total), sums[t]);
     }
+  }
+};
+
+// 8 rows of format F (the group at w, nb super-blocks) x T tokens of Q8_K
+// activations from x (rows x_row_bytes apart): out[t * ld_y + l] for row l.
+template <typename F, int T>
+BRAID_AVX2 void OctetTile(const uint8_t* w, int64_t nb, const uint8_t* x,
+                          size_t x_row_bytes, float* out, int64_t ld_y,
+                          bool accumulate) {
+  __m256 sums[T];
+#pragma GCC unroll 4
+  for (int t = 0; t < T; ++t) sums[t] = _mm256_setzero_ps();
+  for (int64_t i = 0; i < nb; ++i) {
+    const BlockQ8_K* xs[T];
+    TokenBlocks<T>(x, x_row_bytes, i, xs);
+    F::template Add<T>(w + i * F::kBlock, xs, sums);
   }
   StoreRows<T>(sums, out, ld_y, accumulate);
 }
@@ -466,15 +469,15 @@ BRAID_AVX2 void GemmOctetsAvx2(DType type, const uint8_t* octets, int64_t cols,
         float* out = y + *t0 * ld_y + r;
         switch (type) {
           case DType::kQ4_K:
-            OctetTileQ45K<false, kT>(g, nb, xt, x_row_bytes, out, ld_y,
-                                     accumulate);
+            OctetTile<Q45K<false>, kT>(g, nb, xt, x_row_bytes, out, ld_y,
+                                       accumulate);
             break;
           case DType::kQ5_K:
-            OctetTileQ45K<true, kT>(g, nb, xt, x_row_bytes, out, ld_y,
-                                    accumulate);
+            OctetTile<Q45K<true>, kT>(g, nb, xt, x_row_bytes, out, ld_y,
+                                      accumulate);
             break;
           default:
-            OctetTileQ6K<kT>(g, nb, xt, x_row_bytes, out, ld_y, accumulate);
+            OctetTile<Q6K, kT>(g, nb, xt, x_row_bytes, out, ld_y, accumulate);
         }
       }
     }
