@@ -115,6 +115,35 @@ TEST(GemmTileTest, BitIdenticalToDotRowForEveryTileShape) {
   }
 }
 
+// y (rows wide, n_tok rows) against DotRow: tokens [0, tok) x rows
+// [r0, r1) hold `times` their row dot (1, or 2 after a second, accumulating
+// product), every other element 7.
+::testing::AssertionResult MatchesRowDots(DType type,
+                                          const std::vector<uint8_t>& w,
+                                          size_t w_bytes,
+                                          const std::vector<uint8_t>& x,
+                                          size_t x_bytes, int64_t cols,
+                                          int64_t rows, int64_t tok,
+                                          int64_t r0, int64_t r1,
+                                          const std::vector<float>& y,
+                                          float times) {
+  for (int64_t t = 0; t < static_cast<int64_t>(y.size()) / rows; ++t) {
+    for (int64_t r = 0; r < rows; ++r) {
+      const bool in = t < tok && r >= r0 && r < r1;
+      const float want =
+          in ? times * DotRow(type, &w[r * w_bytes], &x[t * x_bytes], cols)
+             : 7.0f;
+      if (y[t * rows + r] != want) {
+        return ::testing::AssertionFailure()
+               << DTypeName(type) << " cols " << cols << " tok " << tok
+               << " rows " << r0 << ".." << r1 << " at " << t << "," << r
+               << ": " << y[t * rows + r] << " != " << want;
+      }
+    }
+  }
+  return ::testing::AssertionSuccess();
+}
+
 // The quad layout (RepackQuads): every row comes back unpacked, and
 // GemmTileQuads equals DotRow bit for bit for 1-2 tokens (row-quad tiles of
 // 16 rows and single quads), 3-4 (row-quad tiles of 8 rows, single quads in
@@ -169,22 +198,14 @@ TEST(GemmTileTest, QuadLayoutBitIdenticalToDotRow) {
           std::vector<float> y(n_tok * rows, 7.0f);
           GemmTileQuads(q, x.data(), x_bytes, r0, r1, tok, y.data(), rows,
                         /*accumulate=*/false, prepared);
-          for (int64_t t = 0; t < n_tok; ++t) {
-            for (int64_t r = 0; r < rows; ++r) {
-              const float want =
-                  (t < tok && r >= r0 && r < r1)
-                      ? DotRow(type, &w[r * w_bytes], &x[t * x_bytes], cols)
-                      : 7.0f;
-              ASSERT_EQ(y[t * rows + r], want)
-                  << DTypeName(type) << " tok " << tok << " rows " << r0 << ".."
-                  << r1 << " tables " << use_tables << " at " << t << "," << r;
-            }
-          }
+          ASSERT_TRUE(MatchesRowDots(type, w, w_bytes, x, x_bytes, cols, rows,
+                                     tok, r0, r1, y, 1.0f))
+              << "tables " << use_tables;
           GemmTileQuads(q, x.data(), x_bytes, r0, r1, tok, y.data(), rows,
                         /*accumulate=*/true, prepared);
-          const float last = DotRow(type, &w[(r1 - 1) * w_bytes],
-                                    &x[(tok - 1) * x_bytes], cols);
-          ASSERT_EQ(y[(tok - 1) * rows + r1 - 1], last + last);
+          ASSERT_TRUE(MatchesRowDots(type, w, w_bytes, x, x_bytes, cols, rows,
+                                     tok, r0, r1, y, 2.0f))
+              << "tables " << use_tables;
         }
       }
     }
@@ -243,27 +264,14 @@ TEST(GemmTileTest, KQuantOctetsBitIdenticalToDotRow) {
             std::vector<float> y(n_tok * rows, 7.0f);
             GemmTileQuads(q, x.data(), x_bytes, r0, r1, tok, y.data(), rows,
                           /*accumulate=*/false);
-            for (int64_t t = 0; t < n_tok; ++t) {
-              for (int64_t r = 0; r < rows; ++r) {
-                const float want =
-                    (t < tok && r >= r0 && r < r1)
-                        ? DotRow(type, &w[r * w_bytes], &x[t * x_bytes], cols)
-                        : 7.0f;
-                ASSERT_EQ(y[t * rows + r], want)
-                    << DTypeName(type) << " cols " << cols << " raw " << raw
-                    << " tok " << tok << " rows " << r0 << ".." << r1 << " at "
-                    << t << "," << r;
-              }
-            }
+            ASSERT_TRUE(MatchesRowDots(type, w, w_bytes, x, x_bytes, cols,
+                                       rows, tok, r0, r1, y, 1.0f))
+                << "raw " << raw;
             GemmTileQuads(q, x.data(), x_bytes, r0, r1, tok, y.data(), rows,
                           /*accumulate=*/true);
-            for (int64_t t = 0; t < tok; ++t) {
-              for (int64_t r = r0; r < r1; ++r) {
-                const float v =
-                    DotRow(type, &w[r * w_bytes], &x[t * x_bytes], cols);
-                ASSERT_EQ(y[t * rows + r], v + v) << t << "," << r;
-              }
-            }
+            ASSERT_TRUE(MatchesRowDots(type, w, w_bytes, x, x_bytes, cols,
+                                       rows, tok, r0, r1, y, 2.0f))
+                << "raw " << raw;
           }
         }
         // The scalar row dot gives the same bits.
