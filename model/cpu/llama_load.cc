@@ -48,10 +48,9 @@ absl::StatusOr<k::WeightMatrix> Matrix(const GgufFile& f,
 // Adds the packed copy of w (kernels/cpu/gemm/packed_gemm.h; packed) or,
 // where that is not made, its quad or octet layout (kernels/cpu/gemm/
 // gemm_tile.h) when this CPU takes it, then drops the file's pages of the
-// original from this process (they
-// were read to repack them; kept, they would count twice in its memory).
-// The original stays mapped: a read faults its pages back in (the tied
-// embeddings' rows are looked up there).
+// original from this process (they were read to repack them; kept, they
+// would count twice in its memory). The original stays mapped: a read
+// faults its pages back in (the tied embeddings' rows are looked up there).
 void Repack(const GgufFile& f, k::WeightMatrix* w, bool packed,
             k::ThreadPool* pool) {
   if (!(packed && k::PackWeightMatrix(w)) && !k::RepackQuadMatrix(w, pool)) {

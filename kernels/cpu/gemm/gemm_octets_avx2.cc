@@ -257,8 +257,7 @@ struct Q45K {
   static constexpr size_t kBlock = kQ5 ? kOctetBlock5 : kOctetBlock;
   template <int T>
   BRAID_AVX2_INLINE static void Add(const uint8_t* b,
-                                    const BlockQ8_K* const* xs,
-                                    __m256* sums) {
+                                    const BlockQ8_K* const* xs, __m256* sums) {
     const ScalesMins8 s = DecodeScalesMins(b);
     __m256i isum[T];
 #pragma GCC unroll 4
@@ -268,9 +267,9 @@ struct Q45K {
     for (int t = 0; t < T; ++t) {
       sums[t] = _mm256_fmadd_ps(RowScales(b + kDs, xs[t]->d),
                                 _mm256_cvtepi32_ps(isum[t]), sums[t]);
-      sums[t] = _mm256_fnmadd_ps(RowScales(b + kDmins, xs[t]->d),
-                                 _mm256_cvtepi32_ps(MinsSum(s, *xs[t])),
-                                 sums[t]);
+      sums[t] =
+          _mm256_fnmadd_ps(RowScales(b + kDmins, xs[t]->d),
+                           _mm256_cvtepi32_ps(MinsSum(s, *xs[t])), sums[t]);
     }
   }
 };
@@ -362,8 +361,7 @@ struct Q6K {
   static constexpr size_t kBlock = kOctetBlock6;
   template <int T>
   BRAID_AVX2_INLINE static void Add(const uint8_t* b,
-                                    const BlockQ8_K* const* xs,
-                                    __m256* sums) {
+                                    const BlockQ8_K* const* xs, __m256* sums) {
     __m256i isum[T];
 #pragma GCC unroll 4
     for (int t = 0; t < T; ++t) isum[t] = _mm256_setzero_si256();

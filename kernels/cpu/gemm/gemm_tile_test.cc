@@ -118,15 +118,11 @@ TEST(GemmTileTest, BitIdenticalToDotRowForEveryTileShape) {
 // y (rows wide, n_tok rows) against DotRow: tokens [0, tok) x rows
 // [r0, r1) hold `times` their row dot (1, or 2 after a second, accumulating
 // product), every other element 7.
-::testing::AssertionResult MatchesRowDots(DType type,
-                                          const std::vector<uint8_t>& w,
-                                          size_t w_bytes,
-                                          const std::vector<uint8_t>& x,
-                                          size_t x_bytes, int64_t cols,
-                                          int64_t rows, int64_t tok,
-                                          int64_t r0, int64_t r1,
-                                          const std::vector<float>& y,
-                                          float times) {
+::testing::AssertionResult MatchesRowDots(
+    DType type, const std::vector<uint8_t>& w, size_t w_bytes,
+    const std::vector<uint8_t>& x, size_t x_bytes, int64_t cols, int64_t rows,
+    int64_t tok, int64_t r0, int64_t r1, const std::vector<float>& y,
+    float times) {
   for (int64_t t = 0; t < static_cast<int64_t>(y.size()) / rows; ++t) {
     for (int64_t r = 0; r < rows; ++r) {
       const bool in = t < tok && r >= r0 && r < r1;
@@ -264,13 +260,13 @@ TEST(GemmTileTest, KQuantOctetsBitIdenticalToDotRow) {
             std::vector<float> y(n_tok * rows, 7.0f);
             GemmTileQuads(q, x.data(), x_bytes, r0, r1, tok, y.data(), rows,
                           /*accumulate=*/false);
-            ASSERT_TRUE(MatchesRowDots(type, w, w_bytes, x, x_bytes, cols,
-                                       rows, tok, r0, r1, y, 1.0f))
+            ASSERT_TRUE(MatchesRowDots(type, w, w_bytes, x, x_bytes, cols, rows,
+                                       tok, r0, r1, y, 1.0f))
                 << "raw " << raw;
             GemmTileQuads(q, x.data(), x_bytes, r0, r1, tok, y.data(), rows,
                           /*accumulate=*/true);
-            ASSERT_TRUE(MatchesRowDots(type, w, w_bytes, x, x_bytes, cols,
-                                       rows, tok, r0, r1, y, 2.0f))
+            ASSERT_TRUE(MatchesRowDots(type, w, w_bytes, x, x_bytes, cols, rows,
+                                       tok, r0, r1, y, 2.0f))
                 << "raw " << raw;
           }
         }
