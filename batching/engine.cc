@@ -336,7 +336,7 @@ void Engine::FailStep(const StepPlan& plan, const absl::Status& status) {
 
 void Engine::ApplyStep(const StepPlan& plan, StepOutput& output,
                        absl::Time now) {
-  scheduler_.Update(plan, output);
+  scheduler_.Update(plan);
   for (size_t i = 0; i < plan.sequences.size(); ++i) {
     const ScheduledSequence& s = plan.sequences[i];
     if (s.samples.empty()) continue;

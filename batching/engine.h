@@ -53,8 +53,8 @@ struct EngineOptions {
   // when that allows more prompt tokens than max_decode_slowdown does
   // (absl::ZeroDuration() = none).
   absl::Duration tpot_objective = absl::ZeroDuration();
-  // Thinking markers (the same ids as scheduler.think_*): reasoning routing
-  // and budgets of Generate requests and session streams.
+  // Thinking markers: reasoning routing (the reasoning queue) and budgets
+  // of Generate requests and session streams.
   ReasoningMarkers reasoning;
   // Debugging: every step takes at least this long (it sleeps out the rest:
   // a slower machine whose step time does not depend on the batch, as a

@@ -264,8 +264,6 @@ TEST_F(EngineSessionTest, ThinkingSessionDecodesOnTheReasoningQueue) {
   EngineOptions options = Options();
   options.reasoning.think_start_id = kThink;
   options.reasoning.think_end_id = kThink + 1;
-  options.scheduler.think_start_id = kThink;
-  options.scheduler.think_end_id = kThink + 1;
   auto engine = MakeEngine(&executor, options);
   SessionOptions o = OneOutputSession(5);
   o.streams[1].reasoning.budget = 2;

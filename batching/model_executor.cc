@@ -13,16 +13,16 @@ ModelExecutor::ModelExecutor(model::Model* model, int block_size,
 // own BatchSequence over the sequence's block table: run k starts at context
 // index num_cached + (its offset), so it sees the entries of the runs before
 // it (computed earlier in entry order) and the kernel masks the rest by the
-// visibility rule. A single-stream request is one run; a session's lockstep
+// visibility rule. A Generate request is one run; a session's lockstep
 // decode step of K streams becomes K one-token sequences, each on the kernel
 // of a single-stream decode step.
 void ModelExecutor::AddSequence(const ScheduledSequence& s,
                                 std::vector<int>* sample_rows, int* rows) {
   const int n = static_cast<int>(s.tokens.size());
   for (int a = 0; a < n;) {
-    const int32_t stream = s.tag(a).stream;
+    const int32_t stream = s.meta[a].stream;
     int b = a + 1;
-    while (b < n && s.tag(b).stream == stream) ++b;
+    while (b < n && s.meta[b].stream == stream) ++b;
     model::BatchSequence seq;
     seq.first_token = static_cast<int>(batch_.tokens.size());
     seq.num_tokens = b - a;
@@ -51,7 +51,7 @@ void ModelExecutor::AddSequence(const ScheduledSequence& s,
       *rows += 1;
     }
     for (int i = a; i < b; ++i) {
-      const EntryTag t = s.tag(i);
+      const EntryTag t = s.meta[i];
       batch_.tokens.push_back(s.tokens[i]);
       batch_.meta.push_back({t.stream, t.y});
     }

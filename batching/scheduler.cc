@@ -68,25 +68,6 @@ const Scheduler::Request& Scheduler::Get(uint64_t id) const {
   return *it->second;
 }
 
-void Scheduler::Add(uint64_t id, std::vector<int32_t> prompt, int priority,
-                    std::string tenant) {
-  auto r = std::make_unique<Request>();
-  r->id = id;
-  r->priority = priority;
-  r->tenant = std::move(tenant);
-  r->arrival = next_arrival_++;
-  r->tokens = std::move(prompt);
-  r->num_prompt_tokens = static_cast<int>(r->tokens.size());
-  // The prompt may leave the model inside a thinking section.
-  for (int32_t t : r->tokens) {
-    if (t == options_.think_start_id) r->thinking = true;
-    if (t == options_.think_end_id) r->thinking = false;
-  }
-  r->queue = QueueKind::kPrompt;
-  queues_[static_cast<int>(QueueKind::kPrompt)]->Push(r->Item());
-  requests_[id] = std::move(r);
-}
-
 void Scheduler::AppendKernelKinds(Request& r, int first) {
   const int end = static_cast<int>(r.meta.size());
   r.one_token.resize(end);
@@ -109,7 +90,6 @@ void Scheduler::AddSession(uint64_t id, std::vector<int32_t> tokens,
   r->priority = priority;
   r->tenant = std::move(tenant);
   r->arrival = next_arrival_++;
-  r->session = true;
   r->tokens = std::move(tokens);
   r->meta = std::move(meta);
   r->sees = std::move(sees);
@@ -124,7 +104,7 @@ void Scheduler::AddSession(uint64_t id, std::vector<int32_t> tokens,
 void Scheduler::AppendEntries(uint64_t id, absl::Span<const int32_t> tokens,
                               absl::Span<const EntryTag> meta) {
   Request& r = Get(id);
-  assert(r.session && tokens.size() == meta.size());
+  assert(tokens.size() == meta.size());
   const int first = static_cast<int>(r.tokens.size());
   r.tokens.insert(r.tokens.end(), tokens.begin(), tokens.end());
   r.meta.insert(r.meta.end(), meta.begin(), meta.end());
@@ -241,30 +221,17 @@ StepPlan Scheduler::Schedule() {
                     r.tokens.begin() + r.num_computed + r.num_planned);
     s.block_table = r.block_table;
     plan.num_tokens += r.num_planned;
-    if (r.session) {
-      const int end = r.num_computed + r.num_planned;
-      // One kind of entries (SessionChunk): their kernels; any count
-      // above one picks the batched ones.
-      s.kernel_tokens = r.one_token[r.num_computed] ? 1 : 2;
-      s.meta.assign(r.meta.begin() + r.num_computed, r.meta.begin() + end);
-      s.sees = r.sees;
-      for (const SamplePoint& p : r.sample_points) {
-        if (p.index < r.num_computed || p.index >= end) continue;
-        SamplePoint q = p;
-        q.index -= r.num_computed;
-        s.samples.push_back(q);
-      }
-      continue;
-    }
-    if (r.remaining() == 0) s.samples.push_back({r.num_planned - 1, 0});
-    // A chunk of prompt tokens gets the attention kernels of the whole
-    // prompt (model::BatchSequence::kernel_tokens), so its bits do not
-    // depend on how the prompt was chunked.
-    if (r.num_computed + r.num_planned <= r.num_prompt_tokens) {
-      s.kernel_tokens = r.num_prompt_tokens;
-    } else if (options_.exact_chunks && r.num_computed >= r.num_prompt_tokens &&
-               r.num_planned > 1) {
-      s.kernel_tokens = 1;  // recomputed output tokens (NextChunk)
+    const int end = r.num_computed + r.num_planned;
+    // One kind of entries a chunk (NextChunk): their kernels; any count
+    // above one picks the batched ones.
+    s.kernel_tokens = r.one_token[r.num_computed] ? 1 : 2;
+    s.meta.assign(r.meta.begin() + r.num_computed, r.meta.begin() + end);
+    s.sees = r.sees;
+    for (const SamplePoint& p : r.sample_points) {
+      if (p.index < r.num_computed || p.index >= end) continue;
+      SamplePoint q = p;
+      q.index -= r.num_computed;
+      s.samples.push_back(q);
     }
   }
   return plan;
@@ -320,34 +287,16 @@ void Scheduler::ScheduleQueue(QueueKind kind, Budget limit, Budget* left,
   }
 }
 
+// The next chunk of `r`: as many of its uncomputed entries as `max_tokens`
+// allows, of one kind of kernels (Request::one_token): not extended past
+// them, nor appended to a chunk of the other kind. Sessions advance in
+// lockstep: a chunk either stops before the first pending sample point or
+// covers all of them, so every active output stream gets its next token in
+// the same step.
 int Scheduler::NextChunk(const Request& r, int max_tokens) const {
   const int done = r.num_computed + r.num_planned;
-  const int n = std::min(max_tokens, r.remaining());
-  if (r.session) return SessionChunk(r, done, n);
-  if (!options_.exact_chunks || n <= 0) return std::max(n, 0);
-  if (done >= r.num_prompt_tokens) {
-    // Output tokens (recomputed after a preemption): a chunk of them, with
-    // one-token attention kernels (ScheduledSequence::kernel_tokens = 1), so
-    // each gets the bits it got when it was decoded; not appended to a
-    // chunk of prompt tokens, which has the prompt's kernels.
-    if (r.num_planned > 0 && r.num_computed < r.num_prompt_tokens) return 0;
-    return n;
-  }
-  // Prompt tokens: the step's chunk [num_computed, num_computed + want)
-  // stays inside the prompt (it takes the whole prompt's attention kernels,
-  // ScheduledSequence::kernel_tokens).
-  const int prompt_left = r.num_prompt_tokens - r.num_computed;
-  const int want = std::min(r.num_planned + n, prompt_left);
-  return std::max(0, want - r.num_planned);
-}
-
-// Sessions advance in lockstep: a chunk either stops before the session's
-// first pending sample point or covers all of them, so every active output
-// stream gets its next token in the same step.
-int Scheduler::SessionChunk(const Request& r, int done, int n) const {
+  int n = std::min(max_tokens, r.remaining());
   if (n <= 0) return 0;
-  // Entries of one kind of kernels (Request::one_token) a chunk: not
-  // extended past them, nor appended to a chunk of the other kind.
   if (r.num_planned > 0 && r.one_token[done] != r.one_token[r.num_computed]) {
     return 0;
   }
@@ -476,9 +425,8 @@ void Scheduler::Preempt(Request& r, StepPlan* plan) {
   plan->preempted.push_back(r.id);
 }
 
-void Scheduler::Update(const StepPlan& plan, const StepOutput& output) {
-  for (size_t i = 0; i < plan.sequences.size(); ++i) {
-    const ScheduledSequence& s = plan.sequences[i];
+void Scheduler::Update(const StepPlan& plan) {
+  for (const ScheduledSequence& s : plan.sequences) {
     auto it = requests_.find(s.request_id);
     if (it == requests_.end()) continue;
     Request& r = *it->second;
@@ -486,39 +434,27 @@ void Scheduler::Update(const StepPlan& plan, const StepOutput& output) {
     r.num_planned = 0;
     num_computed_tokens_ += static_cast<int64_t>(s.tokens.size());
     CommitFullBlocks(r);
-    if (r.session) {
-      r.sample_points.erase(
-          std::remove_if(
-              r.sample_points.begin(), r.sample_points.end(),
-              [&r](const SamplePoint& p) { return p.index < r.num_computed; }),
-          r.sample_points.end());
-    } else if (!s.samples.empty() && i < output.tokens.size() &&
-               !output.tokens[i].empty()) {
-      const int32_t token = output.tokens[i][0].token_id;
-      r.tokens.push_back(token);
-      if (token == options_.think_start_id) r.thinking = true;
-      if (token == options_.think_end_id) r.thinking = false;
-    }
+    r.sample_points.erase(
+        std::remove_if(
+            r.sample_points.begin(), r.sample_points.end(),
+            [&r](const SamplePoint& p) { return p.index < r.num_computed; }),
+        r.sample_points.end());
     MoveTo(r, PhaseQueue(r));
   }
 }
 
 QueueKind Scheduler::PhaseQueue(const Request& r) const {
   const int remaining = static_cast<int>(r.tokens.size()) - r.num_computed;
-  if (r.session) {
-    // A context none of which is computed yet is prompt work, and so is
-    // bulk input (a turn's input too); decode steps (a few entries per
-    // stream), small input that arrives while the streams write (their
-    // next samples wait for it) and an idle session sit in the I/O queue,
-    // or in the reasoning queue while the session thinks.
-    if (r.num_computed == 0 && remaining > 0) return QueueKind::kPrompt;
-    const int decode = std::max<int>(1, r.sees.size());
-    const int small =
-        r.input_while_writing ? options_.session_small_input_tokens : 0;
-    if (remaining > decode + small) return QueueKind::kPrompt;
-    return r.thinking ? QueueKind::kReasoning : QueueKind::kIo;
-  }
-  if (r.num_computed == 0 || remaining > 1) return QueueKind::kPrompt;
+  // A context none of which is computed yet is prompt work, and so is bulk
+  // input (a turn's input too); decode steps (a few entries per stream),
+  // small input that arrives while the streams write (their next samples
+  // wait for it) and an idle session sit in the I/O queue, or in the
+  // reasoning queue while the session thinks.
+  if (r.num_computed == 0 && remaining > 0) return QueueKind::kPrompt;
+  const int decode = std::max<int>(1, r.sees.size());
+  const int small =
+      r.input_while_writing ? options_.session_small_input_tokens : 0;
+  if (remaining > decode + small) return QueueKind::kPrompt;
   return r.thinking ? QueueKind::kReasoning : QueueKind::kIo;
 }
 

@@ -2,16 +2,19 @@
 // next engine step, under a token and sequence budget and the KV pool.
 //
 // Pure: no threads, no clock, no model. The engine calls Schedule() for a
-// StepPlan, runs it, and calls Update() with the sampled tokens; requests are
-// added and removed between steps. Tests drive it step by step against
-// tables of expected plans (scheduler_test.cc, streams/fairness_test.cc).
+// StepPlan, runs it, and calls Update() after it ran; requests are added and
+// removed between steps. Tests drive it step by step against tables of
+// expected plans (scheduler_test.cc, queues/fairness_test.cc).
 //
-// A request is a token list (prompt, then every sampled token) and a count
-// of those already in the KV cache (num_computed_tokens). Each step computes
-// some of the rest: many at once while prefilling (in chunks), one while
-// decoding. Preemption drops the KV blocks and resets the count, so the
-// request recomputes its prompt and output later (the prefix cache often
-// gives most of it back).
+// One kind of request: a session's KV context (a Generate request is a
+// session of one output stream whose entries are stream 0 at y = index,
+// batching/session.h). It is a list of entries (tokens with their (stream, y)
+// tags), a count of those already in the KV cache (num_computed_tokens) and
+// the sample points its owner asks for. Each step computes some of the rest:
+// many at once while prefilling (in chunks), one per output stream while
+// decoding; the owner appends each sampled token as a new entry. Preemption
+// drops the KV blocks and resets the count, so the request recomputes its
+// entries later (the prefix cache often gives most of them back).
 //
 // Owned by the engine; engine thread only; not thread-safe.
 #ifndef BRAID_BATCHING_SCHEDULER_H_
@@ -43,15 +46,6 @@ struct SchedulerOptions {
   // sum to at most 1. What a queue leaves unused goes to the others, I/O
   // first, then reasoning, then prompt.
   std::array<double, kNumQueues> queue_shares = {0.5, 0.25, 0.25};
-  // Compute every entry with the kernels it would get in an undisturbed
-  // run: prompt chunks stay inside the prompt and carry its size as their
-  // kernel_tokens (a chunk of any size, even one token, computes what the
-  // whole prompt in one call would), and after preemption the output tokens
-  // are recomputed in chunks of their own with kernel_tokens 1 (each gets
-  // the kernels it was decoded with). The CPU attention picks its summation
-  // order by batch size (one token or more), so without this a recomputed
-  // request can differ in the last bits and, greedy, in its tokens.
-  bool exact_chunks = true;
   // Stream isolation: while requests decode, a step's prefill tokens are
   // limited to max(max_prefill_tokens_while_decoding,
   // prefill_tokens_per_decode_token x the step's decode tokens), so a long
@@ -65,11 +59,6 @@ struct SchedulerOptions {
   // decode steps it holds up, not bulk prefill for the prompt queue
   // (docs/MULTISTREAM.md's queues).
   int session_small_input_tokens = 32;
-  // Thinking markers (token ids; -1 = none): decode work between them is
-  // reasoning, anything else is output.
-  int32_t think_start_id = -1;
-  int32_t think_end_id = -1;
-
   absl::Status Validate() const;
 };
 
@@ -92,9 +81,6 @@ class Scheduler {
   Scheduler(const SchedulerOptions& options, WorkQueues queues);
   ~Scheduler();
 
-  // A new request in the prompt queue. `id` must be new; `prompt` non-empty.
-  void Add(uint64_t id, std::vector<int32_t> prompt, int priority,
-           std::string tenant);
   // A session (docs/MULTISTREAM.md): one KV context whose entries carry
   // their (stream, y) tags. `tokens`/`meta` are its first entries (the
   // shared prefix, stream 0 at y = 0..; non-empty); `sees[s]` is sees(s)
@@ -163,11 +149,13 @@ class Scheduler {
   // static limit of SchedulerOptions.
   void SetPacedPrefillCap(int cap) { paced_prefill_cap_ = cap; }
 
-  // Applies a step: counts the computed tokens, caches full blocks, appends
-  // each sampled token and moves requests between queues by phase.
-  void Update(const StepPlan& plan, const StepOutput& output);
+  // Applies a step that ran: counts the computed entries, caches full
+  // blocks, consumes the sample points computed and moves requests between
+  // queues by phase. The owner then appends the sampled tokens
+  // (AppendEntries, AddSamplePoints).
+  void Update(const StepPlan& plan);
 
-  // A request's tokens (prompt, then output) and progress; for tests.
+  // A request's entries' tokens and progress; for tests.
   const std::vector<int32_t>& tokens(uint64_t id) const;
   int num_computed_tokens(uint64_t id) const;
   int num_preemptions(uint64_t id) const;
@@ -187,10 +175,9 @@ class Scheduler {
   void ScheduleQueue(QueueKind kind, Budget limit, Budget* left,
                      StepPlan* plan);
   // How many more tokens `r` may compute in this step given `max_tokens`
-  // (the chunking rules of exact_chunks).
+  // (one kind of kernels a chunk, lockstep sample points).
   int NextChunk(const Request& r, int max_tokens) const;
-  int SessionChunk(const Request& r, int done, int n) const;
-  // Request::one_token of a session's entries from index `first` on.
+  // Request::one_token of the entries from index `first` on.
   static void AppendKernelKinds(Request& r, int first);
   // A session's cacheable prefix (Request::num_prompt_tokens): its leading
   // entries of stream 0 at y = context index, which hold what an ordinary

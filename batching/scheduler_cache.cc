@@ -14,14 +14,14 @@ bool Scheduler::AttachCachedPrefix(Request& r) {
   if (r.remaining() <= 0) return false;  // nothing to compute
   // Kept blocks lie past the prefix (a context that is all prefix, a
   // Generate request's, has none).
-  if (r.session && r.num_prompt_tokens < static_cast<int>(r.tokens.size()) &&
+  if (r.num_prompt_tokens < static_cast<int>(r.tokens.size()) &&
       AttachKeptSession(r)) {
     return true;
   }
   const int bs = options_.block_size;
   // Leave at least one token to compute: its logits give the next token.
   int max_blocks = (static_cast<int>(r.tokens.size()) - 1) / bs;
-  if (r.session) max_blocks = std::min(max_blocks, r.num_prompt_tokens / bs);
+  max_blocks = std::min(max_blocks, r.num_prompt_tokens / bs);
   const int n = blocks_.AcquireCachedPrefix(r.tokens, max_blocks,
                                             &r.block_table, &r.block_hashes);
   if (n == 0) return false;
@@ -123,7 +123,7 @@ bool Scheduler::AttachKeptSession(Request& r) {
 void Scheduler::CommitFullBlocks(Request& r) {
   const int bs = options_.block_size;
   int full = r.num_computed / bs;
-  if (r.session) full = std::min(full, r.num_prompt_tokens / bs);
+  full = std::min(full, r.num_prompt_tokens / bs);
   for (int b = static_cast<int>(r.block_hashes.size()); b < full; ++b) {
     const uint64_t parent =
         b == 0 ? BlockManager::kRootHash : r.block_hashes[b - 1];

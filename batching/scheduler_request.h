@@ -12,36 +12,37 @@
 
 namespace braid::batching {
 
-// The scheduler's state of one request.
+// The scheduler's state of one request: a session's KV context (a Generate
+// request's is a session of one output stream, batching/session.h).
 struct Scheduler::Request {
   uint64_t id = 0;
   int priority = 0;
   std::string tenant;
   uint64_t arrival = 0;
-  std::vector<int32_t> tokens;  // prompt, then sampled tokens
-  // Plain requests: the prompt; sessions: the leading entries of stream 0
-  // at y = index (ExtendPrefix), the part the prefix cache holds by tokens.
+  std::vector<int32_t> tokens;  // the entries' tokens, in context order
+  // The leading entries of stream 0 at y = index (ExtendPrefix): a prompt
+  // and, while they continue it, its output; the part the prefix cache
+  // holds by tokens.
   int num_prompt_tokens = 0;
   int num_computed = 0;  // entries in the KV cache
   std::vector<int32_t> block_table;
   std::vector<uint64_t> block_hashes;  // of the committed (full) blocks
   QueueKind queue = QueueKind::kPrompt;
-  bool thinking = false;
-  // Sessions: entry tags, sees(s) per stream, pending samples (absolute
-  // entry indices, ascending).
-  bool session = false;
+  bool thinking = false;  // SetSessionThinking
   // Its last input arrived while its streams wrote (SetSessionInput-
   // WhileWriting): up to session_small_input_tokens of it is I/O work.
   bool input_while_writing = false;
+  // Entry tags, sees(s) per stream, pending samples (absolute entry
+  // indices, ascending).
   std::vector<EntryTag> meta;
   std::vector<std::vector<int32_t>> sees;
   std::vector<SamplePoint> sample_points;
-  // Sessions: per entry, 1 if it takes the one-token attention kernels: it
+  // Per entry, 1 if it takes the one-token attention kernels: it
   // came alone in its stream's run of an append (a sampled token; input fed
   // a position a step), 0 if in a run of more (a prefix, an input chunk).
   // Fixed when appended, so a session's bits do not depend on how its
   // entries are chunked into steps (pacing, batching) nor on a recompute
-  // after eviction (Keep hands them back). SessionChunk keeps a step's
+  // after eviction (Keep hands them back). NextChunk keeps a step's
   // chunk to one kind.
   std::vector<uint8_t> one_token;
   uint64_t admit = 0;  // admission order while holding blocks; 0 = none

@@ -11,6 +11,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "batching/testing/fifo_queue.h"
+#include "batching/testing/single_stream.h"
 #include "gtest/gtest.h"
 
 namespace braid::batching {
@@ -28,14 +29,15 @@ std::vector<int32_t> Tokens(int n, int32_t first = 1) {
 class Harness {
  public:
   explicit Harness(SchedulerOptions options)
-      : scheduler_(options, testing::FifoQueues()) {}
+      : scheduler_(options, testing::FifoQueues()),
+        requests_(scheduler_, kThinkStart, kThinkEnd) {}
 
   void Add(const std::string& name, std::vector<int32_t> prompt,
            int priority = 0) {
     const uint64_t id = next_id_++;
     ids_[name] = id;
     names_[id] = name;
-    scheduler_.Add(id, std::move(prompt), priority, "");
+    requests_.Add(id, std::move(prompt), priority);
   }
   void Remove(const std::string& name) { scheduler_.Remove(ids_.at(name)); }
 
@@ -61,7 +63,8 @@ class Harness {
       for (uint64_t id : plan.preempted) p.push_back(names_.at(id));
       absl::StrAppend(&text, " | preempt ", absl::StrJoin(p, " "));
     }
-    scheduler_.Update(plan, out);
+    scheduler_.Update(plan);
+    requests_.Append(plan, out);
     return text;
   }
 
@@ -74,6 +77,7 @@ class Harness {
 
  private:
   Scheduler scheduler_;
+  testing::SingleStreamRequests requests_;
   uint64_t next_id_ = 1;
   std::map<std::string, uint64_t> ids_;
   std::map<uint64_t, std::string> names_;
@@ -103,8 +107,6 @@ SchedulerOptions Small() {
   o.block_size = 4;
   o.max_batch_tokens = 8;
   o.max_num_seqs = 4;
-  o.think_start_id = kThinkStart;
-  o.think_end_id = kThinkEnd;
   return o;
 }
 
@@ -298,21 +300,22 @@ TEST(SchedulerTest, ReusesCachedPrefixBlocks) {
   EXPECT_EQ(h.scheduler().stats().num_prefix_hit_tokens, 12);
 }
 
-// exact_chunks: every prompt chunk, down to a single token, carries the
-// whole prompt's size for the attention kernels (so chunking never changes
-// its bits), decode steps their own; after preemption the output tokens are
-// recomputed one per step, as they were decoded.
-TEST(SchedulerTest, ExactChunksKeepTokensOnTheirKernels) {
+// Every entry keeps the attention kernels it was appended with: a prompt's
+// chunks, down to a single token, the batched ones (kernel_tokens 2, so
+// chunking never changes its bits), decode steps the one-token ones (1);
+// after preemption the output tokens are recomputed apart from the prompt,
+// with one-token kernels, as they were decoded.
+TEST(SchedulerTest, ChunksKeepEntriesOnTheirKernels) {
   SchedulerOptions o = Small();
   Harness h(o);
-  // 9 tokens with a budget of 8: 8 + 1, both chunks with the prompt's 9.
+  // 9 tokens with a budget of 8: 8 + 1, both chunks on the batched kernels.
   RunTable(h, {{{{"A", 9}}, "A:prompt+8"}});
-  EXPECT_EQ(h.kernel_tokens("A"), 9);
+  EXPECT_EQ(h.kernel_tokens("A"), 2);
   // (A lone last token waits in the I/O queue, like decode work.)
   RunTable(h, {{{}, "A:io+1*"}});
-  EXPECT_EQ(h.kernel_tokens("A"), 9);
+  EXPECT_EQ(h.kernel_tokens("A"), 2);
   RunTable(h, {{{}, "A:io+1*"}});
-  EXPECT_EQ(h.kernel_tokens("A"), 0);
+  EXPECT_EQ(h.kernel_tokens("A"), 1);
 
   o.num_blocks = 4;
   o.max_batch_tokens = 16;

@@ -4,6 +4,7 @@
 
 #include "batching/scheduler.h"
 #include "batching/testing/fifo_queue.h"
+#include "batching/testing/single_stream.h"
 #include "gtest/gtest.h"
 
 namespace braid::batching {
@@ -35,9 +36,7 @@ TEST(SessionSchedulerTest, PrefixThenLockstepDecode) {
   ASSERT_EQ(p.sequences[0].samples.size(), 2u);
   EXPECT_EQ(p.sequences[0].samples[0].index, 4);
   EXPECT_EQ(p.sequences[0].sees[1], std::vector<int32_t>{0});
-  StepOutput out;
-  out.tokens.resize(1);
-  s.Update(p, out);
+  s.Update(p);
   EXPECT_EQ(s.num_computed_tokens(7), 5);
   // Both branches write at y = 5: two entries, both sampled in one step.
   const int32_t toks[] = {10, 11};
@@ -52,7 +51,7 @@ TEST(SessionSchedulerTest, PrefixThenLockstepDecode) {
   EXPECT_EQ(p.sequences[0].meta[1].stream, 2);
   EXPECT_EQ(p.sequences[0].samples.size(), 2u);
   EXPECT_EQ(p.sequences[0].block_table.size(), 2u);  // 7 entries, 4 per block
-  s.Update(p, out);
+  s.Update(p);
   // Nothing left: an idle session is not scheduled but keeps its blocks.
   EXPECT_TRUE(s.Schedule().empty());
   EXPECT_EQ(s.stats().blocks.num_free_blocks, 14);
@@ -69,13 +68,11 @@ TEST(SessionSchedulerTest, KernelsFollowTheAppendNotTheChunk) {
   o.max_batch_tokens = 3;
   Scheduler s(o, testing::FifoQueues());
   s.AddSession(1, {1, 2, 3, 4, 5}, Tags(0, 0, 5), {{}, {0}}, 0, "");
-  StepOutput out;
-  out.tokens.resize(1);
   StepPlan p = s.Schedule();  // 3 of the 5-entry prefix
   ASSERT_EQ(p.sequences.size(), 1u);
   EXPECT_EQ(p.sequences[0].tokens.size(), 3u);
   EXPECT_EQ(p.sequences[0].kernel_tokens, 2);
-  s.Update(p, out);
+  s.Update(p);
   // A sampled token (alone in its append) arrives before the prefix is done.
   const int32_t tok[] = {9};
   const EntryTag tag[] = {{1, 5}};
@@ -83,11 +80,11 @@ TEST(SessionSchedulerTest, KernelsFollowTheAppendNotTheChunk) {
   p = s.Schedule();  // the prefix's last 2 entries (a lone one would be too)
   EXPECT_EQ(p.sequences[0].tokens.size(), 2u);
   EXPECT_EQ(p.sequences[0].kernel_tokens, 2);
-  s.Update(p, out);
+  s.Update(p);
   p = s.Schedule();  // then the sampled token, on its own kind
   EXPECT_EQ(p.sequences[0].tokens.size(), 1u);
   EXPECT_EQ(p.sequences[0].kernel_tokens, 1);
-  s.Update(p, out);
+  s.Update(p);
   // Kept and resumed: the kinds travel with the entries.
   Scheduler::SessionEntries kept = s.Keep(1);
   EXPECT_EQ(kept.one_token_kernels, (std::vector<uint8_t>{0, 0, 0, 0, 0, 1}));
@@ -102,13 +99,11 @@ TEST(SessionSchedulerTest, SmallInputWhileWritingIsIoWork) {
   Scheduler s(o, testing::FifoQueues());
   // Three tagged streams: a step of decode is up to 3 entries.
   s.AddSession(7, {1, 2, 3, 4, 5}, Tags(0, 0, 5), {{}, {0}, {0}}, 0, "");
-  StepOutput out;
-  out.tokens.resize(1);
-  s.Update(s.Schedule(), out);
+  s.Update(s.Schedule());
   // Idle: 9 entries of input are prompt work.
   s.AppendEntries(7, std::vector<int32_t>(9, 7), Tags(1, 5, 9));
   EXPECT_EQ(s.queue(7), QueueKind::kPrompt);
-  s.Update(s.Schedule(), out);
+  s.Update(s.Schedule());
   // Writing (a sampled token's entry and its sample point pend): with 8
   // entries of input beside them it is I/O work (3 + 8 entries at most),
   // with 3 more prompt work.
@@ -131,9 +126,7 @@ TEST(SessionSchedulerTest, ChunkNeverSplitsTheSamplePoints) {
   Scheduler s(o, testing::FifoQueues());
   s.AddSession(1, {1, 2, 3, 4}, Tags(0, 0, 4), {{}, {0}, {0}}, 0, "");
   StepPlan p = s.Schedule();
-  StepOutput out;
-  out.tokens.resize(1);
-  s.Update(p, out);
+  s.Update(p);
   // Input of 3, then two streams' points at entries 6 and 8 (after input).
   const int32_t toks[] = {5, 6, 7, 8, 9};
   const EntryTag tags[] = {{3, 4}, {3, 5}, {1, 6}, {3, 6}, {2, 6}};
@@ -148,12 +141,10 @@ TEST(SessionSchedulerTest, ChunkNeverSplitsTheSamplePoints) {
   EXPECT_TRUE(n <= 2 || n == 5) << n;
 }
 
-// Runs every planned step (sessions only: nothing is sampled).
+// Runs every planned step (nothing is sampled).
 void RunAll(Scheduler& s) {
   for (StepPlan p = s.Schedule(); !p.empty(); p = s.Schedule()) {
-    StepOutput out;
-    out.tokens.resize(p.sequences.size());
-    s.Update(p, out);
+    s.Update(p);
   }
 }
 
@@ -241,13 +232,11 @@ TEST(SessionSchedulerTest, KeptBlocksAreEvictedForNewWork) {
   // the block before it are evicted (tail first), nothing is preempted.
   std::vector<int32_t> prompt(60);
   for (int i = 0; i < 60; ++i) prompt[i] = 100 + i;
-  s.Add(9, prompt, 0, "");
+  testing::SingleStreamRequests(s).Add(9, prompt);
   while (s.num_computed_tokens(9) < 60) {
     StepPlan p = s.Schedule();
     ASSERT_FALSE(p.empty());
-    StepOutput out;
-    out.tokens.resize(p.sequences.size());
-    s.Update(p, out);
+    s.Update(p);
   }
   EXPECT_EQ(s.stats().num_preemptions, 0);
   EXPECT_EQ(s.stats().blocks.num_evictions, 2);

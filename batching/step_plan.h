@@ -22,8 +22,8 @@ struct EntryTag {
 };
 
 // A sample: the logits of tokens[index] (an index into the step's tokens)
-// give the next token of output stream `stream` (0 for a single-stream
-// request, which samples after its last known token). Several may read the
+// give the next token of output stream `stream` (the session's stream
+// index; a Generate request's one output stream is 1). Several may read the
 // same row (a session's branches sampling their first token from the shared
 // prefix). `sampler` is filled by the engine before Execute (the scheduler
 // leaves it null).
@@ -33,10 +33,10 @@ struct SamplePoint {
   Sampler* sampler = nullptr;
 };
 
-// One request's part of a step: `tokens` are computed at context indices
-// num_cached .. num_cached + tokens.size() - 1 (for a single-stream request
-// the index is also the position y). A prefill chunk has many tokens, a
-// decode step one; there is no separate prefill mode.
+// One request's part of a step: `tokens` are its entries at context
+// indices num_cached .. num_cached + tokens.size() - 1. A prefill chunk has
+// many, a decode step one per output stream; there is no separate prefill
+// mode.
 struct ScheduledSequence {
   uint64_t request_id = 0;
   QueueKind queue = QueueKind::kPrompt;  // the queue that granted the work
@@ -45,31 +45,24 @@ struct ScheduledSequence {
   // Blocks covering num_cached + tokens.size() entries, in order. Blocks
   // holding entries < num_cached may be shared with other sequences.
   std::vector<int32_t> block_table;
-  // Prompt chunks: the prompt's size, which picks the attention kernels
-  // (model::BatchSequence::kernel_tokens); recomputed output tokens: 1 (the
-  // kernels they were decoded with); a session's recomputed entries: 1 or
-  // 2, the kind they had (for each stream's run); 0 = the chunk's (a
-  // session: each run's) own size.
+  // Which attention kernels the entries take (model::BatchSequence::
+  // kernel_tokens): 1 for entries appended alone in their stream's run (a
+  // sampled token), 2 for entries appended in a longer run (a prompt, an
+  // input chunk), whatever the chunk's size, so chunking and recomputation
+  // never change their bits. A chunk holds one kind (Scheduler::NextChunk).
   int kernel_tokens = 0;
 
-  // The rows to sample: a single-stream request's last known token when
-  // this step computes it; a session's, in lockstep for every active output
-  // stream.
+  // The rows to sample, in lockstep for every active output stream.
   std::vector<SamplePoint> samples;
 
-  // Sessions only (empty for single-stream requests, whose entries are
-  // stream 0 at y = context index): `meta[i]` tags tokens[i]; `sees[s]` is
-  // sees(s) of stream s besides itself. The executor computes each run of
-  // consecutive entries of one stream as its own model::BatchSequence over
-  // the shared block table, so a decode step of K streams is K one-token
-  // sequences (the same attention kernel as a single-stream decode step).
+  // `meta[i]` tags tokens[i] (a Generate request's entries are all stream 0
+  // at y = context index); `sees[s]` is sees(s) of stream s besides itself.
+  // The executor computes each run of consecutive entries of one stream as
+  // its own model::BatchSequence over the shared block table, so a decode
+  // step of K streams is K one-token sequences (the same attention kernel
+  // as a single-stream decode step).
   std::vector<EntryTag> meta;
   std::vector<std::vector<int32_t>> sees;
-
-  // Entry i's tag: meta[i], or stream 0 at y = its context index.
-  EntryTag tag(int i) const {
-    return meta.empty() ? EntryTag{0, num_cached + i} : meta[i];
-  }
 };
 
 struct StepPlan {

@@ -6,6 +6,7 @@
 
 #include "absl/strings/str_join.h"
 #include "batching/scheduler.h"
+#include "batching/testing/single_stream.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "queues/work_queues.h"
@@ -15,7 +16,6 @@ namespace {
 
 using batching::Scheduler;
 using batching::SchedulerOptions;
-using batching::StepOutput;
 using batching::StepPlan;
 
 struct Submission {
@@ -34,24 +34,23 @@ std::vector<std::string> ServeOrder(QueuePolicy policy,
   o.max_batch_tokens = 8;
   o.max_num_seqs = 8;
   Scheduler s(o, MakeWorkQueues(policy));
+  batching::testing::SingleStreamRequests requests(s);
   std::map<uint64_t, std::string> names;
   int32_t first = 1;
   for (size_t i = 0; i < subs.size(); ++i) {
     std::vector<int32_t> prompt;
     for (int t = 0; t < 8; ++t) prompt.push_back(first++);
     names[i + 1] = subs[i].name;
-    s.Add(i + 1, prompt, subs[i].priority, subs[i].tenant);
+    requests.Add(i + 1, prompt, subs[i].priority, subs[i].tenant);
   }
   std::vector<std::string> order;
   for (int step = 0; step < 20 && s.stats().num_requests > 0; ++step) {
     StepPlan plan = s.Schedule();
     std::vector<std::string> served;
-    StepOutput out;
-    out.tokens.resize(plan.sequences.size());
     for (const auto& seq : plan.sequences)
       served.push_back(names[seq.request_id]);
     order.push_back(absl::StrJoin(served, "+"));
-    s.Update(plan, out);
+    s.Update(plan);
     for (const auto& seq : plan.sequences) {
       if (!seq.samples.empty()) s.Remove(seq.request_id);
     }

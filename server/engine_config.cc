@@ -103,8 +103,6 @@ absl::StatusOr<batching::EngineOptions> MakeEngineOptions(
       MarkerToken("think_start", flags.think_start, tokenizer));
   BRAID_ASSIGN_OR_RETURN(const int32_t end,
                          MarkerToken("think_end", flags.think_end, tokenizer));
-  s.think_start_id = start;
-  s.think_end_id = end;
   o.reasoning = {start, end};
   if (flags.debug_min_step_ms < 0 || flags.debug_stall_ms < 0 ||
       flags.debug_stall_step < 0) {

@@ -70,8 +70,8 @@ TEST(EngineConfigTest, ThinkingMarkersMustBeOneToken) {
   f.think_end = "<|im_end|>";
   auto o = MakeEngineOptions(f, KvBytes, tokenizer.get());
   ASSERT_TRUE(o.ok()) << o.status();
-  EXPECT_GE(o->scheduler.think_start_id, 0);
-  EXPECT_NE(o->scheduler.think_start_id, o->scheduler.think_end_id);
+  EXPECT_GE(o->reasoning.think_start_id, 0);
+  EXPECT_NE(o->reasoning.think_start_id, o->reasoning.think_end_id);
   f.think_end = "the end of thinking";
   o = MakeEngineOptions(f, KvBytes, tokenizer.get());
   EXPECT_NE(o.status().message().find("--think_end"), std::string::npos);
