@@ -341,18 +341,18 @@ absl::StatusOr<std::unique_ptr<GgufFile>> GgufFile::FromBytes(
 
 absl::Status GgufFile::Parse() {
   Cursor c(base_, size_);
-  uint64_t n_tensors = 0, n_kv = 0;
-  BRAID_RETURN_IF_ERROR(ParseHeader(c, &n_tensors, &n_kv));
-  BRAID_RETURN_IF_ERROR(ParseMetadata(c, n_kv));
+  BRAID_ASSIGN_OR_RETURN(const Counts n, ParseHeader(c));
+  BRAID_RETURN_IF_ERROR(ParseMetadata(c, n.n_kv));
   BRAID_RETURN_IF_ERROR(ReadAlignment());
-  std::vector<RawTensor> raw(n_tensors);
-  tensors_.reserve(n_tensors);
-  for (RawTensor& r : raw) BRAID_RETURN_IF_ERROR(ParseTensorInfo(c, &r));
+  std::vector<RawTensor> raw(n.n_tensors);
+  tensors_.reserve(n.n_tensors);
+  for (RawTensor& r : raw) {
+    BRAID_ASSIGN_OR_RETURN(r, ParseTensorInfo(c));
+  }
   return PlaceTensorData(c.pos(), raw);
 }
 
-absl::Status GgufFile::ParseHeader(Cursor& c, uint64_t* n_tensors,
-                                   uint64_t* n_kv) {
+absl::StatusOr<GgufFile::Counts> GgufFile::ParseHeader(Cursor& c) {
   uint32_t magic = 0;
   BRAID_RETURN_IF_ERROR(c.Read(&magic, "magic"));
   if (magic != kMagic) {
@@ -363,19 +363,20 @@ absl::Status GgufFile::ParseHeader(Cursor& c, uint64_t* n_tensors,
     return absl::InvalidArgumentError(absl::StrCat(
         "unsupported GGUF version ", version_, " at byte 4 (need 2 or 3)"));
   }
-  BRAID_RETURN_IF_ERROR(c.Read(n_tensors, "tensor count"));
-  BRAID_RETURN_IF_ERROR(c.Read(n_kv, "metadata count"));
+  Counts n;
+  BRAID_RETURN_IF_ERROR(c.Read(&n.n_tensors, "tensor count"));
+  BRAID_RETURN_IF_ERROR(c.Read(&n.n_kv, "metadata count"));
   // Minimum encodings: kv = key length + type + 1 byte; tensor = name length +
   // n_dims + 1 dim + type + offset.
-  if (*n_kv > c.remaining() / 13) {
+  if (n.n_kv > c.remaining() / 13) {
     return absl::DataLossError(absl::StrCat(
-        "metadata count ", *n_kv, " at byte 16 exceeds the file size"));
+        "metadata count ", n.n_kv, " at byte 16 exceeds the file size"));
   }
-  if (*n_tensors > c.remaining() / 32) {
+  if (n.n_tensors > c.remaining() / 32) {
     return absl::DataLossError(absl::StrCat(
-        "tensor count ", *n_tensors, " at byte 8 exceeds the file size"));
+        "tensor count ", n.n_tensors, " at byte 8 exceeds the file size"));
   }
-  return absl::OkStatus();
+  return n;
 }
 
 absl::Status GgufFile::ParseMetadata(Cursor& c, uint64_t n_kv) {
@@ -411,8 +412,8 @@ absl::Status GgufFile::ReadAlignment() {
 }
 
 // One tensor's info: name, shape, type and data offset, each checked; the
-// tensor appended to tensors_.
-absl::Status GgufFile::ParseTensorInfo(Cursor& c, RawTensor* raw) {
+// tensor appended to tensors_, where its info said its data lies returned.
+absl::StatusOr<GgufFile::RawTensor> GgufFile::ParseTensorInfo(Cursor& c) {
   const size_t at = c.pos();
   absl::string_view name;
   BRAID_RETURN_IF_ERROR(c.ReadString(&name, "tensor name"));
@@ -476,8 +477,7 @@ absl::Status GgufFile::ParseTensorInfo(Cursor& c, RawTensor* raw) {
         absl::StrCat("duplicate tensor name '", name, "' at byte ", at));
   }
   tensors_.push_back(std::move(t));
-  *raw = {offset, at};
-  return absl::OkStatus();
+  return RawTensor{offset, at};
 }
 
 // The data section starts at the next multiple of the alignment after the

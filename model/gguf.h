@@ -135,11 +135,15 @@ class GgufFile {
   // Walks the header, metadata and tensor table once, validating as it
   // goes, in these steps.
   absl::Status Parse();
-  absl::Status ParseHeader(internal::GgufCursor& c, uint64_t* n_tensors,
-                           uint64_t* n_kv);
+  // The header's counts of tensors and metadata entries.
+  struct Counts {
+    uint64_t n_tensors = 0;
+    uint64_t n_kv = 0;
+  };
+  absl::StatusOr<Counts> ParseHeader(internal::GgufCursor& c);
   absl::Status ParseMetadata(internal::GgufCursor& c, uint64_t n_kv);
   absl::Status ReadAlignment();
-  absl::Status ParseTensorInfo(internal::GgufCursor& c, RawTensor* raw);
+  absl::StatusOr<RawTensor> ParseTensorInfo(internal::GgufCursor& c);
   absl::Status PlaceTensorData(size_t info_end,
                                const std::vector<RawTensor>& raw);
   absl::StatusOr<const KvEntry*> Find(absl::string_view key) const;

@@ -63,7 +63,7 @@ absl::Status ReadOptionalPositive(const GgufFile& f, const std::string& key,
   return absl::OkStatus();
 }
 
-absl::Status ReadPositive(const GgufFile& f, const std::string& key, int* out) {
+absl::StatusOr<int> ReadPositive(const GgufFile& f, const std::string& key) {
   absl::StatusOr<int64_t> v = f.GetInt(key);
   if (!v.ok()) {
     return absl::InvalidArgumentError(
@@ -73,8 +73,7 @@ absl::Status ReadPositive(const GgufFile& f, const std::string& key, int* out) {
     return absl::InvalidArgumentError(
         absl::StrCat("model config: ", key, " = ", *v, " is out of range"));
   }
-  *out = static_cast<int>(*v);
-  return absl::OkStatus();
+  return static_cast<int>(*v);
 }
 
 // braid.streams.*; c->n_vocab must be set.
@@ -179,8 +178,8 @@ absl::Status ReadHeads(const GgufFile& f, const std::string& p,
                        LlamaConfig* c) {
   c->n_head_kv = c->n_head;
   if (f.Has(p + "attention.head_count_kv")) {
-    BRAID_RETURN_IF_ERROR(
-        ReadPositive(f, p + "attention.head_count_kv", &c->n_head_kv));
+    BRAID_ASSIGN_OR_RETURN(c->n_head_kv,
+                           ReadPositive(f, p + "attention.head_count_kv"));
   }
   if (c->n_head % c->n_head_kv != 0) {
     return absl::InvalidArgumentError(
@@ -189,12 +188,12 @@ absl::Status ReadHeads(const GgufFile& f, const std::string& p,
   }
   if (f.Has(p + "attention.key_length")) {
     // A head size of its own (qwen3: 128 with n_embd / n_head = 64).
-    BRAID_RETURN_IF_ERROR(
-        ReadPositive(f, p + "attention.key_length", &c->head_dim));
+    BRAID_ASSIGN_OR_RETURN(c->head_dim,
+                           ReadPositive(f, p + "attention.key_length"));
     int value_length = c->head_dim;
     if (f.Has(p + "attention.value_length")) {
-      BRAID_RETURN_IF_ERROR(
-          ReadPositive(f, p + "attention.value_length", &value_length));
+      BRAID_ASSIGN_OR_RETURN(value_length,
+                             ReadPositive(f, p + "attention.value_length"));
     }
     if (value_length != c->head_dim) {
       return absl::InvalidArgumentError(absl::StrCat(
@@ -217,8 +216,8 @@ absl::Status ReadHeads(const GgufFile& f, const std::string& p,
 absl::Status ReadRope(const GgufFile& f, const std::string& p, LlamaConfig* c) {
   c->n_rot = c->head_dim;
   if (f.Has(p + "rope.dimension_count")) {
-    BRAID_RETURN_IF_ERROR(
-        ReadPositive(f, p + "rope.dimension_count", &c->n_rot));
+    BRAID_ASSIGN_OR_RETURN(c->n_rot,
+                           ReadPositive(f, p + "rope.dimension_count"));
     if (c->n_rot > c->head_dim || c->n_rot % 2 != 0) {
       return absl::InvalidArgumentError(
           absl::StrCat("model config: rope.dimension_count ", c->n_rot,
@@ -293,7 +292,7 @@ absl::StatusOr<LlamaConfig> LlamaConfig::FromGguf(const GgufFile& f) {
                             {"block_count", &c.n_layer},
                             {"feed_forward_length", &c.n_ff},
                             {"attention.head_count", &c.n_head}}) {
-    BRAID_RETURN_IF_ERROR(ReadPositive(f, p + key, field));
+    BRAID_ASSIGN_OR_RETURN(*field, ReadPositive(f, p + key));
   }
   BRAID_RETURN_IF_ERROR(ReadHeads(f, p, &c));
   BRAID_RETURN_IF_ERROR(ReadRope(f, p, &c));
