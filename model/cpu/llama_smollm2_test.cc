@@ -17,6 +17,7 @@
 #include "model/gguf.h"
 #include "model/testing/model_path.h"
 #include "model/testing/sequence_runner.h"
+#include "model/testing/smollm2.h"
 
 namespace braid::model {
 namespace {
@@ -58,13 +59,9 @@ Reference LoadReference() {
 }
 
 std::unique_ptr<LlamaModel> LoadSmolLm2() {
-  EXPECT_FALSE(testing::SmolLm2Path().empty()) << testing::kNoModelMessage;
-  auto file = GgufFile::Open(testing::SmolLm2Path());
-  EXPECT_TRUE(file.ok()) << file.status();
-  if (!file.ok()) return nullptr;
-  auto model = LlamaModel::Load(*std::move(file), LoadOptions{});
-  EXPECT_TRUE(model.ok()) << model.status();
-  return model.ok() ? *std::move(model) : nullptr;
+  absl::StatusOr<testing::LoadedModel> loaded = testing::LoadSmolLm2();
+  EXPECT_TRUE(loaded.ok()) << loaded.status();
+  return loaded.ok() ? std::move(loaded->model) : nullptr;
 }
 
 int ArgMax(const float* x, int n) {

@@ -5,26 +5,20 @@
 #include "model/gguf.h"
 #include "model/testing/model_path.h"
 #include "model/tokenizer/gguf_loader.h"
+#include "util/status_macros.h"
 
 namespace braid::model::testing {
 
 absl::StatusOr<LoadedModel> LoadSmolLm2(bool with_weights) {
   const std::string path = SmolLm2Path();
   if (path.empty()) return absl::FailedPreconditionError(kNoModelMessage);
-  absl::StatusOr<std::unique_ptr<GgufFile>> file = GgufFile::Open(path);
-  if (!file.ok()) return file.status();
-  absl::StatusOr<TokenizerData> data = TokenizerDataFromGguf(**file);
-  if (!data.ok()) return data.status();
-  absl::StatusOr<std::unique_ptr<Tokenizer>> tokenizer =
-      Tokenizer::Create(*std::move(data));
-  if (!tokenizer.ok()) return tokenizer.status();
+  BRAID_ASSIGN_OR_RETURN(std::unique_ptr<GgufFile> file, GgufFile::Open(path));
+  BRAID_ASSIGN_OR_RETURN(TokenizerData data, TokenizerDataFromGguf(*file));
   LoadedModel loaded;
-  loaded.tokenizer = *std::move(tokenizer);
+  BRAID_ASSIGN_OR_RETURN(loaded.tokenizer, Tokenizer::Create(std::move(data)));
   if (with_weights) {
-    absl::StatusOr<std::unique_ptr<LlamaModel>> llama =
-        LlamaModel::Load(*std::move(file), {});
-    if (!llama.ok()) return llama.status();
-    loaded.model = *std::move(llama);
+    BRAID_ASSIGN_OR_RETURN(loaded.model,
+                           LlamaModel::Load(std::move(file), LoadOptions{}));
   }
   return loaded;
 }
