@@ -139,6 +139,70 @@ BRAID_AVX2 inline __m256 TokenLanes(const float* p) {
   }
 }
 
+// Which of a block's scales lane k = r * T + t of an R x T tile takes: row
+// r's d (m when `m`) of [d0 m0 d1 m1 ...] (rows 0..3) or, for 8 rows, of the
+// rows' d (m) in order (RowScales).
+template <int R, int T>
+BRAID_AVX2 inline __attribute__((always_inline)) __m256i PickLanes(bool m) {
+  alignas(32) int32_t pick[8];
+  for (int k = 0; k < 8; ++k) {
+    const int r = R == 8 ? k : k / T;
+    pick[k] = (R == 8 ? k : 2 * (r % 4)) + (m && R != 8 ? 1 : 0);
+  }
+  return _mm256_load_si256(reinterpret_cast<const __m256i*>(pick));
+}
+
+// The (d, m) of R rows' blocks at wb (rows w_row_bytes apart) as f32 lanes
+// k, picked by id / im (PickLanes).
+template <int R>
+BRAID_AVX2 inline __attribute__((always_inline)) void RowScales(
+    const uint8_t* wb, size_t w_row_bytes, __m256i id, __m256i im, __m256* dw,
+    __m256* mw) {
+  if constexpr (R == 8) {
+    const __m256 a = _mm256_cvtph_ps(_mm_set_epi32(
+        Load32Bits(wb + 3 * w_row_bytes), Load32Bits(wb + 2 * w_row_bytes),
+        Load32Bits(wb + w_row_bytes), Load32Bits(wb)));
+    const __m256 b = _mm256_cvtph_ps(_mm_set_epi32(
+        Load32Bits(wb + 7 * w_row_bytes), Load32Bits(wb + 6 * w_row_bytes),
+        Load32Bits(wb + 5 * w_row_bytes), Load32Bits(wb + 4 * w_row_bytes)));
+    // [d0 d1 d4 d5 | d2 d3 d6 d7] -> rows in order.
+    *dw = _mm256_castpd_ps(_mm256_permute4x64_pd(
+        _mm256_castps_pd(_mm256_shuffle_ps(a, b, _MM_SHUFFLE(2, 0, 2, 0))),
+        _MM_SHUFFLE(3, 1, 2, 0)));
+    *mw = _mm256_castpd_ps(_mm256_permute4x64_pd(
+        _mm256_castps_pd(_mm256_shuffle_ps(a, b, _MM_SHUFFLE(3, 1, 3, 1))),
+        _MM_SHUFFLE(3, 1, 2, 0)));
+  } else {
+    int32_t dm[4] = {0, 0, 0, 0};
+#pragma GCC unroll 4
+    for (int r = 0; r < R; ++r) dm[r] = Load32Bits(wb + r * w_row_bytes);
+    const __m256 a = _mm256_cvtph_ps(_mm_set_epi32(dm[3], dm[2], dm[1], dm[0]));
+    *dw = _mm256_permutevar8x32_ps(a, id);
+    *mw = _mm256_permutevar8x32_ps(a, im);
+  }
+}
+
+// Element (r, t) of an R x T tile: acc[r][t]'s lanes summed (HorizontalSum8)
+// plus lane r * T + t of its min terms (Q4_1), stored into (or added to)
+// y[t * ld_y + r].
+template <typename F, int R, int T>
+BRAID_AVX2 inline __attribute__((always_inline)) void StoreTile(
+    __m256 (&acc)[R][T], __m256 summs, float* y, int64_t ld_y,
+    bool accumulate) {
+  alignas(32) float mins[8];
+  _mm256_store_ps(mins, summs);
+#pragma GCC unroll 8
+  for (int t = 0; t < T; ++t) {
+#pragma GCC unroll 8
+    for (int r = 0; r < R; ++r) {
+      float v = HorizontalSum8(acc[r][t]);
+      if constexpr (F::kMin) v = v + mins[r * T + t];
+      float& out = y[t * ld_y + r];
+      out = accumulate ? out + v : v;
+    }
+  }
+}
+
 // R rows x T tokens (R * T <= 8, T = 1, 2 or 4); element (r, t) follows the
 // row dot's order exactly. Its scales are lane k = r * T + t of 8: the
 // products d_w(r) * d_x(t) of a block come from one multiply (into a table
@@ -160,48 +224,14 @@ BRAID_VNNI void Tile(const uint8_t* w, size_t w_row_bytes, const uint8_t* x,
     for (int t = 0; t < T; ++t) acc[r][t] = _mm256_setzero_ps();
   }
   __m256 summs = _mm256_setzero_ps();
-  // Lane k = r * T + t takes row r's d (m) of [d0 m0 d1 m1 ...] (rows 0..3)
-  // or, for 8 rows, of the rows' d (m) in order.
-  alignas(32) int32_t pick_d[8], pick_m[8];
-  for (int k = 0; k < 8; ++k) {
-    const int r = R == 8 ? k : k / T;
-    pick_d[k] = R == 8 ? k : 2 * (r % 4);
-    pick_m[k] = pick_d[k] + (R == 8 ? 0 : 1);
-  }
-  const __m256i id =
-      _mm256_load_si256(reinterpret_cast<const __m256i*>(pick_d));
-  const __m256i im =
-      _mm256_load_si256(reinterpret_cast<const __m256i*>(pick_m));
+  const __m256i id = PickLanes<R, T>(false);
+  const __m256i im = PickLanes<R, T>(true);
   // prod[RingSlot(i)][k] = lane k's d_w * d_x at block i (scale_ring.h).
   alignas(32) float prod[kScaleRing][8];
   // Block i's products into prod[RingSlot(i)], its min terms into summs.
   auto scales = [&](int64_t i) BRAID_VNNI {
-    const uint8_t* wb = w + i * kWB;
-    // The rows' (d, m) as f32 lanes k.
     __m256 dw, mw;
-    if constexpr (R == 8) {
-      const __m256 a = _mm256_cvtph_ps(_mm_set_epi32(
-          Load32Bits(wb + 3 * w_row_bytes), Load32Bits(wb + 2 * w_row_bytes),
-          Load32Bits(wb + w_row_bytes), Load32Bits(wb)));
-      const __m256 b = _mm256_cvtph_ps(_mm_set_epi32(
-          Load32Bits(wb + 7 * w_row_bytes), Load32Bits(wb + 6 * w_row_bytes),
-          Load32Bits(wb + 5 * w_row_bytes), Load32Bits(wb + 4 * w_row_bytes)));
-      // [d0 d1 d4 d5 | d2 d3 d6 d7] -> rows in order.
-      dw = _mm256_castpd_ps(_mm256_permute4x64_pd(
-          _mm256_castps_pd(_mm256_shuffle_ps(a, b, _MM_SHUFFLE(2, 0, 2, 0))),
-          _MM_SHUFFLE(3, 1, 2, 0)));
-      mw = _mm256_castpd_ps(_mm256_permute4x64_pd(
-          _mm256_castps_pd(_mm256_shuffle_ps(a, b, _MM_SHUFFLE(3, 1, 3, 1))),
-          _MM_SHUFFLE(3, 1, 2, 0)));
-    } else {
-      int32_t dm[4] = {0, 0, 0, 0};
-#pragma GCC unroll 4
-      for (int r = 0; r < R; ++r) dm[r] = Load32Bits(wb + r * w_row_bytes);
-      const __m256 a =
-          _mm256_cvtph_ps(_mm_set_epi32(dm[3], dm[2], dm[1], dm[0]));
-      dw = _mm256_permutevar8x32_ps(a, id);
-      mw = _mm256_permutevar8x32_ps(a, im);
-    }
+    RowScales<R>(w + i * kWB, w_row_bytes, id, im, &dw, &mw);
     _mm256_store_ps(prod[RingSlot(i)],
                     _mm256_mul_ps(dw, TokenLanes<T>(xd + i * ld_s)));
     if constexpr (F::kMin) {
@@ -225,18 +255,7 @@ BRAID_VNNI void Tile(const uint8_t* w, size_t w_row_bytes, const uint8_t* x,
       }
     }
   }
-  alignas(32) float mins[8];
-  _mm256_store_ps(mins, summs);
-#pragma GCC unroll 8
-  for (int t = 0; t < T; ++t) {
-#pragma GCC unroll 8
-    for (int r = 0; r < R; ++r) {
-      float v = HorizontalSum8(acc[r][t]);
-      if constexpr (F::kMin) v = v + mins[r * T + t];
-      float& out = y[t * ld_y + r];
-      out = accumulate ? out + v : v;
-    }
-  }
+  StoreTile<F, R, T>(acc, summs, y, ld_y, accumulate);
 }
 
 // The activations' scales of tokens [0, n_tok) as f32, [block][token], laid
