@@ -118,6 +118,31 @@ class SpreadPrefetch {
   int64_t near_bytes_, far_bytes_;
 };
 
+// A quad tile's 4 rows x T tokens (U = T / 4 quads of tokens), the first
+// n_valid tokens stored into (or added to) y: QuadSums of the row pairs'
+// accumulators, plus Q4_1's min terms.
+template <typename F, int T>
+BRAID_AVX512 inline __attribute__((always_inline)) void StoreQuadTile(
+    __m512 (&acc)[2][T], __m512 (&summs)[T / 4], int n_valid, float* y,
+    int64_t ld_y, bool accumulate) {
+#pragma GCC unroll 2
+  for (int u = 0; u < T / 4; ++u) {
+    __m512 v = QuadSums(&acc[0][4 * u], &acc[1][4 * u]);
+    if constexpr (F::kMin) v = _mm512_add_ps(v, summs[u]);
+    alignas(64) float out[16];
+    _mm512_store_ps(out, v);
+#pragma GCC unroll 4
+    for (int j = 0; j < 4; ++j) {
+      const int t = 4 * u + j;
+      if (t >= n_valid) break;
+      float* dst = y + t * ld_y;
+      __m128 r = _mm_load_ps(out + 4 * j);
+      if (accumulate) r = _mm_add_ps(_mm_loadu_ps(dst), r);
+      _mm_storeu_ps(dst, r);
+    }
+  }
+}
+
 // w: 4 rows in the quad layout (RepackQuads), block i at w + 4 * i *
 // sizeof(block); pf: its SpreadPrefetch.
 template <typename F, int T>
@@ -192,22 +217,7 @@ BRAID_AVX512 void QuadTile(const uint8_t* w, const uint8_t* xq,
                                   acc[1][t]);
     }
   }
-#pragma GCC unroll 2
-  for (int u = 0; u < U; ++u) {
-    __m512 v = QuadSums(&acc[0][4 * u], &acc[1][4 * u]);
-    if constexpr (F::kMin) v = _mm512_add_ps(v, summs[u]);
-    alignas(64) float out[16];
-    _mm512_store_ps(out, v);
-#pragma GCC unroll 4
-    for (int j = 0; j < 4; ++j) {
-      const int t = 4 * u + j;
-      if (t >= n_valid) break;
-      float* dst = y + t * ld_y;
-      __m128 r = _mm_load_ps(out + 4 * j);
-      if (accumulate) r = _mm_add_ps(_mm_loadu_ps(dst), r);
-      _mm_storeu_ps(dst, r);
-    }
-  }
+  StoreQuadTile<F, T>(acc, summs, n_valid, y, ld_y, accumulate);
 }
 
 // Lays out blocks [b0, b1) of tokens [t0, t1) of a chunk of nc tokens'
@@ -293,6 +303,101 @@ BRAID_AVX512 inline __m512 TwoTokens(const float* p) {
   return _mm512_insertf32x8(_mm512_set1_ps(p[0]), _mm256_set1_ps(p[4]), 1);
 }
 
+// The (d, m) of a row-quad tile's 4Q rows at block b (quads quad_stride
+// bytes apart) in row order, in lanes 0..4Q - 1 of dw and mw: of quads g's
+// [d0 m0 d1 m1 d2 m2 d3 m3] at lanes 8g..8g + 7 of two registers (g = 0, 1 |
+// 2, 3), every d (even) and m (odd).
+template <typename F, int Q>
+BRAID_AVX512 inline __attribute__((always_inline)) void RowQuadScales(
+    const uint8_t* b, int64_t quad_stride, __m512i even, __m512i odd,
+    __m512* dw, __m512* mw) {
+  if constexpr (Q == 4) {
+    const __m512 lo = _mm512_insertf32x8(
+        F::QuadScales(b),
+        _mm512_castps512_ps256(F::QuadScales(b + quad_stride)), 1);
+    const __m512 hi = _mm512_insertf32x8(
+        F::QuadScales(b + 2 * quad_stride),
+        _mm512_castps512_ps256(F::QuadScales(b + 3 * quad_stride)), 1);
+    *dw = _mm512_permutex2var_ps(lo, even, hi);
+    *mw = _mm512_permutex2var_ps(lo, odd, hi);
+  } else {
+    // Q == 2: both quads' 8 (d, m) in one register (lanes 8..15 of dw and
+    // mw repeat 0..7, unused).
+    const __m512 dm =
+        Q == 1 ? F::QuadScales(b)
+               : _mm512_insertf32x8(
+                     F::QuadScales(b),
+                     _mm512_castps512_ps256(F::QuadScales(b + quad_stride)), 1);
+    *dw = _mm512_permutexvar_ps(even, dm);
+    *mw = _mm512_permutexvar_ps(odd, dm);
+  }
+}
+
+// Block i's products d_w(r) * d_x(t) of a row-quad tile into `slot` (its
+// ring slot: slot[t][r], or with kPairs slot[t / 2][8 * (t % 2) + r]) and
+// Q4_1's min terms m_w(r) * s_x(t) into summs, from the rows' dw / mw
+// (RowQuadScales) and the quad tables' scales of quad 0 of tokens.
+template <typename F, int T, bool kPairs>
+BRAID_AVX512 inline __attribute__((always_inline)) void RowQuadProducts(
+    __m512 dw, __m512 mw, const float* dpat, const float* spat, int64_t i,
+    float (*slot)[16], __m512 (&summs)[T]) {
+  if constexpr (kPairs) {
+#pragma GCC unroll 2
+    for (int j = 0; j < T / 2; ++j) {
+      // Tokens 2j and 2j + 1's scales at block i.
+      const int64_t at = (i * 4 + 2 * j) * 4;
+      _mm512_store_ps(slot[j], _mm512_mul_ps(dw, TwoTokens(dpat + at)));
+      if constexpr (F::kMin) {
+        summs[j] = _mm512_fmadd_ps(mw, TwoTokens(spat + at), summs[j]);
+      }
+    }
+  } else {
+#pragma GCC unroll 4
+    for (int t = 0; t < T; ++t) {
+      // The tables' scales of token t at block i.
+      const int64_t at = (i * 4 + t) * 4;
+      _mm512_store_ps(slot[t], _mm512_mul_ps(dw, _mm512_set1_ps(dpat[at])));
+      if constexpr (F::kMin) {
+        summs[t] = _mm512_fmadd_ps(mw, _mm512_set1_ps(spat[at]), summs[t]);
+      }
+    }
+  }
+}
+
+// A row-quad tile's elements: token t < n_valid's 4Q rows, QuadSums of its
+// row pairs plus Q4_1's min terms (summs: lanes are rows; with kPairs two
+// tokens a register, token t's rows in lanes 8 * (t % 2)..), stored into
+// (or added to) y's 4Q rows of the token at once.
+template <typename F, int T, int Q, bool kPairs>
+BRAID_AVX512 inline __attribute__((always_inline)) void StoreRowQuadTile(
+    __m512 (&acc)[2 * Q][T], __m512 (&summs)[T], int n_valid, float* y,
+    int64_t ld_y, bool accumulate) {
+#pragma GCC unroll 4
+  for (int t = 0; t < T; ++t) {
+    if (t >= n_valid) break;
+    // Pairs 2j and 2j + 1 are rows 4j..4j + 3.
+    __m512 a0[4], a1[4];
+#pragma GCC unroll 4
+    for (int j = 0; j < 4; ++j) {
+      a0[j] = j < Q ? acc[2 * j][t] : _mm512_setzero_ps();
+      a1[j] = j < Q ? acc[2 * j + 1][t] : _mm512_setzero_ps();
+    }
+    __m512 v = QuadSums(a0, a1);
+    if constexpr (F::kMin) {
+      if constexpr (kPairs) {
+        const __m512 s2 = summs[t / 2];  // token t's rows to lanes 0..7
+        v = _mm512_add_ps(v, t % 2 ? _mm512_shuffle_f32x4(s2, s2, 0xEE) : s2);
+      } else {
+        v = _mm512_add_ps(v, summs[t]);
+      }
+    }
+    constexpr __mmask16 kRows = Q == 4 ? 0xFFFF : Q == 2 ? 0x00FF : 0x000F;
+    float* dst = y + t * ld_y;
+    if (accumulate) v = _mm512_add_ps(_mm512_maskz_loadu_ps(kRows, dst), v);
+    _mm512_mask_storeu_ps(dst, kRows, v);
+  }
+}
+
 template <typename F, int T, int Q>
 BRAID_AVX512 void RowQuadTile(const uint8_t* w, const uint8_t* xq,
                               const float* dpat, const float* spat, int64_t nb,
@@ -318,60 +423,17 @@ BRAID_AVX512 void RowQuadTile(const uint8_t* w, const uint8_t* xq,
   }
 #pragma GCC unroll 4
   for (int t = 0; t < T; ++t) summs[t] = _mm512_setzero_ps();
-  // Of quads g's [d0 m0 d1 m1 d2 m2 d3 m3] at lanes 8g..8g + 7 of two
-  // registers (g = 0, 1 | 2, 3): every d (m) in row order.
+  // Every d (m) in row order (RowQuadScales).
   const __m512i even = _mm512_set_epi32(30, 28, 26, 24, 22, 20, 18, 16, 14, 12,
                                         10, 8, 6, 4, 2, 0);
   const __m512i odd = _mm512_add_epi32(even, _mm512_set1_epi32(1));
   const int64_t quad_stride = nb * kQB;  // bytes from quad to quad
   // Block i's products into prod[RingSlot(i)], its min terms into summs.
   auto scales = [&](int64_t i) BRAID_AVX512 {
-    const uint8_t* b = w + i * kQB;
     __m512 dw, mw;
-    if constexpr (Q == 4) {
-      const __m512 lo = _mm512_insertf32x8(
-          F::QuadScales(b),
-          _mm512_castps512_ps256(F::QuadScales(b + quad_stride)), 1);
-      const __m512 hi = _mm512_insertf32x8(
-          F::QuadScales(b + 2 * quad_stride),
-          _mm512_castps512_ps256(F::QuadScales(b + 3 * quad_stride)), 1);
-      dw = _mm512_permutex2var_ps(lo, even, hi);
-      mw = _mm512_permutex2var_ps(lo, odd, hi);
-    } else {
-      // Q == 2: both quads' 8 (d, m) in one register (lanes 8..15 of dw
-      // and mw repeat 0..7, unused).
-      const __m512 dm =
-          Q == 1
-              ? F::QuadScales(b)
-              : _mm512_insertf32x8(
-                    F::QuadScales(b),
-                    _mm512_castps512_ps256(F::QuadScales(b + quad_stride)), 1);
-      dw = _mm512_permutexvar_ps(even, dm);
-      mw = _mm512_permutexvar_ps(odd, dm);
-    }
-    if constexpr (kPairs) {
-#pragma GCC unroll 2
-      for (int j = 0; j < T / 2; ++j) {
-        // Tokens 2j and 2j + 1's scales at block i (quad 0 of tokens).
-        const int64_t at = (i * 4 + 2 * j) * 4;
-        _mm512_store_ps(prod[RingSlot(i)][j],
-                        _mm512_mul_ps(dw, TwoTokens(dpat + at)));
-        if constexpr (F::kMin) {
-          summs[j] = _mm512_fmadd_ps(mw, TwoTokens(spat + at), summs[j]);
-        }
-      }
-    } else {
-#pragma GCC unroll 4
-      for (int t = 0; t < T; ++t) {
-        // The tables' scales of token t at block i (quad 0 of tokens).
-        const int64_t at = (i * 4 + t) * 4;
-        _mm512_store_ps(prod[RingSlot(i)][t],
-                        _mm512_mul_ps(dw, _mm512_set1_ps(dpat[at])));
-        if constexpr (F::kMin) {
-          summs[t] = _mm512_fmadd_ps(mw, _mm512_set1_ps(spat[at]), summs[t]);
-        }
-      }
-    }
+    RowQuadScales<F, Q>(w + i * kQB, quad_stride, even, odd, &dw, &mw);
+    RowQuadProducts<F, T, kPairs>(dw, mw, dpat, spat, i, prod[RingSlot(i)],
+                                  summs);
   };
   for (int64_t i = 0; i < std::min(kScalesAhead, nb); ++i) scales(i);
   for (int64_t i = 0; i < nb; ++i) {
@@ -404,30 +466,7 @@ BRAID_AVX512 void RowQuadTile(const uint8_t* w, const uint8_t* xq,
       }
     }
   }
-#pragma GCC unroll 4
-  for (int t = 0; t < T; ++t) {
-    if (t >= n_valid) break;
-    // Pairs 2j and 2j + 1 are rows 4j..4j + 3.
-    __m512 a0[4], a1[4];
-#pragma GCC unroll 4
-    for (int j = 0; j < 4; ++j) {
-      a0[j] = j < Q ? acc[2 * j][t] : _mm512_setzero_ps();
-      a1[j] = j < Q ? acc[2 * j + 1][t] : _mm512_setzero_ps();
-    }
-    __m512 v = QuadSums(a0, a1);
-    if constexpr (F::kMin) {
-      if constexpr (kPairs) {
-        const __m512 s2 = summs[t / 2];  // token t's rows to lanes 0..7
-        v = _mm512_add_ps(v, t % 2 ? _mm512_shuffle_f32x4(s2, s2, 0xEE) : s2);
-      } else {
-        v = _mm512_add_ps(v, summs[t]);
-      }
-    }
-    constexpr __mmask16 kRows = Q == 4 ? 0xFFFF : Q == 2 ? 0x00FF : 0x000F;
-    float* dst = y + t * ld_y;
-    if (accumulate) v = _mm512_add_ps(_mm512_maskz_loadu_ps(kRows, dst), v);
-    _mm512_mask_storeu_ps(dst, kRows, v);
-  }
+  StoreRowQuadTile<F, T, Q, kPairs>(acc, summs, n_valid, y, ld_y, accumulate);
 }
 
 }  // namespace

@@ -34,6 +34,63 @@
 namespace braid::kernels::cpu::internal {
 namespace {
 
+// Block scales of 4 rows (row group g of a tile, its first row's block at
+// b): the rows' d_w as the two row pairs' lanes (wd[0]: rows 0 and 1 in
+// lanes 0..7 and 8..15, wd[1]: rows 2 and 3), and for Q4_1 their min terms
+// m_w * s_x(t) fused into summs[t] (xs: the block's token scales).
+template <typename F, int T>
+BRAID_AVX512 inline __attribute__((always_inline)) void GroupScales(
+    const uint8_t* b, size_t w_row_bytes, __m512i pick01, __m512i pick23,
+    const float* xs, __m512* wd, __m128* summs) {
+  // (d, m) of 4 rows as f16 pairs (Q8_0: d and the first two quants,
+  // which are ignored) -> f32 [d0 m0 d1 m1 d2 m2 d3 m3].
+  const __m128i dm16 =
+      _mm_set_epi32(static_cast<int>(Load32Bits(b + 3 * w_row_bytes)),
+                    static_cast<int>(Load32Bits(b + 2 * w_row_bytes)),
+                    static_cast<int>(Load32Bits(b + w_row_bytes)),
+                    static_cast<int>(Load32Bits(b)));
+  const __m256 dm8 = _mm256_cvtph_ps(dm16);
+  const __m512 dm = _mm512_castps256_ps512(dm8);
+  wd[0] = _mm512_permutexvar_ps(pick01, dm);
+  wd[1] = _mm512_permutexvar_ps(pick23, dm);
+  if constexpr (F::kMin) {
+    const __m128 m =
+        _mm_shuffle_ps(_mm256_castps256_ps128(dm8),
+                       _mm256_extractf128_ps(dm8, 1), _MM_SHUFFLE(3, 1, 3, 1));
+#pragma GCC unroll 8
+    for (int t = 0; t < T; ++t) {
+      summs[t] = _mm_fmadd_ps(m, _mm_set1_ps(xs[t]), summs[t]);
+    }
+  }
+}
+
+// The tile's elements: each row pair's two 8-lane halves summed
+// (HorizontalSum8), plus Q4_1's min terms, stored into (or added to) y.
+template <typename F, int P, int T>
+BRAID_AVX512 inline __attribute__((always_inline)) void StoreTile(
+    __m512 (&acc)[P][T], __m128 (&summs)[P / 2][T], float* y, int64_t ld_y,
+    bool accumulate) {
+#pragma GCC unroll 8
+  for (int t = 0; t < T; ++t) {
+#pragma GCC unroll 8
+    for (int p = 0; p < P; ++p) {
+      float v[2] = {HorizontalSum8(_mm512_extractf32x8_ps(acc[p][t], 0)),
+                    HorizontalSum8(_mm512_extractf32x8_ps(acc[p][t], 1))};
+      if constexpr (F::kMin) {
+        float m[4];
+        _mm_storeu_ps(m, summs[p / 2][t]);
+        v[0] = v[0] + m[2 * (p % 2)];
+        v[1] = v[1] + m[2 * (p % 2) + 1];
+      }
+#pragma GCC unroll 2
+      for (int h = 0; h < 2; ++h) {
+        float& out = y[t * ld_y + 2 * p + h];
+        out = accumulate ? out + v[h] : v[h];
+      }
+    }
+  }
+}
+
 // R rows (even) x T tokens. xd/xs: the tile's first token's column of the
 // [block][token] scale tables (row stride ld_s); xs only for Q4_1.
 template <typename F, int R, int T>
@@ -68,28 +125,10 @@ BRAID_AVX512 void Tile(const uint8_t* w, size_t w_row_bytes, const uint8_t* x,
     __m512 wd[P];
 #pragma GCC unroll 8
     for (int g = 0; g < R / 4; ++g) {
-      // (d, m) of 4 rows as f16 pairs (Q8_0: d and the first two quants,
-      // which are ignored) -> f32 [d0 m0 d1 m1 d2 m2 d3 m3].
       const uint8_t* b = wb + 4 * g * w_row_bytes;
-      const __m128i dm16 =
-          _mm_set_epi32(static_cast<int>(Load32Bits(b + 3 * w_row_bytes)),
-                        static_cast<int>(Load32Bits(b + 2 * w_row_bytes)),
-                        static_cast<int>(Load32Bits(b + w_row_bytes)),
-                        static_cast<int>(Load32Bits(b)));
-      const __m256 dm8 = _mm256_cvtph_ps(dm16);
-      const __m512 dm = _mm512_castps256_ps512(dm8);
-      wd[2 * g] = _mm512_permutexvar_ps(pick01, dm);
-      wd[2 * g + 1] = _mm512_permutexvar_ps(pick23, dm);
-      if constexpr (F::kMin) {
-        const __m128 m = _mm_shuffle_ps(_mm256_castps256_ps128(dm8),
-                                        _mm256_extractf128_ps(dm8, 1),
-                                        _MM_SHUFFLE(3, 1, 3, 1));
-#pragma GCC unroll 8
-        for (int t = 0; t < T; ++t) {
-          summs[g][t] =
-              _mm_fmadd_ps(m, _mm_set1_ps(xs[i * ld_s + t]), summs[g][t]);
-        }
-      }
+      GroupScales<F, T>(b, w_row_bytes, pick01, pick23,
+                        F::kMin ? xs + i * ld_s : nullptr, wd + 2 * g,
+                        summs[g]);
 #pragma GCC unroll 8
       for (int h = 0; h < 2; ++h) {
         q[2 * g + h] =
@@ -117,25 +156,7 @@ BRAID_AVX512 void Tile(const uint8_t* w, size_t w_row_bytes, const uint8_t* x,
       }
     }
   }
-#pragma GCC unroll 8
-  for (int t = 0; t < T; ++t) {
-#pragma GCC unroll 8
-    for (int p = 0; p < P; ++p) {
-      float v[2] = {HorizontalSum8(_mm512_extractf32x8_ps(acc[p][t], 0)),
-                    HorizontalSum8(_mm512_extractf32x8_ps(acc[p][t], 1))};
-      if constexpr (F::kMin) {
-        float m[4];
-        _mm_storeu_ps(m, summs[p / 2][t]);
-        v[0] = v[0] + m[2 * (p % 2)];
-        v[1] = v[1] + m[2 * (p % 2) + 1];
-      }
-#pragma GCC unroll 2
-      for (int h = 0; h < 2; ++h) {
-        float& out = y[t * ld_y + 2 * p + h];
-        out = accumulate ? out + v[h] : v[h];
-      }
-    }
-  }
+  StoreTile<F, P, T>(acc, summs, y, ld_y, accumulate);
 }
 
 // How far ahead (in rows) weights are prefetched into L2: 32 rows, 2
@@ -264,6 +285,60 @@ uint8_t* Align64(uint8_t* p) {
                                     ~uintptr_t{63});
 }
 
+// Where a tile of R rows from row r prefetches: the next tile's rows into
+// L1 (near) and rows further ahead into L2 (far), so their DRAM latency
+// overlaps several tiles' arithmetic; on the first chunk of tokens only
+// (the rows stream from memory once), up to row max(r1, prefetch_end) (past
+// r1: the rows the caller takes next). Spread over the tile's blocks by the
+// quad-layout tiles (SpreadPrefetch); the others' are issued at once
+// (Issue).
+struct TilePrefetch {
+  const uint8_t* near = nullptr;
+  const uint8_t* far = nullptr;
+  int64_t near_bytes = 0, far_bytes = 0;
+
+  TilePrefetch(const uint8_t* w, size_t w_row_bytes, int64_t r, int R,
+               int64_t far_rows, bool first_chunk, int64_t r1,
+               int64_t prefetch_end)
+      : near(w + (r + R) * w_row_bytes), far(w + (r + far_rows) * w_row_bytes) {
+    if (!first_chunk) return;
+    const uint8_t* end = w + std::max(r1, prefetch_end) * w_row_bytes;
+    const int64_t tile_bytes = R * static_cast<int64_t>(w_row_bytes);
+    near_bytes = std::min(tile_bytes, end - std::min(near, end));
+    far_bytes = std::min(tile_bytes, end - std::min(far, end));
+  }
+  void Issue() const {
+    for (int64_t off = 0; off < near_bytes; off += 64) PrefetchL1(near + off);
+    for (int64_t off = 0; off < far_bytes; off += 64) PrefetchL2(far + off);
+  }
+};
+
+// Rows [r_end, r1) of a chunk that the R-row tiles left: quads on the quad
+// layout, else the AVX2 tiles.
+BRAID_AVX512 void RunLeftoverRows(DType type, const uint8_t* w,
+                                  size_t w_row_bytes, const uint8_t* xc,
+                                  size_t x_row_bytes, int64_t n, int64_t nb,
+                                  int64_t r_end, int64_t r1, int64_t nc,
+                                  const GemmTileActivations& tab, float* yc,
+                                  int64_t ld_y, bool accumulate,
+                                  bool quad_layout) {
+  if (quad_layout) {  // Quads left over from the 8- and 16-row tiles.
+    for (int64_t r = r_end; r < r1; r += 4) {
+      if (nc >= 3) {
+        QuadTileRows(type, w, w_row_bytes, tab.xq, tab.dpat, tab.spat, nb, r,
+                     nc, yc, ld_y, accumulate, nullptr, 0, nullptr, 0);
+      } else {
+        RowQuadTiles(type, w + r * w_row_bytes, 1, tab.xq, tab.dpat, tab.spat,
+                     nb, static_cast<int>(nc), yc + r, ld_y, accumulate,
+                     nullptr, 0, nullptr, 0);
+      }
+    }
+  } else if (r_end < r1) {
+    GemmTileAvx2(type, w, w_row_bytes, xc, x_row_bytes, n, r_end, r1, nc, yc,
+                 ld_y, accumulate);
+  }
+}
+
 template <typename F>
 BRAID_AVX512 void Run(const uint8_t* w, size_t w_row_bytes, const uint8_t* x,
                       size_t x_row_bytes, int64_t n, int64_t r0, int64_t r1,
@@ -311,43 +386,22 @@ BRAID_AVX512 void Run(const uint8_t* w, size_t w_row_bytes, const uint8_t* x,
     if (quad_layout) R = rows8 ? 8 : nc >= 3 ? 4 : 16;
     const int64_t r_end = r0 + (r1 - r0) / R * R;
     for (int64_t r = r0; r < r_end; r += R) {
-      // The rows stream from memory once: on the first chunk, the next
-      // tile's rows into L1 and rows further ahead into L2, so their DRAM
-      // latency overlaps several tiles' arithmetic: spread over the tile's
-      // blocks by the quad-layout tiles (SpreadPrefetch), here for the
-      // others.
-      const uint8_t* ahead = w + (r + R) * w_row_bytes;
-      const uint8_t* far =
-          w + (r + (quad_layout && nc >= 3 ? kQuadFarRows : kFarRows)) *
-                  w_row_bytes;
-      int64_t ahead_bytes = 0, far_bytes = 0;
-      if (t0 == 0) {
-        // (Past r1 up to prefetch_end: the rows the caller takes next.)
-        const uint8_t* end = w + std::max(r1, prefetch_end) * w_row_bytes;
-        const int64_t tile_bytes = R * static_cast<int64_t>(w_row_bytes);
-        ahead_bytes = std::min(tile_bytes, end - std::min(ahead, end));
-        far_bytes = std::min(tile_bytes, end - std::min(far, end));
-      }
-      if (!quad_layout) {
-        for (int64_t off = 0; off < ahead_bytes; off += 64) {
-          PrefetchL1(ahead + off);
-        }
-        for (int64_t off = 0; off < far_bytes; off += 64) {
-          PrefetchL2(far + off);
-        }
-      }
+      const TilePrefetch pf(w, w_row_bytes, r, R,
+                            quad_layout && nc >= 3 ? kQuadFarRows : kFarRows,
+                            t0 == 0, r1, prefetch_end);
+      if (!quad_layout) pf.Issue();
       if (rows8) {
         RowQuadTiles(type, w + r * w_row_bytes, 2, tab.xq, tab.dpat, tab.spat,
-                     nb, static_cast<int>(nc), yc + r, ld_y, accumulate, ahead,
-                     ahead_bytes, far, far_bytes);
+                     nb, static_cast<int>(nc), yc + r, ld_y, accumulate,
+                     pf.near, pf.near_bytes, pf.far, pf.far_bytes);
       } else if (quad_layout && nc <= 2) {
         RowQuadTiles(type, w + r * w_row_bytes, 4, tab.xq, tab.dpat, tab.spat,
-                     nb, static_cast<int>(nc), yc + r, ld_y, accumulate, ahead,
-                     ahead_bytes, far, far_bytes);
+                     nb, static_cast<int>(nc), yc + r, ld_y, accumulate,
+                     pf.near, pf.near_bytes, pf.far, pf.far_bytes);
       } else if (quad_layout) {
         QuadTileRows(type, w, w_row_bytes, tab.xq, tab.dpat, tab.spat, nb, r,
-                     nc, yc, ld_y, accumulate, ahead, ahead_bytes, far,
-                     far_bytes);
+                     nc, yc, ld_y, accumulate, pf.near, pf.near_bytes, pf.far,
+                     pf.far_bytes);
       } else if (R == 8) {
         RunRows<F, 8>(w, w_row_bytes, xc, x_row_bytes, tab.xd, tab.xs, nc, nb,
                       r, nc, yc, ld_y, accumulate);
@@ -356,21 +410,8 @@ BRAID_AVX512 void Run(const uint8_t* w, size_t w_row_bytes, const uint8_t* x,
                       r, nc, yc, ld_y, accumulate);
       }
     }
-    if (quad_layout) {  // Quads left over from the 8- and 16-row tiles.
-      for (int64_t r = r_end; r < r1; r += 4) {
-        if (nc >= 3) {
-          QuadTileRows(type, w, w_row_bytes, tab.xq, tab.dpat, tab.spat, nb, r,
-                       nc, yc, ld_y, accumulate, nullptr, 0, nullptr, 0);
-        } else {
-          RowQuadTiles(type, w + r * w_row_bytes, 1, tab.xq, tab.dpat, tab.spat,
-                       nb, static_cast<int>(nc), yc + r, ld_y, accumulate,
-                       nullptr, 0, nullptr, 0);
-        }
-      }
-    } else if (r_end < r1) {
-      GemmTileAvx2(type, w, w_row_bytes, xc, x_row_bytes, n, r_end, r1, nc, yc,
-                   ld_y, accumulate);
-    }
+    RunLeftoverRows(type, w, w_row_bytes, xc, x_row_bytes, n, nb, r_end, r1, nc,
+                    tab, yc, ld_y, accumulate, quad_layout);
   }
 }
 
