@@ -11,7 +11,9 @@ sweep: Poisson arrivals at each of --rates (requests/s) for --duration-s
 soak: Poisson arrivals at --rate for --hours, in windows of --window-s;
   after each window one line: requests, errors, TTFT p99, and the server's
   resident memory from --metrics-url (process_resident_memory_bytes), with
-  its growth since the first window. Ends non-zero on any error or when
+  its growth since the first window. A window at --rate runs first as a
+  warm-up (threads, allocator arenas and KV pages a fresh server creates
+  under that load are not growth). Ends non-zero on any error or when
   memory grew more than --max-growth (5% by default).
 
   deploy/loadtest/loadtest.py sweep --addr HOST:50051 --rates 1,2,4,8 --out /tmp/sweep
@@ -166,10 +168,11 @@ def resident_bytes(url):
 
 async def soak(args):
     backend = loadgen.make_backend(args)
-    end = time.time() + args.hours * 3600
     first_rss, rss, errors, window = None, None, 0, 0
     try:
-        await run_at(backend, args, float("inf"), 1, args.seed + 999)  # warm-up
+        n = max(1, round(args.rate * args.window_s))
+        await run_at(backend, args, args.rate, n, args.seed + 999)  # warm-up
+        end = time.time() + args.hours * 3600
         while time.time() < end:
             n = max(1, round(args.rate * min(args.window_s, end - time.time())))
             r = await run_at(backend, args, args.rate, n, args.seed + window)
