@@ -51,6 +51,7 @@ SessionOptions RequestSession(GenerationRequest& r) {
   o.streams.push_back(std::move(out));
   o.priority = r.priority;
   o.tenant = std::move(r.tenant);
+  o.tpot_objective = r.tpot_objective;
   o.request = true;
   return o;
 }
@@ -257,7 +258,28 @@ void Engine::ExpireDeadlines() {
   }
 }
 
+absl::Duration Engine::StepObjective() const {
+  absl::Duration objective = absl::InfiniteDuration();
+  for (const auto& [handle, w] : work_) {
+    if (!scheduler_.Contains(handle) ||
+        scheduler_.queue(handle) == QueueKind::kPrompt) {
+      continue;  // not decoding
+    }
+    const absl::Duration own = w.session->options().tpot_objective;
+    objective = std::min(
+        objective, own > absl::ZeroDuration() ? own : options_.tpot_objective);
+  }
+  return objective == absl::InfiniteDuration() ? options_.tpot_objective
+                                               : objective;
+}
+
 void Engine::RunStep() {
+  const absl::Duration objective = StepObjective();
+  pacer_.SetStepObjective(absl::ToDoubleSeconds(objective));
+  {
+    absl::MutexLock lock(&mu_);
+    stats_.step_objective = objective;
+  }
   scheduler_.SetPacedPrefillCap(pacer_.Cap());
   StepPlan plan = scheduler_.Schedule();
   if (plan.empty()) {

@@ -51,7 +51,9 @@ struct EngineOptions {
   double max_decode_slowdown = 0;
   // A TPOT objective: while requests decode, a step may take up to this long
   // when that allows more prompt tokens than max_decode_slowdown does
-  // (absl::ZeroDuration() = none).
+  // (absl::ZeroDuration() = none). The default of requests and sessions that
+  // state none (SessionOptions::tpot_objective); each step is held to the
+  // tightest objective of the work decoding in it.
   absl::Duration tpot_objective = absl::ZeroDuration();
   // Thinking markers: reasoning routing (the reasoning queue) and budgets
   // of Generate requests and session streams.
@@ -92,6 +94,8 @@ struct EngineStats {
   absl::Time step_started = absl::InfinitePast();
   // Finished requests' time in the engine (arrival to finish), summed.
   absl::Duration request_time = absl::ZeroDuration();
+  // The TPOT objective the last step was paced to (Engine::StepObjective).
+  absl::Duration step_objective = absl::ZeroDuration();
 };
 
 // The continuous-batching engine: one thread runs the step loop
@@ -224,6 +228,11 @@ class Engine {
   void ExpireDeadlines();
   // One step: plan, run, apply (or wait for work when nothing fits).
   void RunStep();
+  // The TPOT objective the next step is paced to: the tightest objective of
+  // the work decoding (in the I/O or reasoning queue), a request's or
+  // session's own or options_.tpot_objective; options_.tpot_objective when
+  // nothing decodes.
+  absl::Duration StepObjective() const;
   // Before the executor runs a step begun at `now`: each sample point gets
   // its request's or stream's sampler; requests starting now stop counting
   // as waiting.

@@ -3,6 +3,7 @@
 // prefix reuse. The real model's tests are in engine_model_test.cc.
 #include "batching/engine.h"
 
+#include <map>
 #include <memory>
 #include <vector>
 
@@ -374,6 +375,59 @@ TEST_F(EngineTest, DeadlinesEndRequestsInAnyPhase) {
             absl::Milliseconds(200));
   ExpectIdle(*engine);
   EXPECT_EQ(engine->Stats().failed, 2);
+}
+
+// Each step is paced to the tightest TPOT objective of the requests
+// decoding in it (their own or the engine's default), the default when none
+// decodes; a request may ask for a looser one than the default too.
+TEST_F(EngineTest, StepsKeepTheTightestObjectiveOfTheDecodingRequests) {
+  const absl::Duration kDefault = absl::Milliseconds(60);
+  EngineOptions options = Options();
+  options.tpot_objective = kDefault;
+  FakeExecutor executor(tokenizer_->vocab_size(), 4);
+  auto engine = MakeEngine(&executor, options);
+  Engine* engine_ptr = engine.get();
+  absl::flat_hash_map<uint64_t, absl::Duration> asked;
+  absl::Mutex mu;
+  std::vector<std::pair<absl::Duration, absl::Duration>> steps;  // want, got
+  executor.SetHook([&](int, const StepPlan& plan) {
+    absl::MutexLock lock(&mu);
+    absl::Duration want = absl::InfiniteDuration();
+    for (const ScheduledSequence& s : plan.sequences) {
+      if (s.queue == QueueKind::kPrompt) continue;
+      const absl::Duration own = asked.at(s.request_id);
+      want = std::min(want, own > absl::ZeroDuration() ? own : kDefault);
+    }
+    if (want == absl::InfiniteDuration()) want = kDefault;
+    steps.push_back({want, engine_ptr->Stats().step_objective});
+  });
+  auto run = [&](std::vector<std::pair<int, absl::Duration>> requests) {
+    executor.Hold();
+    std::vector<std::shared_ptr<RecordingSink>> sinks;
+    for (size_t i = 0; i < requests.size(); ++i) {
+      GenerationRequest r = Request(6, requests[i].first, 100 * (i + 1));
+      r.tpot_objective = requests[i].second;
+      sinks.push_back(std::make_shared<RecordingSink>());
+      absl::MutexLock lock(&mu);
+      asked[*engine->Submit(std::move(r), sinks.back())] = requests[i].second;
+    }
+    executor.Release();
+    for (auto& s : sinks) ASSERT_TRUE(s->WaitFinal().final);
+  };
+  // 25 ms decodes beside the default for 6 tokens, then the default alone.
+  run({{6, absl::Milliseconds(25)}, {12, absl::ZeroDuration()}});
+  // One request that asks for 200 ms.
+  run({{6, absl::Milliseconds(200)}});
+  absl::MutexLock lock(&mu);
+  std::map<absl::Duration, int> seen;
+  for (const auto& [want, got] : steps) {
+    EXPECT_EQ(got, want);
+    ++seen[got];
+  }
+  EXPECT_GE(seen[absl::Milliseconds(25)], 3);
+  EXPECT_GE(seen[kDefault], 3);
+  EXPECT_GE(seen[absl::Milliseconds(200)], 3);
+  ExpectIdle(*engine);
 }
 
 TEST_F(EngineTest, RecordsMetrics) {

@@ -43,13 +43,17 @@ class PrefillPacer {
   int Cap() const;
   static constexpr int kProbe = -1;
 
+  // The step-time objective from now on (0 = none); the engine sets the
+  // tightest of the decoding requests' TPOT objectives before each step.
+  void SetStepObjective(double seconds) { step_objective_s_ = seconds; }
+
   double decode_step_seconds() const { return decode_s_; }
   double seconds_per_prefill_token() const { return per_token_s_; }
 
  private:
   const double max_slowdown_;
   const int min_tokens_;
-  const double step_objective_s_;
+  double step_objective_s_;
   double decode_s_ = 0;     // decode-only step (0 = not seen yet)
   double per_token_s_ = 0;  // added per prefill token (0 = not seen yet)
   int mixed_steps_ = 0;     // steps with prefill since a decode-only one

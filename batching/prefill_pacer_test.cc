@@ -70,6 +70,22 @@ TEST(PrefillPacerTest, StepObjectiveWidensTheBudget) {
   EXPECT_EQ(q.Cap(), 5);
 }
 
+// The engine sets the objective before each step (the tightest of the
+// decoding requests'): the cap follows it at once, and 0 leaves the
+// slowdown alone.
+TEST(PrefillPacerTest, StepObjectiveCanChangeBetweenSteps) {
+  PrefillPacer p(1.5, 2, /*step_objective_seconds=*/0.050);
+  p.Observe(4, 0, StepSeconds(0, 0));
+  RunSteps(p, 20, 8, 0.0009);
+  EXPECT_EQ(p.Cap(), 44);
+  p.SetStepObjective(0.030);  // 20 ms over the decode step: 22 tokens
+  EXPECT_EQ(p.Cap(), 22);
+  p.SetStepObjective(0);
+  EXPECT_EQ(p.Cap(), 5);
+  p.SetStepObjective(0.100);
+  EXPECT_EQ(p.Cap(), 100);
+}
+
 // A prompt's tokens get dearer as its context grows: the cap follows within
 // a few steps, and never drops below the minimum chunk.
 TEST(PrefillPacerTest, FollowsRisingCostDownToTheMinimum) {

@@ -31,6 +31,9 @@ struct GenerationRequest {
   absl::Time deadline = absl::InfiniteFuture();
   // Thinking: a budget that forces the end marker, and hiding.
   ReasoningOptions reasoning;
+  // The time per output token this request asks for while it decodes
+  // (EngineOptions::tpot_objective when zero; SessionOptions::tpot_objective).
+  absl::Duration tpot_objective = absl::ZeroDuration();
 };
 
 enum class FinishReason {

@@ -115,6 +115,12 @@ struct SessionOptions {
   DuplexPolicy duplex = DuplexPolicy::kInterject;
   int priority = 0;
   std::string tenant;
+  // The time per output token the session asks for while it decodes: steps
+  // that serve other work's prompts beside it take at most this long (as
+  // far as --max_decode_slowdown's bound allows: the pacer never holds a
+  // step below it); zero: EngineOptions::tpot_objective. The engine holds
+  // every step to the tightest objective of the work decoding in it.
+  absl::Duration tpot_objective = absl::ZeroDuration();
   // A Generate request (Engine::Submit): one output stream whose turn
   // starts on the prefix (the prompt) when the session opens. Its entries
   // carry the prefix's tag (stream 0 at y = context index): the context is

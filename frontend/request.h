@@ -68,6 +68,7 @@ struct GenerateSpec {
   std::string request_id;
   std::string tenant;
   int32_t priority = 0;
+  int64_t tpot_objective_ms = 0;  // 0 = the daemon's
   std::optional<PromptSpec> prompt;
   SamplingSpec sampling;
 };
@@ -119,6 +120,7 @@ struct SessionOpenSpec {
   int32_t priority = 0;
   std::string tenant;
   bool resume = false;
+  int64_t tpot_objective_ms = 0;  // 0 = the daemon's
 };
 
 }  // namespace braid::frontend

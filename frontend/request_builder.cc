@@ -60,6 +60,16 @@ bool Finite(float x) { return std::isfinite(x); }
 
 }  // namespace
 
+absl::StatusOr<absl::Duration> TpotObjective(int64_t ms,
+                                             absl::string_view field) {
+  if (ms < 0 || ms > 60000) {
+    return Invalid(field,
+                   "must be in [0, 60000] (milliseconds; 0 = the "
+                   "daemon's --tpot_objective_ms)");
+  }
+  return absl::Milliseconds(ms);
+}
+
 bool IsValidUtf8(absl::string_view s) { return CheckUtf8(s, "").ok(); }
 
 std::string SanitizeUtf8(absl::string_view s) {
@@ -352,6 +362,9 @@ absl::StatusOr<batching::GenerationRequest> RequestBuilder::BuildGenerate(
     return Invalid("priority", "must be in [-100, 100]");
   }
   out.priority = request.priority;
+  BRAID_ASSIGN_OR_RETURN(
+      out.tpot_objective,
+      TpotObjective(request.tpot_objective_ms, "tpot_objective_ms"));
   if (!request.prompt.has_value()) return Invalid("prompt", "is required");
   absl::StatusOr<std::vector<int32_t>> prompt =
       PromptTokens(*request.prompt, /*starts_context=*/true);

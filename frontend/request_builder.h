@@ -8,6 +8,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "absl/time/time.h"
 #include "absl/types/span.h"
 #include "batching/request.h"
 #include "frontend/request.h"
@@ -15,6 +16,12 @@
 #include "model/tokenizer/tokenizer.h"
 
 namespace braid::frontend {
+
+// A request's or session's TPOT objective (`field`, in milliseconds; 0 =
+// the daemon's) as the engine takes it (batching::SessionOptions::
+// tpot_objective), or INVALID_ARGUMENT naming `field` outside [0, 60000].
+absl::StatusOr<absl::Duration> TpotObjective(int64_t ms,
+                                             absl::string_view field);
 
 // Validates requests (frontend/request.h, whatever front end parsed them)
 // and turns them into engine requests. Every rejection is INVALID_ARGUMENT

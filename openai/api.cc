@@ -503,6 +503,9 @@ absl::StatusOr<ApiRequest> ParseRequest(Endpoint endpoint,
   out.model = model.value_or("");
   BRAID_ASSIGN_OR_RETURN(std::optional<std::string> user, String(json, "user"));
   out.user = user.value_or("");
+  BRAID_ASSIGN_OR_RETURN(std::optional<int64_t> tpot,
+                         IntegerField(json, "tpot_objective_ms"));
+  out.tpot_objective_ms = tpot.value_or(0);
   if (endpoint == Endpoint::kCompletions) {
     BRAID_RETURN_IF_ERROR(ParsePrompt(json, &out));
   } else {

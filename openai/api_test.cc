@@ -70,7 +70,7 @@ TEST(ApiTest, SamplingFields) {
       "presence_penalty":-0.2,"repetition_penalty":1.1,"seed":42,
       "stop":["\n","END"],"logprobs":3,"ignore_eos":true,"n":3,"user":"u1",
       "stream":true,"stream_options":{"include_usage":true},
-      "cache_prompt":false,"some_extension":{"x":1}})");
+      "cache_prompt":false,"some_extension":{"x":1},"tpot_objective_ms":25})");
   ASSERT_TRUE(r.ok()) << r.status();
   const frontend::SamplingSpec& s = r->sampling;
   EXPECT_EQ(s.max_tokens, 7);
@@ -90,6 +90,7 @@ TEST(ApiTest, SamplingFields) {
   EXPECT_EQ(r->user, "u1");
   EXPECT_TRUE(r->stream);
   EXPECT_TRUE(r->include_usage);
+  EXPECT_EQ(r->tpot_objective_ms, 25);
 
   // null means unset; an integral float is an integer; top_k -1 is off.
   auto nulls = Completion(
@@ -122,6 +123,9 @@ TEST(ApiTest, WrongTypesNameTheField) {
               HasSubstr("seed:"));
   EXPECT_THAT(Refusal(Completion(R"({"prompt":"x","model":5})")),
               HasSubstr("model:"));
+  EXPECT_THAT(
+      Refusal(Completion(R"({"prompt":"x","tpot_objective_ms":"fast"})")),
+      HasSubstr("tpot_objective_ms:"));
   EXPECT_THAT(Refusal(Completion(R"({"prompt":"x","top_p":0})")),
               HasSubstr("top_p:"));
   EXPECT_THAT(Refusal(Completion(

@@ -506,6 +506,7 @@ absl::StatusOr<std::shared_ptr<RequestRun>> HttpServer::Impl::StartRun(
   for (size_t p = 0; p < api.prompts.size(); ++p) {
     frontend::GenerateSpec spec;
     spec.tenant = api.user;
+    spec.tpot_objective_ms = api.tpot_objective_ms;
     spec.prompt = api.prompts[p];
     spec.sampling = api.sampling;
     absl::StatusOr<batching::GenerationRequest> built =

@@ -58,6 +58,7 @@ frontend::GenerateSpec FromProto(const v1::GenerateRequest& r) {
   g.request_id = r.request_id();
   g.tenant = r.tenant();
   g.priority = r.priority();
+  g.tpot_objective_ms = r.tpot_objective_ms();
   if (r.has_prompt()) g.prompt = FromProto(r.prompt());
   g.sampling = FromProto(r.sampling());
   return g;
@@ -80,6 +81,7 @@ frontend::SessionOpenSpec FromProto(const v1::SessionOpen& open) {
   o.priority = open.priority();
   o.tenant = open.tenant();
   o.resume = open.resume();
+  o.tpot_objective_ms = open.tpot_objective_ms();
   return o;
 }
 

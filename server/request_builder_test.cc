@@ -4,6 +4,7 @@
 #include <cstdlib>
 #include <limits>
 
+#include "frontend/session_open.h"
 #include "gtest/gtest.h"
 #include "model/gguf.h"
 #include "model/testing/smollm2.h"
@@ -68,6 +69,12 @@ TEST_F(RequestBuilderTest, DefaultsFillTheContext) {
   EXPECT_EQ(built->sampling.temperature, 0.0f);
   EXPECT_EQ(built->sampling.top_p, 1.0f);
   EXPECT_EQ(built->sampling.repetition_penalty, 1.0f);
+  EXPECT_EQ(built->tpot_objective, absl::ZeroDuration());  // the daemon's
+  v1::GenerateRequest r = Text("Hello world");
+  r.set_tpot_objective_ms(25);
+  built = Builder().BuildGenerate(FromProto(r));
+  ASSERT_TRUE(built.ok()) << built.status();
+  EXPECT_EQ(built->tpot_objective, absl::Milliseconds(25));
 }
 
 TEST_F(RequestBuilderTest, RejectsEachBadField) {
@@ -96,6 +103,9 @@ TEST_F(RequestBuilderTest, RejectsEachBadField) {
   r = Text("hi");
   r.set_priority(101);
   ExpectInvalid(r, "priority");
+  r = Text("hi");
+  r.set_tpot_objective_ms(60001);
+  ExpectInvalid(r, "tpot_objective_ms: must be in [0, 60000]");
   std::string long_text;
   for (int i = 0; i < 100; ++i) long_text += " x";  // 100 tokens > 64
   r = Text(long_text);
@@ -103,6 +113,34 @@ TEST_F(RequestBuilderTest, RejectsEachBadField) {
   r = v1::GenerateRequest();
   r.mutable_prompt()->mutable_chat()->add_messages()->set_content("hi");
   ExpectInvalid(r, "chat template is not recognised");
+}
+
+// A session's TPOT objective travels to the engine's options; out of range
+// it is refused naming the field, and a resume may not set it.
+TEST_F(RequestBuilderTest, SessionTpotObjective) {
+  v1::SessionOpen open;
+  open.mutable_prefix()->set_text("Hello");
+  v1::StreamSpec* s = open.add_streams();
+  s->set_stream_id("out");
+  s->set_kind(v1::STREAM_KIND_OUTPUT);
+  open.set_tpot_objective_ms(40);
+  auto built = frontend::BuildSession(FromProto(open), Builder(),
+                                      frontend::ModelStreams{});
+  ASSERT_TRUE(built.ok()) << built.status();
+  EXPECT_EQ(built->options.tpot_objective, absl::Milliseconds(40));
+  open.set_tpot_objective_ms(70000);
+  built = frontend::BuildSession(FromProto(open), Builder(),
+                                 frontend::ModelStreams{});
+  EXPECT_EQ(built.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(built.status().message().find("open.tpot_objective_ms"),
+            std::string::npos)
+      << built.status();
+  v1::SessionOpen resume;
+  resume.set_session_id("s");
+  resume.set_resume(true);
+  EXPECT_TRUE(frontend::CheckResume(FromProto(resume)).ok());
+  resume.set_tpot_objective_ms(40);
+  EXPECT_FALSE(frontend::CheckResume(FromProto(resume)).ok());
 }
 
 TEST_F(RequestBuilderTest, TokenPromptsAreCheckedNotTokenized) {
