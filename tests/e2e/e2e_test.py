@@ -322,6 +322,8 @@ class E2ETest(harness.DaemonTestCase):
             ("unknown chat role", "role",
              dict(prompt=pb.Prompt(chat=pb.ChatMessages(messages=[
                  pb.ChatMessage(role="wizard", content=b"hi")])))),
+            ("TPOT objective over a minute", "tpot_objective_ms",
+             dict(prompt=ok, tpot_objective_ms=60001)),
         ]
         for name, substring, kw in cases:
             with self.subTest(name):
