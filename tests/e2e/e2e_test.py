@@ -7,14 +7,12 @@ never freed its KV blocks) would make every later request hang and fail these
 tests; the cancellation tests also read --stats_file to check that every
 block is free and no request remains.
 """
-import json
 import math
 import os
 import subprocess
 import sys
 import tempfile
 import threading
-import time
 import unittest
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -85,19 +83,7 @@ class E2ETest(harness.DaemonTestCase):
     def assert_engine_idle(self):
         """Waits (10 s at most) for the engine to hold no request and no
         KV block, as reported by --stats_file."""
-        deadline = time.time() + 10
-        stats = None
-        while time.time() < deadline:
-            try:
-                with open(self.stats_path) as f:
-                    stats = json.load(f)
-            except (OSError, ValueError):
-                stats = None
-            if (stats and stats["requests"] == 0 and
-                    stats["kv_blocks_free"] == stats["kv_blocks_total"]):
-                return stats
-            time.sleep(0.05)
-        self.fail(f"engine not idle: {stats}")
+        return harness.wait_engine_idle(self.stats_path)
 
     # -- health and info --------------------------------------------------
 

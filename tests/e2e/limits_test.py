@@ -2,7 +2,6 @@
 message size, concurrent streams per connection, keepalive enforcement
 (too many pings -> GOAWAY), the server's maximum request duration.
 """
-import json
 import os
 import sys
 import tempfile
@@ -35,14 +34,6 @@ class LimitsTest(unittest.TestCase):
     def tokenize(self, channel, text, timeout=5):
         return pb_grpc.BraidStub(channel).Tokenize(
             pb.TokenizeRequest(prompt=pb.Prompt(text=text)), timeout=timeout)
-
-    def engine_idle(self):
-        try:
-            with open(self.stats_path) as f:
-                s = json.load(f)
-        except (OSError, ValueError):
-            return False
-        return s["requests"] == 0 and s["kv_blocks_free"] == s["kv_blocks_total"]
 
     def test_max_message_size(self):
         with grpc.insecure_channel(self.daemon.addr) as channel:
@@ -78,7 +69,7 @@ class LimitsTest(unittest.TestCase):
         finally:
             busy.close()
             other.close()
-        harness.wait_for(self.engine_idle, 10, "engine idle")
+        harness.wait_engine_idle(self.stats_path)
 
     def _tokenize_ok(self, channel):
         try:
@@ -130,7 +121,7 @@ class LimitsTest(unittest.TestCase):
             self.assertIn("--max_request_seconds", cm.exception.details())
             self.assertGreaterEqual(elapsed, 1.9)
             self.assertLess(elapsed, 10)
-        harness.wait_for(self.engine_idle, 10, "engine idle")
+        harness.wait_engine_idle(self.stats_path)
 
 
 if __name__ == "__main__":

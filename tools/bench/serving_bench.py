@@ -41,20 +41,10 @@ sys.path.insert(0, os.path.join(ROOT, "tools", "loadgen"))
 import loadgen  # noqa: E402
 import servers  # noqa: E402
 from machine import cpu_model, cpu_times  # noqa: E402
+from machine import wait_quiet as machine_wait_quiet  # noqa: E402
 from backends import BraidBackend, OpenAIBackend  # noqa: E402
 
 DEFAULT_MODEL = os.path.join(servers.CACHE, "models", "SmolLM2-135M-Instruct.Q4_1.gguf")
-
-
-def cpu_busy(sample_s=2.0):
-    """Fraction of all CPUs busy over `sample_s` seconds."""
-    try:
-        t0, b0 = cpu_times()
-        time.sleep(sample_s)
-        t1, b1 = cpu_times()
-    except OSError:
-        return 0.0
-    return (b1 - b0) / max(1e-9, t1 - t0)
 
 
 def wait_quiet(args):
@@ -63,11 +53,7 @@ def wait_quiet(args):
     is other people's work: it skews both servers, and llama.cpp's spinning
     thread pool collapses when the cores are oversubscribed. Returns the busy
     fraction measured last."""
-    deadline = time.time() + args.quiet_wait
-    busy = cpu_busy()
-    while busy > args.quiet_busy and time.time() < deadline:
-        busy = cpu_busy()
-    return busy
+    return machine_wait_quiet(args.quiet_busy, args.quiet_wait)
 
 
 def own_cpu(procs):

@@ -52,6 +52,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 sys.path.insert(0, os.path.join(ROOT, "tests", "e2e"))
 import harness  # noqa: E402
 from machine import cpu_model, cpu_times  # noqa: E402
+from machine import wait_quiet as machine_wait_quiet  # noqa: E402
 
 SYSTEM = b"<|im_start|>system\nYou are a helpful assistant.<|im_end|>\n"
 USER = (b"<|im_start|>user\nWrite a short story about a lighthouse keeper "
@@ -186,20 +187,10 @@ def run_independent(pb, stub, args, k):
     return decode_rate(arrivals)
 
 
-def cpu_busy(sample_s=1.0):
-    """Fraction of all CPUs busy over `sample_s` seconds."""
-    t0, b0 = cpu_times()
-    time.sleep(sample_s)
-    t1, b1 = cpu_times()
-    return (b1 - b0) / max(1e-9, t1 - t0)
-
-
 def wait_quiet(args):
     """Waits (up to --quiet_wait s) until other processes leave the CPUs
     idle but for --max_other_cpu of their time (braidd is idle here)."""
-    deadline = time.time() + args.quiet_wait
-    while cpu_busy() > args.max_other_cpu and time.time() < deadline:
-        pass
+    machine_wait_quiet(args.max_other_cpu, args.quiet_wait, sample_s=1.0)
 
 
 def run_round(pb, stub, args, ks, r, pid):
