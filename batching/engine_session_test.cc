@@ -248,7 +248,9 @@ TEST_F(EngineSessionTest, GenerateEndingInThoughtReleasesTheReasoningText) {
     std::string reasoning_text;
     for (const OutputChunk& c : sink->Chunks()) {
       if (c.reasoning) reasoning_text += c.text;
-      if (c.final) EXPECT_EQ(c.text, "");
+      if (c.final) {
+        EXPECT_EQ(c.text, "");
+      }
     }
     EXPECT_EQ(reasoning_text, hide ? "" : "\xEF\xBF\xBD");
   }

@@ -83,7 +83,9 @@ TEST_F(SessionModelTest, BranchesEqualIndependentRequestsAndShareThePrompt) {
     }
     // Sampling with different seeds makes the branches differ (so the
     // comparison above is not trivially between equal greedy outputs).
-    if (temp > 0) EXPECT_GT(distinct.size(), 1u);
+    if (temp > 0) {
+      EXPECT_GT(distinct.size(), 1u);
+    }
     // Every entry in one context: the prompt once, then K * T branch tokens.
     const int entries = static_cast<int>(prompt.size()) + kBranches * kTokens;
     WaitSettled(entries);
