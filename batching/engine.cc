@@ -274,12 +274,8 @@ absl::Duration Engine::StepObjective() const {
 }
 
 void Engine::RunStep() {
-  const absl::Duration objective = StepObjective();
-  pacer_.SetStepObjective(absl::ToDoubleSeconds(objective));
-  {
-    absl::MutexLock lock(&mu_);
-    stats_.step_objective = objective;
-  }
+  step_objective_ = StepObjective();
+  pacer_.SetStepObjective(absl::ToDoubleSeconds(step_objective_));
   scheduler_.SetPacedPrefillCap(pacer_.Cap());
   StepPlan plan = scheduler_.Schedule();
   if (plan.empty()) {
@@ -324,6 +320,7 @@ void Engine::StartStep(StepPlan& plan, absl::Time now) {
   stats_.waiting_tokens -= started_tokens;
   stats_.running = scheduler_.num_running();  // with them, for Submit
   stats_.step_started = now;
+  stats_.step_objective = step_objective_;
 }
 
 void Engine::EndStep(const StepPlan& plan, absl::Time start) {

@@ -235,7 +235,7 @@ class Engine {
   absl::Duration StepObjective() const;
   // Before the executor runs a step begun at `now`: each sample point gets
   // its request's or stream's sampler; requests starting now stop counting
-  // as waiting.
+  // as waiting; the stats show the step and the objective it is paced to.
   void StartStep(StepPlan& plan, absl::Time now);
   // After it ran: the debug delays, busy time, step metrics, the pacer.
   void EndStep(const StepPlan& plan, absl::Time start);
@@ -302,7 +302,8 @@ class Engine {
   // Engine thread only.
   Scheduler scheduler_;
   PrefillPacer pacer_;
-  absl::flat_hash_map<uint64_t, Work> work_;  // by handle
+  absl::Duration step_objective_ = absl::ZeroDuration();  // StepObjective()
+  absl::flat_hash_map<uint64_t, Work> work_;              // by handle
   // Kept sessions by handle, and their handles least recently kept first.
   absl::flat_hash_map<uint64_t, std::unique_ptr<Session>> kept_;
   std::list<uint64_t> kept_order_;

@@ -37,8 +37,8 @@ struct ApiRequest {
   frontend::SamplingSpec sampling;
   int n = 1;
   bool stream = false;
-  bool include_usage = false;  // stream_options.include_usage
-  std::string user;            // the tenant
+  bool include_usage = false;     // stream_options.include_usage
+  std::string user;               // the tenant
   int64_t tpot_objective_ms = 0;  // braid's extension; 0 = the daemon's
   // Chat with `tools` (and tool_choice "auto"): the model's <tool_call>
   // blocks are returned as tool_calls (openai/tools.h).

@@ -16,12 +16,6 @@ namespace {
 constexpr int64_t kSplitKeys = 512;
 std::atomic<int64_t> g_long_split_calls{0};
 
-}  // namespace
-
-int64_t LongSplitCallsForTesting() { return g_long_split_calls.load(); }
-
-namespace {
-
 // One call's long tokens and their buffers (grow-only, thread_local in
 // LongContextAttention: the pool's workers use the caller's through the
 // reference, not their own copies).
@@ -188,6 +182,8 @@ class LongSplit {
 };
 
 }  // namespace
+
+int64_t LongSplitCallsForTesting() { return g_long_split_calls.load(); }
 
 void LongContextAttention(const AttentionShape& shape,
                           const PagedEntries& entries, const float* q,
