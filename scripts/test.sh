@@ -32,6 +32,23 @@ bazel test //... \
   "$@"
 rc=$?
 
+# The CUDA executor (docs/TESTING.md "CUDA"): every CUDA target built with
+# nvcc for sm_80/86/89/90a under --config=cuda (its own output tree), braidd
+# with --device=cuda among them; the host-side tests that link the CUDA
+# runtime (tag "cuda") run here; the "gpu" ones need a device and only build
+# (tools/gpu/check.sh runs them on a GPU machine).
+cuda_tests=""
+if [ -x "${BRAID_NVCC:-/usr/local/cuda/bin/nvcc}" ]; then
+  gpu_targets="$(bazel query 'attr(tags, "\bgpu\b", //...)' 2>/dev/null)"
+  cuda_tests="$(bazel query 'tests(attr(tags, "\bcuda\b", //...))' 2>/dev/null)"
+  bazel build --config=cuda //server:braidd $gpu_targets "$@" &&
+    bazel test --config=cuda $cuda_tests "$@"
+  cuda_rc=$?
+  [ "$rc" -ne 0 ] || rc=$cuda_rc
+else
+  echo "test: no CUDA toolkit (/usr/local/cuda/bin/nvcc): the CUDA executor was not built; install CUDA 12.8+ to build it"
+fi
+
 # The engine, scheduler, session, front-end and HTTP tests again under
 # AddressSanitizer + UndefinedBehaviorSanitizer (--config=asan, its own
 # output tree; docs/TESTING.md); their cases count too.
@@ -75,13 +92,14 @@ fuzz_rc=$?
 targets="$(bazel query 'tests(//...) except attr(tags, manual, //...)' 2>/dev/null)"
 logs="$(bazel info output_path 2>/dev/null)"
 python3 - "$rc" "$logs" $targets "--asan" "${ASAN_TARGETS[@]}" "--tsan" "${TSAN_TARGETS[@]}" \
-    "--fuzz" "${FUZZ_TARGETS[@]}" <<'PY'
+    "--fuzz" "${FUZZ_TARGETS[@]}" "--cuda" $cuda_tests <<'PY'
 import os, sys, xml.etree.ElementTree as ET
 rc, logs = int(sys.argv[1]), sys.argv[2]
 args = sys.argv[3:]
-a, t, f = args.index("--asan"), args.index("--tsan"), args.index("--fuzz")
+a, t, f, c = (args.index(x) for x in ("--asan", "--tsan", "--fuzz", "--cuda"))
 runs = [("k8-fastbuild", args[:a]), ("k8-fastbuildasan", args[a + 1:t]),
-        ("k8-fastbuildtsan", args[t + 1:f]), ("k8-fastbuildfuzz", args[f + 1:])]
+        ("k8-fastbuildtsan", args[t + 1:f]), ("k8-fastbuildfuzz", args[f + 1:c]),
+        ("k8-fastbuildcuda", args[c + 1:])]
 passed = failed = 0
 for tree, targets in runs:
   for target in targets:

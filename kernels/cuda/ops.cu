@@ -1,0 +1,310 @@
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+
+#include "kernels/cuda/ops.h"
+
+namespace braid::kernels::cuda {
+namespace {
+
+constexpr int kThreads = 256;
+
+__device__ __forceinline__ uint16_t ToBf16(float v) {
+  return __bfloat16_as_ushort(__float2bfloat16_rn(v));
+}
+__device__ __forceinline__ float FromBf16(uint16_t v) {
+  return __bfloat162float(__ushort_as_bfloat16(v));
+}
+
+// Sum of v over the block (blockDim.x a multiple of 32, <= 1024); every
+// thread gets the total.
+__device__ float BlockSum(float v) {
+  __shared__ float partial[32];
+  for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+  __syncthreads();  // partial[] may still be read by a previous call
+  if (lane == 0) partial[warp] = v;
+  __syncthreads();
+  const int warps = blockDim.x / 32;
+  v = lane < warps ? partial[lane] : 0.0f;
+  for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+  return v;
+}
+
+__device__ float RowRmsScale(const float* x, int d, float eps) {
+  float ss = 0.0f;
+  for (int i = threadIdx.x; i < d; i += blockDim.x) ss += x[i] * x[i];
+  ss = BlockSum(ss);
+  return 1.0f / sqrtf(ss / d + eps);
+}
+
+__global__ void EmbedKernel(const uint16_t* table, const int32_t* tokens,
+                            const TokenMeta* meta, const float* stream_embd,
+                            int d, float scale, float* x) {
+  const int t = blockIdx.x;
+  const uint16_t* row = table + int64_t{tokens[t]} * d;
+  const float* se = stream_embd != nullptr
+                        ? stream_embd + int64_t{meta[t].stream} * d
+                        : nullptr;
+  float* out = x + int64_t{t} * d;
+  for (int i = threadIdx.x; i < d; i += blockDim.x) {
+    float v = FromBf16(row[i]);
+    if (scale != 1.0f) v *= scale;
+    if (se != nullptr) v += se[i];
+    out[i] = v;
+  }
+}
+
+template <typename Out>
+__device__ __forceinline__ void Store(Out* p, float v);
+template <>
+__device__ __forceinline__ void Store<float>(float* p, float v) {
+  *p = v;
+}
+template <>
+__device__ __forceinline__ void Store<uint16_t>(uint16_t* p, float v) {
+  *p = ToBf16(v);
+}
+
+template <typename Out>
+__global__ void RmsNormKernel(const float* x, int ld_x, const int32_t* rows,
+                              int d, const float* w, float eps, Out* out) {
+  const int i = blockIdx.x;
+  const int r = rows != nullptr ? rows[i] : i;
+  const float* xr = x + int64_t{r} * ld_x;
+  const float scale = RowRmsScale(xr, d, eps);
+  Out* o = out + int64_t{i} * d;
+  for (int j = threadIdx.x; j < d; j += blockDim.x) {
+    Store(o + j, xr[j] * scale * w[j]);
+  }
+}
+
+__global__ void PostNormAddKernel(const float* o, const float* w, float eps,
+                                  int d, float* x) {
+  const int64_t t = blockIdx.x;
+  const float* orow = o + t * d;
+  const float scale = RowRmsScale(orow, d, eps);
+  float* xr = x + t * d;
+  for (int j = threadIdx.x; j < d; j += blockDim.x) {
+    xr[j] += orow[j] * scale * w[j];
+  }
+}
+
+// ggml's GELU, tanh approximation, on an fp16 input, rounded to fp16 (its
+// CPU backend's table).
+__device__ float GeluTanhFp16(float v) {
+  if (v <= -10.0f) return 0.0f;
+  if (v >= 10.0f) return v;
+  const float h = __half2float(__float2half_rn(v));
+  constexpr float kSqrt2OverPi = 0.79788456080286535587989211986876f;
+  constexpr float kCoef = 0.044715f;
+  const float g =
+      0.5f * h * (1.0f + tanhf(kSqrt2OverPi * h * (1.0f + kCoef * h * h)));
+  return __half2float(__float2half_rn(g));
+}
+
+__global__ void GatedActKernel(const float* gu, int ff, GatedAct act,
+                               uint16_t* out) {
+  const int64_t t = blockIdx.y;
+  const int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i >= ff) return;
+  const float g = gu[t * 2 * ff + i];
+  const float u = gu[t * 2 * ff + ff + i];
+  const float a =
+      act == GatedAct::kSilu ? g / (1.0f + expf(-g)) : GeluTanhFp16(g);
+  out[t * ff + i] = ToBf16(a * u);
+}
+
+// One head of one token: per-head norm (w null: none), RoPE, scale; `out`
+// (f32) or the fp16 pool row `pool_out`.
+__device__ void HeadEpilogue(const float* in, int head_dim, const float* w,
+                             float eps, const RopeParams& rope, int y,
+                             float scale, float* smem, float* out,
+                             uint16_t* pool_out) {
+  // Load (and norm) the head into shared memory.
+  float ss = 0.0f;
+  for (int i = threadIdx.x; i < head_dim; i += blockDim.x) {
+    smem[i] = in[i];
+    ss += in[i] * in[i];
+  }
+  if (w != nullptr) {
+    ss = BlockSum(ss);
+    const float s = 1.0f / sqrtf(ss / head_dim + eps);
+    for (int i = threadIdx.x; i < head_dim; i += blockDim.x) {
+      smem[i] = smem[i] * s * w[i];
+    }
+  }
+  __syncthreads();
+  const int pairs = rope.n_rot / 2;
+  const float theta_scale = powf(rope.base, -2.0f / rope.n_rot);
+  for (int p = threadIdx.x; p < head_dim; p += blockDim.x) {
+    float v;
+    if (p < rope.n_rot) {
+      // Pair index i and the partner element of p.
+      const int i = rope.neox ? p % pairs : p / 2;
+      const int a = rope.neox ? i : 2 * i;
+      const int b = rope.neox ? i + pairs : 2 * i + 1;
+      float theta = static_cast<float>(y);
+      for (int k = 0; k < i; ++k) theta *= theta_scale;
+      if (rope.freq_factors != nullptr) theta = theta / rope.freq_factors[i];
+      if (rope.freq_scale != 1.0f) theta = rope.freq_scale * theta;
+      const float c = cosf(theta), s = sinf(theta);
+      const float x0 = smem[a], x1 = smem[b];
+      v = p == a ? fmaf(x0, c, -(x1 * s)) : fmaf(x0, s, x1 * c);
+    } else {
+      v = smem[p];
+    }
+    if (scale != 1.0f) v *= scale;
+    if (out != nullptr) {
+      out[p] = v;
+    } else {
+      pool_out[p] = __half_as_ushort(__float2half_rn(v));
+    }
+  }
+  __syncthreads();
+}
+
+// grid: (n_head + 2 * n_kv_head, n). Head h < n_head is a Q head, then the
+// K heads, then the V heads.
+__global__ void QkvEpilogueKernel(const float* qkv, QkvShape shape,
+                                  const float* q_norm, const float* k_norm,
+                                  RopeParams rope, const TokenMeta* meta,
+                                  float q_scale, const int64_t* slots, float* q,
+                                  uint16_t* k_pool, uint16_t* v_pool) {
+  extern __shared__ float smem[];
+  const int h = blockIdx.x;
+  const int64_t t = blockIdx.y;
+  const int hd = shape.head_dim;
+  const int q_dim = shape.n_head * hd, kv_dim = shape.n_kv_head * hd;
+  const float* row = qkv + t * (q_dim + 2 * kv_dim);
+  const int y = meta[t].y;
+  if (h < shape.n_head) {
+    HeadEpilogue(row + h * hd, hd, q_norm, shape.norm_eps, rope, y, q_scale,
+                 smem, q + t * q_dim + h * hd, nullptr);
+    return;
+  }
+  const int64_t slot = slots[t];
+  const int kh = h - shape.n_head;
+  if (kh < shape.n_kv_head) {
+    HeadEpilogue(row + q_dim + kh * hd, hd, k_norm, shape.norm_eps, rope, y,
+                 1.0f, smem, nullptr, k_pool + slot * kv_dim + kh * hd);
+    return;
+  }
+  const int vh = kh - shape.n_kv_head;
+  const float* v = row + q_dim + kv_dim + vh * hd;
+  uint16_t* dst = v_pool + slot * kv_dim + vh * hd;
+  for (int i = threadIdx.x; i < hd; i += blockDim.x) {
+    dst[i] = __half_as_ushort(__float2half_rn(v[i]));
+  }
+}
+
+__global__ void WriteKvMetaKernel(const TokenMeta* meta, const int64_t* slots,
+                                  int n, TokenMeta* kv_meta) {
+  const int t = blockIdx.x * blockDim.x + threadIdx.x;
+  if (t < n) kv_meta[slots[t]] = meta[t];
+}
+
+__global__ void SoftcapKernel(float* x, int64_t n, float cap) {
+  const int64_t i = int64_t{blockIdx.x} * blockDim.x + threadIdx.x;
+  if (i < n) x[i] = cap * tanhf(x[i] * (1.0f / cap));
+}
+
+__global__ void F32ToBf16Kernel(const float* x, int64_t n, uint16_t* out) {
+  const int64_t i = int64_t{blockIdx.x} * blockDim.x + threadIdx.x;
+  if (i < n) out[i] = ToBf16(x[i]);
+}
+
+int Blocks(int64_t n) {
+  return static_cast<int>((n + kThreads - 1) / kThreads);
+}
+
+// Threads for a row op over d elements: a multiple of 32, at most 1024.
+int RowThreads(int d) {
+  int t = ((d + 31) / 32) * 32;
+  return t < 1024 ? t : 1024;
+}
+
+}  // namespace
+
+cudaError_t EmbedRows(const uint16_t* table, const int32_t* tokens,
+                      const TokenMeta* meta, const float* stream_embd, int n,
+                      int d, float scale, float* x, cudaStream_t stream) {
+  if (n == 0) return cudaSuccess;
+  EmbedKernel<<<n, RowThreads(d), 0, stream>>>(table, tokens, meta, stream_embd,
+                                               d, scale, x);
+  return cudaGetLastError();
+}
+
+cudaError_t RmsNormToBf16(const float* x, int ld_x, const int32_t* rows, int n,
+                          int d, const float* w, float eps, uint16_t* out,
+                          cudaStream_t stream) {
+  if (n == 0) return cudaSuccess;
+  RmsNormKernel<uint16_t>
+      <<<n, RowThreads(d), 0, stream>>>(x, ld_x, rows, d, w, eps, out);
+  return cudaGetLastError();
+}
+
+cudaError_t RmsNormF32(const float* x, int ld_x, const int32_t* rows, int n,
+                       int d, const float* w, float eps, float* out,
+                       cudaStream_t stream) {
+  if (n == 0) return cudaSuccess;
+  RmsNormKernel<float>
+      <<<n, RowThreads(d), 0, stream>>>(x, ld_x, rows, d, w, eps, out);
+  return cudaGetLastError();
+}
+
+cudaError_t PostNormAdd(const float* o, const float* w, float eps, int n, int d,
+                        float* x, cudaStream_t stream) {
+  if (n == 0) return cudaSuccess;
+  PostNormAddKernel<<<n, RowThreads(d), 0, stream>>>(o, w, eps, d, x);
+  return cudaGetLastError();
+}
+
+cudaError_t GatedActToBf16(const float* gu, int n, int ff, GatedAct act,
+                           uint16_t* out, cudaStream_t stream) {
+  if (n == 0) return cudaSuccess;
+  GatedActKernel<<<dim3(Blocks(ff), n), kThreads, 0, stream>>>(gu, ff, act,
+                                                               out);
+  return cudaGetLastError();
+}
+
+cudaError_t QkvEpilogue(const float* qkv, int n, const QkvShape& shape,
+                        const float* q_norm, const float* k_norm,
+                        const RopeParams& rope, const TokenMeta* meta,
+                        float q_scale, const int64_t* slots, float* q,
+                        uint16_t* k_pool, uint16_t* v_pool,
+                        cudaStream_t stream) {
+  if (n == 0) return cudaSuccess;
+  if (shape.head_dim <= 0 || shape.head_dim > 1024 || rope.n_rot < 0 ||
+      rope.n_rot > shape.head_dim || rope.n_rot % 2 != 0) {
+    return cudaErrorInvalidValue;
+  }
+  const dim3 grid(shape.n_head + 2 * shape.n_kv_head, n);
+  QkvEpilogueKernel<<<grid, RowThreads(shape.head_dim),
+                      shape.head_dim * sizeof(float), stream>>>(
+      qkv, shape, q_norm, k_norm, rope, meta, q_scale, slots, q, k_pool,
+      v_pool);
+  return cudaGetLastError();
+}
+
+cudaError_t WriteKvMeta(const TokenMeta* meta, const int64_t* slots, int n,
+                        TokenMeta* kv_meta, cudaStream_t stream) {
+  if (n == 0) return cudaSuccess;
+  WriteKvMetaKernel<<<Blocks(n), kThreads, 0, stream>>>(meta, slots, n,
+                                                        kv_meta);
+  return cudaGetLastError();
+}
+
+cudaError_t Softcap(float* x, int64_t n, float cap, cudaStream_t stream) {
+  if (n == 0) return cudaSuccess;
+  SoftcapKernel<<<Blocks(n), kThreads, 0, stream>>>(x, n, cap);
+  return cudaGetLastError();
+}
+
+cudaError_t F32ToBf16(const float* x, int64_t n, uint16_t* out,
+                      cudaStream_t stream) {
+  if (n == 0) return cudaSuccess;
+  F32ToBf16Kernel<<<Blocks(n), kThreads, 0, stream>>>(x, n, out);
+  return cudaGetLastError();
+}
+
+}  // namespace braid::kernels::cuda
