@@ -1,6 +1,7 @@
 #include "model/model_config.h"
 
 #include <cmath>
+#include <set>
 #include <string>
 #include <utility>
 #include <vector>
@@ -317,6 +318,30 @@ absl::StatusOr<LlamaConfig> LlamaConfig::FromGguf(const GgufFile& f) {
   c.n_vocab = static_cast<int>(emb->dims[1]);
   BRAID_RETURN_IF_ERROR(ReadStreams(f, &c));
   return c;
+}
+
+ModelInfo DescribeModel(const LlamaConfig& c, const GgufFile& file,
+                        const std::string& backend) {
+  ModelInfo i;
+  i.name = file.GetString("general.name").value_or("");
+  i.architecture = c.arch;
+  i.n_vocab = c.n_vocab;
+  i.n_ctx_train = c.n_ctx_train;
+  i.n_layer = c.n_layer;
+  i.n_embd = c.n_embd;
+  i.n_head = c.n_head;
+  i.n_head_kv = c.n_head_kv;
+  std::set<std::string> types;
+  for (const GgufTensor& t : file.tensors()) {
+    types.insert(GgmlTypeName(static_cast<uint32_t>(t.type)));
+  }
+  i.tensor_types.assign(types.begin(), types.end());
+  i.backend = backend;
+  i.n_streams = c.n_streams;
+  i.stream_roles = c.stream_roles;
+  i.stream_layout = c.stream_layout;
+  i.silence_token_id = c.silence_token_id;
+  return i;
 }
 
 }  // namespace braid::model

@@ -123,6 +123,11 @@ struct LlamaConfig {
   static absl::StatusOr<LlamaConfig> FromGguf(const GgufFile& file);
 };
 
+// What a model loaded from `file` with `config` is, for the API
+// (model::ModelInfo), running on `backend` ("cpu", "cuda").
+ModelInfo DescribeModel(const LlamaConfig& config, const GgufFile& file,
+                        const std::string& backend);
+
 }  // namespace braid::model
 
 #endif  // BRAID_MODEL_MODEL_CONFIG_H_

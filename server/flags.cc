@@ -16,9 +16,13 @@ ABSL_FLAG(std::string, chat_template, "",
           "qwen2.5, llama3, ...) or the path of a Jinja file (default: the "
           "GGUF's tokenizer.chat_template).");
 ABSL_FLAG(std::string, device, "auto",
-          "Where the model runs: cpu, or auto (the GPU when braid has a "
-          "CUDA executor and a GPU is present, else the CPU). cuda[:N] is "
-          "refused until the CUDA executor lands.");
+          "Where the model runs: cpu, cuda[:N] (GPU N, default 0; needs a "
+          "braidd built with --config=cuda), or auto (GPU 0 when braidd has "
+          "the CUDA executor and the machine a GPU, else the CPU).");
+ABSL_FLAG(double, gpu_memory_fraction, 0.9,
+          "On a GPU: the share of the device memory free after loading the "
+          "weights that the KV cache takes (unless --kv_budget_tokens is "
+          "set; --kv_budget_mb is for the CPU).");
 ABSL_FLAG(int, threads, 0,
           "CPU threads for the model (0 = one per hardware thread).");
 ABSL_FLAG(
@@ -288,6 +292,7 @@ DaemonFlags ReadFlags() {
     f.model_path = std::getenv("BRAID_MODEL");
   }
   f.device = absl::GetFlag(FLAGS_device);
+  f.gpu_memory_fraction = absl::GetFlag(FLAGS_gpu_memory_fraction);
   f.threads = absl::GetFlag(FLAGS_threads);
   f.packed_matmul = absl::GetFlag(FLAGS_packed_matmul);
   f.context_length = absl::GetFlag(FLAGS_context_length);

@@ -12,11 +12,16 @@
 #include <vector>
 
 #include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "model/cpu/llama.h"
 #include "model/gguf.h"
 #include "model/tokenizer/gguf_loader.h"
+#ifdef BRAID_WITH_CUDA
+#include "kernels/cuda/cuda_probe.h"
+#include "model/cuda/cuda_model.h"
+#endif
 
 namespace braid::server {
 namespace {
@@ -76,19 +81,59 @@ void LogCpuModel(const model::LlamaModel& llama) {
   }
 }
 
+// The CUDA device --device names: its ordinal, or -1 for the CPU.
+absl::StatusOr<int> ParseDevice(const std::string& device) {
+  if (device == "cpu") return -1;
+  if (device == "auto") {
+#ifdef BRAID_WITH_CUDA
+    return kernels::cuda::DeviceCount(nullptr) > 0 ? 0 : -1;
+#else
+    return -1;
+#endif
+  }
+  int ordinal = 0;
+  if (device != "cuda" &&
+      !(absl::StartsWith(device, "cuda:") &&
+        absl::SimpleAtoi(device.substr(5), &ordinal) && ordinal >= 0)) {
+    return absl::InvalidArgumentError("--device=" + device +
+                                      ": must be cpu, auto or cuda[:N]");
+  }
+#ifdef BRAID_WITH_CUDA
+  return ordinal;
+#else
+  return absl::UnimplementedError(
+      "--device=" + device +
+      ": this braidd was built without the CUDA executor; build it with "
+      "`bazel build --config=cuda //server:braidd`, or use --device=cpu");
+#endif
+}
+
+#ifdef BRAID_WITH_CUDA
+absl::Status LoadOnGpu(const DaemonFlags& flags, int device,
+                       std::unique_ptr<model::GgufFile> file, LoadedModel* m) {
+  model::CudaLoadOptions opts;
+  opts.device = device;
+  opts.max_tokens = flags.engine.max_batch_tokens;
+  auto cuda = model::CudaModel::Load(std::move(file), opts);
+  if (!cuda.ok()) return cuda.status();
+  std::fprintf(stderr, "braidd: on cuda:%d, %.2f GiB of BF16 weights\n", device,
+               (*cuda)->WeightBytes() / double{1 << 30});
+  if (flags.engine.kv_budget_tokens == 0) {
+    auto blocks = (*cuda)->KvBlocksForFreeMemory(flags.engine.block_size,
+                                                 flags.gpu_memory_fraction);
+    if (!blocks.ok()) return blocks.status();
+    m->kv_budget_tokens = *blocks * flags.engine.block_size;
+  }
+  m->model = *std::move(cuda);
+  return absl::OkStatus();
+}
+#endif
+
 }  // namespace
 
 absl::StatusOr<LoadedModel> LoadModel(const DaemonFlags& flags) {
-  if (absl::StartsWith(flags.device, "cuda")) {
-    return absl::UnimplementedError(
-        "--device=" + flags.device +
-        ": this build of braidd has no CUDA executor yet; use --device=cpu "
-        "or --device=auto");
-  }
-  if (flags.device != "cpu" && flags.device != "auto") {
-    return absl::InvalidArgumentError("--device=" + flags.device +
-                                      ": must be cpu, auto or cuda[:N]");
-  }
+  auto device = ParseDevice(flags.device);
+  if (!device.ok()) return device.status();
   const std::string& path = flags.model_path;
   LoadedModel m;
   auto file = model::GgufFile::Open(path);
@@ -105,10 +150,20 @@ absl::StatusOr<LoadedModel> LoadModel(const DaemonFlags& flags) {
   model::LoadOptions load_options;
   load_options.num_threads = flags.threads;
   load_options.packed_matmul = flags.packed_matmul;
-  auto llama = model::LlamaModel::Load(*std::move(file), load_options);
-  if (!llama.ok()) return llama.status();
-  LogCpuModel(**llama);
-  m.model = *std::move(llama);
+#ifdef BRAID_WITH_CUDA
+  if (*device >= 0) {
+    if (absl::Status s = LoadOnGpu(flags, *device, *std::move(file), &m);
+        !s.ok()) {
+      return s;
+    }
+  }
+#endif
+  if (m.model == nullptr) {
+    auto llama = model::LlamaModel::Load(*std::move(file), load_options);
+    if (!llama.ok()) return llama.status();
+    LogCpuModel(**llama);
+    m.model = *std::move(llama);
+  }
   m.info.model_path = path;
   struct stat st;
   if (stat(path.c_str(), &st) == 0) m.info.file_size_bytes = st.st_size;

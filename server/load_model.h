@@ -20,11 +20,17 @@ struct LoadedModel {
   std::unique_ptr<model::ChatTemplate> chat_template;  // null: unrecognised
   std::unique_ptr<model::Model> model;
   ServiceInfo info;
+  // On a GPU: the KV cache's tokens, from --gpu_memory_fraction of the
+  // memory left free by the weights (0: the engine flags size it).
+  int kv_budget_tokens = 0;
 };
 
-// Loads flags.model_path (--threads, --packed_matmul, --context_length
-// capped by the model's training context) and logs what loading made of
-// the file: its tensor types, sliding window and unused tensors.
+// Loads flags.model_path on --device (the CPU model: --threads,
+// --packed_matmul; the CUDA model in a braidd built with --config=cuda),
+// --context_length capped by the model's training context, and logs what
+// loading made of the file: its tensor types, sliding window and unused
+// tensors. --device=cuda in a braidd without CUDA: UNIMPLEMENTED saying how
+// to build one.
 absl::StatusOr<LoadedModel> LoadModel(const DaemonFlags& flags);
 
 }  // namespace braid::server

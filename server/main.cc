@@ -274,6 +274,9 @@ int Run(const server::DaemonFlags& flags) {
   const model::ModelInfo& info = loaded->model->info();
   server::EngineFlags engine_flags = flags.engine;
   engine_flags.context_length = loaded->info.context_length;
+  if (loaded->kv_budget_tokens > 0) {
+    engine_flags.kv_budget_tokens = loaded->kv_budget_tokens;
+  }
   auto engine_options = server::MakeEngineOptions(
       engine_flags,
       [&](int block_size) { return loaded->model->KvBlockBytes(block_size); },

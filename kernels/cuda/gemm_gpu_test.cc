@@ -35,10 +35,13 @@ TEST(GemmGpuTest, ProductsAndEpiloguesMatchTheReference) {
   ASSERT_TRUE(plans.ok()) << plans.status();
   for (int s = 0; s < static_cast<int>(shapes.size()); ++s) {
     const int n = shapes[s].n, k = shapes[s].k;
-    std::vector<uint16_t> x = ToBf16(RandomFloats(size_t{max_m} * k, s));
-    std::vector<uint16_t> w = ToBf16(RandomFloats(size_t{n} * k, s + 10));
+    std::vector<uint16_t> x =
+        ToBf16(RandomFloats(static_cast<size_t>(max_m) * k, s));
+    std::vector<uint16_t> w =
+        ToBf16(RandomFloats(static_cast<size_t>(n) * k, s + 10));
     std::vector<float> bias = RandomFloats(n, s + 20);
-    std::vector<float> y0 = RandomFloats(size_t{max_m} * n, s + 30);
+    std::vector<float> y0 =
+        RandomFloats(static_cast<size_t>(max_m) * n, s + 30);
     for (int m : {1, 3, 8, 64, 65, 200, 300}) {
       DeviceBuffer dx = Upload(x), dw = Upload(w), db = Upload(bias);
       DeviceBuffer dy = Upload(y0);
@@ -46,20 +49,20 @@ TEST(GemmGpuTest, ProductsAndEpiloguesMatchTheReference) {
                       ->Run(s, m, dx.as<uint16_t>(), dw.as<uint16_t>(),
                             db.as<float>(), dy.as<float>(), nullptr)
                       .ok());
-      std::vector<float> got = Download<float>(dy, size_t{m} * n);
-      std::vector<float> want(size_t{m} * n);
+      std::vector<float> got = Download<float>(dy, static_cast<size_t>(m) * n);
+      std::vector<float> want(static_cast<size_t>(m) * n);
       for (int r = 0; r < m; ++r) {
         for (int c = 0; c < n; ++c) {
           double acc = 0.0;
           for (int i = 0; i < k; ++i) {
-            acc += double{HostFromBf16(x[size_t{r} * k + i])} *
-                   HostFromBf16(w[size_t{c} * k + i]);
+            acc += double{HostFromBf16(x[static_cast<size_t>(r) * k + i])} *
+                   HostFromBf16(w[static_cast<size_t>(c) * k + i]);
           }
           if (shapes[s].epilogue == GemmEpilogue::kBias) acc += bias[c];
           if (shapes[s].epilogue == GemmEpilogue::kResidual) {
-            acc += y0[size_t{r} * n + c];
+            acc += y0[static_cast<size_t>(r) * n + c];
           }
-          want[size_t{r} * n + c] = static_cast<float>(acc);
+          want[static_cast<size_t>(r) * n + c] = static_cast<float>(acc);
         }
       }
       EXPECT_LE(Nmse(got, want), 1e-4) << "shape " << s << " m " << m;

@@ -38,7 +38,7 @@ __device__ float RowRmsScale(const float* x, int d, float eps) {
 }
 
 __global__ void EmbedKernel(const uint16_t* table, const int32_t* tokens,
-                            const TokenMeta* meta, const float* stream_embd,
+                            const CudaEntryMeta* meta, const float* stream_embd,
                             int d, float scale, float* x) {
   const int t = blockIdx.x;
   const uint16_t* row = table + int64_t{tokens[t]} * d;
@@ -167,7 +167,7 @@ __device__ void HeadEpilogue(const float* in, int head_dim, const float* w,
 // K heads, then the V heads.
 __global__ void QkvEpilogueKernel(const float* qkv, QkvShape shape,
                                   const float* q_norm, const float* k_norm,
-                                  RopeParams rope, const TokenMeta* meta,
+                                  RopeParams rope, const CudaEntryMeta* meta,
                                   float q_scale, const int64_t* slots, float* q,
                                   uint16_t* k_pool, uint16_t* v_pool) {
   extern __shared__ float smem[];
@@ -197,8 +197,9 @@ __global__ void QkvEpilogueKernel(const float* qkv, QkvShape shape,
   }
 }
 
-__global__ void WriteKvMetaKernel(const TokenMeta* meta, const int64_t* slots,
-                                  int n, TokenMeta* kv_meta) {
+__global__ void WriteKvMetaKernel(const CudaEntryMeta* meta,
+                                  const int64_t* slots, int n,
+                                  CudaEntryMeta* kv_meta) {
   const int t = blockIdx.x * blockDim.x + threadIdx.x;
   if (t < n) kv_meta[slots[t]] = meta[t];
 }
@@ -226,8 +227,9 @@ int RowThreads(int d) {
 }  // namespace
 
 cudaError_t EmbedRows(const uint16_t* table, const int32_t* tokens,
-                      const TokenMeta* meta, const float* stream_embd, int n,
-                      int d, float scale, float* x, cudaStream_t stream) {
+                      const CudaEntryMeta* meta, const float* stream_embd,
+                      int n, int d, float scale, float* x,
+                      cudaStream_t stream) {
   if (n == 0) return cudaSuccess;
   EmbedKernel<<<n, RowThreads(d), 0, stream>>>(table, tokens, meta, stream_embd,
                                                d, scale, x);
@@ -269,7 +271,7 @@ cudaError_t GatedActToBf16(const float* gu, int n, int ff, GatedAct act,
 
 cudaError_t QkvEpilogue(const float* qkv, int n, const QkvShape& shape,
                         const float* q_norm, const float* k_norm,
-                        const RopeParams& rope, const TokenMeta* meta,
+                        const RopeParams& rope, const CudaEntryMeta* meta,
                         float q_scale, const int64_t* slots, float* q,
                         uint16_t* k_pool, uint16_t* v_pool,
                         cudaStream_t stream) {
@@ -286,8 +288,8 @@ cudaError_t QkvEpilogue(const float* qkv, int n, const QkvShape& shape,
   return cudaGetLastError();
 }
 
-cudaError_t WriteKvMeta(const TokenMeta* meta, const int64_t* slots, int n,
-                        TokenMeta* kv_meta, cudaStream_t stream) {
+cudaError_t WriteKvMeta(const CudaEntryMeta* meta, const int64_t* slots, int n,
+                        CudaEntryMeta* kv_meta, cudaStream_t stream) {
   if (n == 0) return cudaSuccess;
   WriteKvMetaKernel<<<Blocks(n), kThreads, 0, stream>>>(meta, slots, n,
                                                         kv_meta);

@@ -12,20 +12,16 @@
 
 #include <cstdint>
 
-namespace braid::kernels::cuda {
+#include "kernels/cuda/attention_rule.h"
 
-// A token's (stream, y) as the KV pool keeps it (docs/MULTISTREAM.md).
-struct TokenMeta {
-  int32_t stream;
-  int32_t y;
-};
+namespace braid::kernels::cuda {
 
 // x[t] = scale * table[tokens[t]] (+ stream_embd[meta[t].stream] when not
 // null), f32. table: [n_vocab, d] BF16; stream_embd: [n_streams, d] f32;
 // x: [n, d].
 cudaError_t EmbedRows(const uint16_t* table, const int32_t* tokens,
-                      const TokenMeta* meta, const float* stream_embd, int n,
-                      int d, float scale, float* x, cudaStream_t stream);
+                      const CudaEntryMeta* meta, const float* stream_embd,
+                      int n, int d, float scale, float* x, cudaStream_t stream);
 
 // out[i] = x[r] / sqrt(mean(x[r]^2) + eps) * w for r = rows[i] (rows null:
 // r = i), i < n; x rows ld_x apart, out rows d apart. ..ToBf16 rounds to
@@ -77,15 +73,15 @@ struct QkvShape {
 };
 cudaError_t QkvEpilogue(const float* qkv, int n, const QkvShape& shape,
                         const float* q_norm, const float* k_norm,
-                        const RopeParams& rope, const TokenMeta* meta,
+                        const RopeParams& rope, const CudaEntryMeta* meta,
                         float q_scale, const int64_t* slots, float* q,
                         uint16_t* k_pool, uint16_t* v_pool,
                         cudaStream_t stream);
 
 // kv_meta[slots[t]] = meta[t] for t < n (the entries' tags, shared by all
 // layers).
-cudaError_t WriteKvMeta(const TokenMeta* meta, const int64_t* slots, int n,
-                        TokenMeta* kv_meta, cudaStream_t stream);
+cudaError_t WriteKvMeta(const CudaEntryMeta* meta, const int64_t* slots, int n,
+                        CudaEntryMeta* kv_meta, cudaStream_t stream);
 
 // x[i] = cap * tanh(x[i] / cap), i < n (Gemma 2's final logits).
 cudaError_t Softcap(float* x, int64_t n, float cap, cudaStream_t stream);

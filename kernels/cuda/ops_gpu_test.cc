@@ -91,7 +91,7 @@ TEST(OpsGpuTest, QkvEpilogueMatchesTheCpuRope) {
   std::vector<float> qn = RandomFloats(hd, 12), kn = RandomFloats(hd, 13);
   std::vector<float> factors(hd / 2);
   for (int i = 0; i < hd / 2; ++i) factors[i] = 1.0f + 0.25f * (i % 5);
-  std::vector<TokenMeta> meta(n);
+  std::vector<CudaEntryMeta> meta(n);
   std::vector<int32_t> pos(n);
   std::vector<int64_t> slots(n);
   for (int t = 0; t < n; ++t) {
@@ -132,9 +132,9 @@ TEST(OpsGpuTest, QkvEpilogueMatchesTheCpuRope) {
                             QkvShape{n_head, n_kv_head, hd, 1e-6f},
                             norms ? dqn.as<float>() : nullptr,
                             norms ? dkn.as<float>() : nullptr, rope,
-                            dmeta.as<TokenMeta>(), 0.125f, dslots.as<int64_t>(),
-                            dq.as<float>(), dk.as<uint16_t>(),
-                            dv.as<uint16_t>(), nullptr),
+                            dmeta.as<CudaEntryMeta>(), 0.125f,
+                            dslots.as<int64_t>(), dq.as<float>(),
+                            dk.as<uint16_t>(), dv.as<uint16_t>(), nullptr),
                 cudaSuccess);
       std::vector<float> q = Download<float>(dq, n * q_dim);
       std::vector<uint16_t> k = Download<uint16_t>(dk, n_slots * kv_dim);

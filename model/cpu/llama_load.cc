@@ -195,26 +195,7 @@ absl::Status LlamaModel::BindLayer(int il) {
 }
 
 void LlamaModel::DescribeInfo() {
-  const LlamaConfig& c = config_;
-  ModelInfo& i = info_;
-  i.name = file_->GetString("general.name").value_or("");
-  i.architecture = c.arch;
-  i.n_vocab = c.n_vocab;
-  i.n_ctx_train = c.n_ctx_train;
-  i.n_layer = c.n_layer;
-  i.n_embd = c.n_embd;
-  i.n_head = c.n_head;
-  i.n_head_kv = c.n_head_kv;
-  std::set<std::string> types;
-  for (const GgufTensor& t : file_->tensors()) {
-    types.insert(GgmlTypeName(static_cast<uint32_t>(t.type)));
-  }
-  i.tensor_types.assign(types.begin(), types.end());
-  i.backend = "cpu";
-  i.n_streams = c.n_streams;
-  i.stream_roles = c.stream_roles;
-  i.stream_layout = c.stream_layout;
-  i.silence_token_id = c.silence_token_id;
+  info_ = DescribeModel(config_, *file_, "cpu");
 }
 
 std::string LlamaModel::DescribeTensorTypes() const {

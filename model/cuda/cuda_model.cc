@@ -1,0 +1,402 @@
+// CudaModel's step (the forward pass over a batch) and its KV cache. Loading
+// is cuda_model_load.cc.
+#include "model/cuda/cuda_model.h"
+
+#include <cuda_runtime_api.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <utility>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "kernels/cuda/attention.h"
+#include "kernels/cuda/ops.h"
+#include "kernels/cuda/status.h"
+#include "model/batch_check.h"
+#include "model/cuda/cuda_model_state.h"
+#include "util/status_macros.h"
+
+namespace braid::model {
+namespace {
+
+namespace kc = ::braid::kernels::cuda;
+
+// The device KV pool: per layer K and V [num_blocks, block_size, kv_dim]
+// fp16 (model/cpu/paged_kv.h's layout), the entries' tags
+// [num_blocks, block_size].
+class CudaKvCache : public KvCache {
+ public:
+  CudaKvCache(const CudaModel::State* owner, int block_size, int num_blocks)
+      : owner_(owner), block_size_(block_size), num_blocks_(num_blocks) {
+    const int64_t entries = int64_t{block_size} * num_blocks;
+    const int64_t kv = entries * owner->config.kv_dim() *
+                       owner->config.n_layer * sizeof(uint16_t);
+    status_ = Allocate(kv, entries * sizeof(kc::CudaEntryMeta));
+  }
+
+  int block_size() const override { return block_size_; }
+  int num_blocks() const override { return num_blocks_; }
+  int64_t bytes() const override {
+    return k_.bytes() + v_.bytes() + meta_.bytes();
+  }
+
+  const CudaModel::State* owner() const { return owner_; }
+  const absl::Status& status() const { return status_; }
+  // Layer il's K and V.
+  uint16_t* k(int il) const { return k_.as<uint16_t>() + il * layer_elems(); }
+  uint16_t* v(int il) const { return v_.as<uint16_t>() + il * layer_elems(); }
+  kc::CudaEntryMeta* meta() const { return meta_.as<kc::CudaEntryMeta>(); }
+
+ private:
+  int64_t layer_elems() const {
+    return int64_t{block_size_} * num_blocks_ * owner_->config.kv_dim();
+  }
+  absl::Status Allocate(int64_t kv_bytes, int64_t meta_bytes) {
+    BRAID_ASSIGN_OR_RETURN(k_,
+                           kc::DeviceBuffer::Allocate(kv_bytes, "KV pool K"));
+    BRAID_ASSIGN_OR_RETURN(v_,
+                           kc::DeviceBuffer::Allocate(kv_bytes, "KV pool V"));
+    BRAID_ASSIGN_OR_RETURN(meta_,
+                           kc::DeviceBuffer::Allocate(meta_bytes, "KV tags"));
+    // Attention weighs masked entries by 0: they must hold finite values.
+    BRAID_CUDA_RETURN_IF_ERROR(cudaMemset(k_.data(), 0, kv_bytes));
+    BRAID_CUDA_RETURN_IF_ERROR(cudaMemset(v_.data(), 0, kv_bytes));
+    BRAID_CUDA_RETURN_IF_ERROR(cudaMemset(meta_.data(), 0, meta_bytes));
+    return absl::OkStatus();
+  }
+
+  const CudaModel::State* owner_;
+  int block_size_, num_blocks_;
+  kc::DeviceBuffer k_, v_, meta_;
+  absl::Status status_;
+};
+
+// A step's metadata, laid out in one host (pinned) and one device buffer.
+struct StepLayout {
+  size_t tokens = 0, meta = 0, slots = 0, seqs = 0, tables = 0, visible = 0,
+         out_rows = 0, bytes = 0;
+};
+
+size_t Align(size_t v) { return (v + 255) / 256 * 256; }
+
+StepLayout LayoutFor(const Batch& b, size_t n_tables, size_t n_visible) {
+  const size_t n = b.tokens.size();
+  StepLayout l;
+  size_t at = 0;
+  auto take = [&at](size_t bytes) {
+    const size_t off = at;
+    at = Align(at + bytes);
+    return off;
+  };
+  l.tokens = take(n * sizeof(int32_t));
+  l.meta = take(n * sizeof(kc::CudaEntryMeta));
+  l.slots = take(n * sizeof(int64_t));
+  l.seqs = take(b.sequences.size() * sizeof(kc::CudaAttentionSeq));
+  l.tables = take(std::max<size_t>(n_tables, 1) * sizeof(int32_t));
+  l.visible = take(std::max<size_t>(n_visible, 1) * sizeof(int32_t));
+  l.out_rows = take(n * sizeof(int32_t));
+  l.bytes = at;
+  return l;
+}
+
+}  // namespace
+
+std::unique_ptr<KvCache> CudaModel::NewKvCache(int block_size,
+                                               int num_blocks) const {
+  return std::make_unique<CudaKvCache>(s_.get(), block_size, num_blocks);
+}
+
+namespace {
+
+// What one step's host side worked out: rows of logits wanted and the
+// longest context and query run (attention's launch bounds).
+struct StepShape {
+  int n = 0, n_out = 0, max_ctx = 0, max_seq_tokens = 0;
+};
+
+// Fills the pinned host metadata of batch `b` (layout l) and returns its
+// shape.
+StepShape FillStepMeta(const Batch& b, const StepLayout& l, int block_size,
+                       uint8_t* host) {
+  StepShape sh;
+  sh.n = static_cast<int>(b.tokens.size());
+  std::memcpy(host + l.tokens, b.tokens.data(), sh.n * sizeof(int32_t));
+  auto* meta = reinterpret_cast<kc::CudaEntryMeta*>(host + l.meta);
+  for (int t = 0; t < sh.n; ++t) meta[t] = {b.meta[t].stream, b.meta[t].y};
+  auto* slots = reinterpret_cast<int64_t*>(host + l.slots);
+  auto* seqs = reinterpret_cast<kc::CudaAttentionSeq*>(host + l.seqs);
+  auto* tables = reinterpret_cast<int32_t*>(host + l.tables);
+  auto* visible = reinterpret_cast<int32_t*>(host + l.visible);
+  auto* out_rows = reinterpret_cast<int32_t*>(host + l.out_rows);
+  int32_t table_at = 0, visible_at = 0;
+  for (size_t i = 0; i < b.sequences.size(); ++i) {
+    const BatchSequence& q = b.sequences[i];
+    const int num_ctx = q.num_cached + q.num_tokens;
+    seqs[i] = {q.first_token, q.num_tokens,
+               num_ctx,       table_at,
+               visible_at,    static_cast<int32_t>(q.visible_streams.size())};
+    std::copy(q.block_table.begin(), q.block_table.end(), tables + table_at);
+    std::copy(q.visible_streams.begin(), q.visible_streams.end(),
+              visible + visible_at);
+    table_at += static_cast<int32_t>(q.block_table.size());
+    visible_at += static_cast<int32_t>(q.visible_streams.size());
+    for (int j = 0; j < q.num_tokens; ++j) {
+      const int64_t e = int64_t{q.num_cached} + j;
+      slots[q.first_token + j] =
+          int64_t{q.block_table[e / block_size]} * block_size + e % block_size;
+      const bool wanted =
+          q.logits == BatchSequence::Logits::kAll ||
+          (q.logits == BatchSequence::Logits::kLast && j == q.num_tokens - 1);
+      if (wanted) out_rows[sh.n_out++] = q.first_token + j;
+    }
+    sh.max_ctx = std::max(sh.max_ctx, num_ctx);
+    sh.max_seq_tokens = std::max(sh.max_seq_tokens, q.num_tokens);
+  }
+  return sh;
+}
+
+}  // namespace
+
+namespace {
+
+// The step's device arrays (into State::device_meta) and bounds.
+struct StepArrays {
+  const int32_t* tokens = nullptr;             // [n]
+  const kc::CudaEntryMeta* meta = nullptr;     // [n]
+  const int64_t* slots = nullptr;              // [n] pool slot of each entry
+  const kc::CudaAttentionSeq* seqs = nullptr;  // [n_seq]
+  const int32_t* tables = nullptr;
+  const int32_t* visible = nullptr;
+  const int32_t* out_rows = nullptr;  // [n_out] rows whose logits are wanted
+  int n = 0, n_seq = 0, max_ctx = 0, max_seq_tokens = 0;
+};
+
+absl::Status EnsureStepBuffers(CudaModel::State& s, size_t meta_bytes) {
+  if (meta_bytes > s.meta_capacity) {
+    const size_t cap = std::max(meta_bytes, 2 * s.meta_capacity);
+    if (s.host_meta != nullptr) cudaFreeHost(s.host_meta);
+    s.host_meta = nullptr;
+    s.meta_capacity = 0;
+    BRAID_CUDA_RETURN_IF_ERROR(cudaHostAlloc(
+        reinterpret_cast<void**>(&s.host_meta), cap, cudaHostAllocDefault));
+    BRAID_ASSIGN_OR_RETURN(s.device_meta,
+                           kc::DeviceBuffer::Allocate(cap, "step metadata"));
+    s.meta_capacity = cap;
+  }
+  return absl::OkStatus();
+}
+
+// The attention workspace for this shape, sized once per device.
+absl::Status EnsureAttentionWorkspace(CudaModel::State& s,
+                                      const kc::CudaAttentionShape& shape) {
+  if (s.attention_workspace.data() != nullptr || s.num_sms > 0) {
+    return absl::OkStatus();
+  }
+  BRAID_CUDA_RETURN_IF_ERROR(cudaDeviceGetAttribute(
+      &s.num_sms, cudaDevAttrMultiProcessorCount, s.device));
+  const size_t bytes = kc::AttentionWorkspaceBytes(shape, s.num_sms);
+  BRAID_ASSIGN_OR_RETURN(
+      s.attention_workspace,
+      kc::DeviceBuffer::Allocate(bytes, "attention workspace"));
+  return absl::OkStatus();
+}
+
+// Layer il's RoPE (the sliding layers' own base where it differs).
+kc::RopeParams RopeOf(const CudaModel::State& s, int il) {
+  const LlamaConfig& c = s.config;
+  const bool swa = c.Slides(il) && c.SwaRopeDiffers();
+  kc::RopeParams r;
+  r.neox = c.traits.rope == ArchTraits::Rope::kNeox;
+  r.n_rot = c.n_rot;
+  r.base = swa ? c.swa_rope_base : c.rope_base;
+  r.freq_scale = swa ? c.swa_rope_freq_scale : c.rope_freq_scale;
+  r.freq_factors = s.rope_freqs;
+  return r;
+}
+
+// x += product(input) for the O and down products: in the product's
+// residual epilogue, or (a post-norm between, gemma) through kO and
+// PostNormAdd.
+absl::Status ResidualProduct(CudaModel::State& s, CudaProduct product, int n,
+                             const uint16_t* input, const uint16_t* w,
+                             const float* post_norm) {
+  float* x = s.Buffer<float>(kX);
+  if (post_norm == nullptr) {
+    return s.gemm->Run(product, n, input, w, nullptr, x, s.stream);
+  }
+  float* o = s.Buffer<float>(kO);
+  BRAID_RETURN_IF_ERROR(
+      s.gemm->Run(product, n, input, w, nullptr, o, s.stream));
+  BRAID_CUDA_RETURN_IF_ERROR(kc::PostNormAdd(o, post_norm, s.config.rms_eps, n,
+                                             s.config.n_embd, x, s.stream));
+  return absl::OkStatus();
+}
+
+// The attention half of layer il: x += O(attention(RoPE(QKV(norm(x))))).
+absl::Status RunAttentionHalf(CudaModel::State& s, const StepArrays& a,
+                              const CudaKvCache& kv, int il) {
+  const LlamaConfig& c = s.config;
+  const CudaModel::State::Layer& l = s.layers[il];
+  cudaStream_t st = s.stream;
+  float* x = s.Buffer<float>(kX);
+  uint16_t* h = s.Buffer<uint16_t>(kH);
+  float* qkv = s.Buffer<float>(kQkv);
+  float* q = s.Buffer<float>(kQ);
+  float* attn = s.Buffer<float>(kAttn);
+  BRAID_CUDA_RETURN_IF_ERROR(kc::RmsNormToBf16(
+      x, c.n_embd, nullptr, a.n, c.n_embd, l.attn_norm, c.rms_eps, h, st));
+  BRAID_RETURN_IF_ERROR(
+      s.gemm->Run(kQkvProduct, a.n, h, l.qkv, l.qkv_bias, qkv, st));
+  const kc::QkvShape qs{c.n_head, c.n_head_kv, c.head_dim, c.rms_eps};
+  BRAID_CUDA_RETURN_IF_ERROR(kc::QkvEpilogue(
+      qkv, a.n, qs, l.q_norm, l.k_norm, RopeOf(s, il), a.meta,
+      c.q_scale > 0 ? c.q_scale : 1.0f, a.slots, q, kv.k(il), kv.v(il), st));
+  if (il == 0) {
+    BRAID_CUDA_RETURN_IF_ERROR(
+        kc::WriteKvMeta(a.meta, a.slots, a.n, kv.meta(), st));
+  }
+  kc::CudaAttentionShape shape;
+  shape.n_head = c.n_head;
+  shape.n_kv_head = c.n_head_kv;
+  shape.head_dim = c.head_dim;
+  shape.block_size = kv.block_size();
+  shape.scale = c.q_scale > 0 ? 1.0f : 0.0f;  // (Q is scaled: Gemma)
+  shape.window = c.Slides(il) ? c.sliding_window : 0;
+  shape.softcap = c.attn_softcap;
+  BRAID_RETURN_IF_ERROR(EnsureAttentionWorkspace(s, shape));
+  kc::CudaAttentionBatch batch;
+  batch.seqs = a.seqs;
+  batch.block_tables = a.tables;
+  batch.visible = a.visible;
+  batch.q_meta = a.meta;
+  batch.n_seq = a.n_seq;
+  batch.max_seq_tokens = a.max_seq_tokens;
+  batch.max_ctx = a.max_ctx;
+  const kc::CudaPagedKvLayer layer{kv.k(il), kv.v(il), kv.meta()};
+  BRAID_RETURN_IF_ERROR(kc::PagedAttention(shape, layer, batch, q, attn,
+                                           s.attention_workspace.data(),
+                                           s.attention_workspace.bytes(), st));
+  uint16_t* attn_bf16 = s.Buffer<uint16_t>(kAttnBf16);
+  BRAID_CUDA_RETURN_IF_ERROR(
+      kc::F32ToBf16(attn, int64_t{a.n} * s.plan.q_dim, attn_bf16, st));
+  return ResidualProduct(s, kOutProduct, a.n, attn_bf16, l.out,
+                         l.post_attn_norm);
+}
+
+// The FFN half of layer il: x += down(act(gate_up(norm(x)))).
+absl::Status RunFfnHalf(CudaModel::State& s, const StepArrays& a, int il) {
+  const LlamaConfig& c = s.config;
+  const CudaModel::State::Layer& l = s.layers[il];
+  cudaStream_t st = s.stream;
+  uint16_t* h = s.Buffer<uint16_t>(kH);
+  float* gu = s.Buffer<float>(kGateUp);
+  uint16_t* act = s.Buffer<uint16_t>(kAct);
+  BRAID_CUDA_RETURN_IF_ERROR(kc::RmsNormToBf16(s.Buffer<float>(kX), c.n_embd,
+                                               nullptr, a.n, c.n_embd,
+                                               l.ffn_norm, c.rms_eps, h, st));
+  BRAID_RETURN_IF_ERROR(
+      s.gemm->Run(kGateUpProduct, a.n, h, l.gate_up, nullptr, gu, st));
+  const kc::GatedAct fn = c.traits.ffn == ArchTraits::Ffn::kSilu
+                              ? kc::GatedAct::kSilu
+                              : kc::GatedAct::kGeluTanh;
+  BRAID_CUDA_RETURN_IF_ERROR(kc::GatedActToBf16(gu, a.n, c.n_ff, fn, act, st));
+  return ResidualProduct(s, kDownProduct, a.n, act, l.down, l.post_ffn_norm);
+}
+
+// Embeddings, then every layer.
+absl::Status RunLayers(CudaModel::State& s, const StepArrays& a,
+                       const CudaKvCache& kv) {
+  const LlamaConfig& c = s.config;
+  // ggml_scale by sqrtf(n_embd) for Gemma, as the CPU model.
+  const float scale =
+      c.traits.gemma ? std::sqrt(static_cast<float>(c.n_embd)) : 1.0f;
+  BRAID_CUDA_RETURN_IF_ERROR(kc::EmbedRows(s.embd, a.tokens, a.meta,
+                                           s.stream_embd, a.n, c.n_embd, scale,
+                                           s.Buffer<float>(kX), s.stream));
+  for (int il = 0; il < c.n_layer; ++il) {
+    BRAID_RETURN_IF_ERROR(RunAttentionHalf(s, a, kv, il));
+    BRAID_RETURN_IF_ERROR(RunFfnHalf(s, a, il));
+  }
+  return absl::OkStatus();
+}
+
+// The final norm and the vocabulary product of the n_out wanted rows into
+// kLogits [n_out, n_vocab].
+absl::Status ProjectVocab(CudaModel::State& s, const StepArrays& a, int n_out) {
+  if (n_out == 0) return absl::OkStatus();
+  const LlamaConfig& c = s.config;
+  uint16_t* h = s.Buffer<uint16_t>(kH);
+  float* logits = s.Buffer<float>(kLogits);
+  BRAID_CUDA_RETURN_IF_ERROR(
+      kc::RmsNormToBf16(s.Buffer<float>(kX), c.n_embd, a.out_rows, n_out,
+                        c.n_embd, s.output_norm, c.rms_eps, h, s.stream));
+  BRAID_RETURN_IF_ERROR(s.gemm->Run(kVocabProduct, n_out, h, s.output, nullptr,
+                                    logits, s.stream));
+  if (c.final_softcap > 0.0f) {
+    BRAID_CUDA_RETURN_IF_ERROR(kc::Softcap(logits, int64_t{n_out} * c.n_vocab,
+                                           c.final_softcap, s.stream));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::Status CudaModel::Forward(const Batch& batch, KvCache& cache,
+                                std::vector<float>* logits) {
+  State& s = *s_;
+  const LlamaConfig& c = s.config;
+  auto* kv = dynamic_cast<CudaKvCache*>(&cache);
+  if (kv == nullptr || kv->owner() != s_.get()) {
+    return absl::InvalidArgumentError(
+        "Forward: the KV cache was not made by this CUDA model");
+  }
+  BRAID_RETURN_IF_ERROR(kv->status());
+  BRAID_RETURN_IF_ERROR(CheckBatch(
+      batch, BatchLimits{c.n_vocab, s.stream_embd != nullptr ? c.n_streams : 0,
+                         kv->block_size(), kv->num_blocks()}));
+  if (static_cast<int>(batch.tokens.size()) > s.plan.max_tokens) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "Forward: ", batch.tokens.size(), " tokens, more than the ",
+        s.plan.max_tokens, " a step of this model was loaded for"));
+  }
+  BRAID_CUDA_RETURN_IF_ERROR(cudaSetDevice(s.device));
+  size_t n_tables = 0, n_visible = 0;
+  for (const BatchSequence& q : batch.sequences) {
+    n_tables += q.block_table.size();
+    n_visible += q.visible_streams.size();
+  }
+  const StepLayout layout = LayoutFor(batch, n_tables, n_visible);
+  BRAID_RETURN_IF_ERROR(EnsureStepBuffers(s, layout.bytes));
+  // The previous step's copy out of host_meta finished at its end (it
+  // synchronised), so the pinned buffer is free to fill.
+  const StepShape shape =
+      FillStepMeta(batch, layout, kv->block_size(), s.host_meta);
+  BRAID_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(s.device_meta.data(), s.host_meta,
+                                             layout.bytes,
+                                             cudaMemcpyHostToDevice, s.stream));
+  const uint8_t* dev = s.device_meta.as<uint8_t>();
+  StepArrays a;
+  a.tokens = reinterpret_cast<const int32_t*>(dev + layout.tokens);
+  a.meta = reinterpret_cast<const kc::CudaEntryMeta*>(dev + layout.meta);
+  a.slots = reinterpret_cast<const int64_t*>(dev + layout.slots);
+  a.seqs = reinterpret_cast<const kc::CudaAttentionSeq*>(dev + layout.seqs);
+  a.tables = reinterpret_cast<const int32_t*>(dev + layout.tables);
+  a.visible = reinterpret_cast<const int32_t*>(dev + layout.visible);
+  a.out_rows = reinterpret_cast<const int32_t*>(dev + layout.out_rows);
+  a.n = shape.n;
+  a.n_seq = static_cast<int>(batch.sequences.size());
+  a.max_ctx = shape.max_ctx;
+  a.max_seq_tokens = shape.max_seq_tokens;
+  BRAID_RETURN_IF_ERROR(RunLayers(s, a, *kv));
+  BRAID_RETURN_IF_ERROR(ProjectVocab(s, a, shape.n_out));
+  logits->resize(static_cast<size_t>(shape.n_out) * c.n_vocab);
+  BRAID_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(
+      logits->data(), s.Buffer<float>(kLogits), logits->size() * sizeof(float),
+      cudaMemcpyDeviceToHost, s.stream));
+  BRAID_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(s.stream));
+  return absl::OkStatus();
+}
+
+}  // namespace braid::model

@@ -1,0 +1,72 @@
+// CudaModel's state, shared by its loading (cuda_model_load.cc) and its step
+// (cuda_model.cc). Internal to model/cuda.
+#ifndef BRAID_MODEL_CUDA_CUDA_MODEL_STATE_H_
+#define BRAID_MODEL_CUDA_CUDA_MODEL_STATE_H_
+
+#include <cuda_runtime_api.h>
+
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "kernels/cuda/device_memory.h"
+#include "kernels/cuda/gemm.h"
+#include "model/cuda/cuda_model.h"
+#include "model/cuda/cuda_plan.h"
+
+namespace braid::model {
+
+struct CudaModel::State {
+  // One layer's device weights: BF16 matrices (pointers into `weights`) and
+  // f32 vectors (null when the architecture has none).
+  struct Layer {
+    const uint16_t* qkv = nullptr;      // [q_dim + 2 kv_dim, n_embd]
+    const uint16_t* out = nullptr;      // [n_embd, q_dim]
+    const uint16_t* gate_up = nullptr;  // [2 n_ff, n_embd]
+    const uint16_t* down = nullptr;     // [n_embd, n_ff]
+    const float* attn_norm = nullptr;
+    const float* ffn_norm = nullptr;
+    const float* qkv_bias = nullptr;  // [q_dim + 2 kv_dim]
+    const float* q_norm = nullptr;    // [head_dim]
+    const float* k_norm = nullptr;
+    const float* post_attn_norm = nullptr;  // [n_embd] (gemma)
+    const float* post_ffn_norm = nullptr;
+  };
+
+  ~State();
+
+  std::unique_ptr<GgufFile> file;
+  LlamaConfig config;
+  ModelInfo info;
+  CudaPlan plan;
+  int device = 0;
+  cudaStream_t stream = nullptr;
+  kernels::cuda::DeviceBuffer weights;               // every BF16 matrix
+  std::vector<kernels::cuda::DeviceBuffer> vectors;  // the f32 vectors
+  std::vector<Layer> layers;
+  const uint16_t* embd = nullptr;    // [n_vocab, n_embd]
+  const uint16_t* output = nullptr;  // [n_vocab, n_embd] (embd when tied)
+  const float* output_norm = nullptr;
+  const float* rope_freqs = nullptr;   // [n_rot / 2] or null
+  const float* stream_embd = nullptr;  // [n_streams, n_embd] or null
+  std::unique_ptr<kernels::cuda::GemmPlans> gemm;
+  kernels::cuda::DeviceBuffer arena;  // plan.arena_bytes
+
+  // A step's metadata: written on the host into pinned memory, copied to
+  // the device in one transfer. Grown (both) when a step needs more.
+  uint8_t* host_meta = nullptr;
+  size_t meta_capacity = 0;
+  kernels::cuda::DeviceBuffer device_meta;
+  kernels::cuda::DeviceBuffer attention_workspace;
+  int num_sms = 0;  // the device's multiprocessors (attention's grid)
+  std::vector<float> logits_host;  // pinned-free staging of logits rows
+
+  template <typename T>
+  T* Buffer(CudaBuffer b) const {
+    return reinterpret_cast<T*>(arena.as<uint8_t>() + plan.buffer_offset[b]);
+  }
+};
+
+}  // namespace braid::model
+
+#endif  // BRAID_MODEL_CUDA_CUDA_MODEL_STATE_H_
