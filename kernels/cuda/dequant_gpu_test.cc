@@ -16,6 +16,7 @@
 #include "kernels/cuda/dequant.h"
 #include "kernels/cuda/dequant_blocks.h"
 #include "kernels/cuda/device_memory.h"
+#include "kernels/cuda/testing/random_blocks.h"
 
 namespace braid::kernels::cuda {
 namespace {
@@ -28,47 +29,9 @@ constexpr DType kDecodedTypes[] = {
     DType::kQ3_K, DType::kQ4_K, DType::kQ5_K, DType::kQ6_K,
 };
 
-// Byte offsets of a block type's fp16 scale fields.
-std::vector<int> HalfFieldOffsets(DType type) {
-  switch (type) {
-    case DType::kQ4_0:
-    case DType::kQ5_0:
-    case DType::kQ8_0:
-    case DType::kIQ4_NL:
-      return {0};
-    case DType::kQ4_1:
-    case DType::kQ5_1:
-    case DType::kQ4_K:
-    case DType::kQ5_K:
-      return {0, 2};
-    case DType::kQ2_K:
-      return {80, 82};
-    case DType::kQ3_K:
-      return {108};
-    case DType::kQ6_K:
-      return {208};
-    default:
-      return {};
-  }
-}
-
-// n elements of `type` as random blocks: random bytes with finite fp16
-// scales (float types: any bit pattern, NaNs included).
+// n elements of `type` as random blocks (testing/random_blocks.h).
 std::vector<uint8_t> RandomTensor(DType type, int64_t n, std::mt19937& rng) {
-  const int64_t blocks = n / cpu::DTypeBlockSize(type);
-  const int64_t bytes = cpu::DTypeBlockBytes(type);
-  std::vector<uint8_t> data(blocks * bytes);
-  for (uint8_t& b : data) b = static_cast<uint8_t>(rng());
-  for (int64_t i = 0; i < blocks; ++i) {
-    for (int offset : HalfFieldOffsets(type)) {
-      uint16_t h;
-      do {
-        h = static_cast<uint16_t>(rng());
-      } while (((h >> 10) & 0x1F) == 0x1F);
-      std::memcpy(&data[i * bytes + offset], &h, sizeof(h));
-    }
-  }
-  return data;
+  return testing::RandomBlocks(type, n / cpu::DTypeBlockSize(type), rng);
 }
 
 std::vector<uint16_t> CpuBf16(DType type, const std::vector<uint8_t>& src,
