@@ -4,8 +4,8 @@
 // (kernels/cuda/dequant.cu) and host code, so the host test
 // (dequant_blocks_test.cc) can check them bit for bit against kernels/cpu's
 // DequantizeRow, the oracle. Header only; compiles with the host compiler
-// and with nvcc (which sees no Bazel include paths: <cstdint> and <cstring>
-// only, no CUDA or kernels/cpu headers).
+// and with nvcc (no CUDA or absl headers; the block layouts and type ids are
+// kernels/cpu/quant/quant.h's, which is plain C++).
 //
 // Design: the unit of work is a group of kGroupElements (8) consecutive
 // elements of a row, what one GPU thread turns into one 16-byte store of 8
@@ -41,90 +41,45 @@
 #include <cstdint>
 #include <cstring>
 
+#include "kernels/cpu/quant/quant.h"
+
 namespace braid::kernels::cuda {
 
-// Tensor type ids: ggml's ggml_type values (= braid::kernels::cpu::DType).
-inline constexpr uint32_t kTypeF32 = 0;
-inline constexpr uint32_t kTypeF16 = 1;
-inline constexpr uint32_t kTypeQ4_0 = 2;
-inline constexpr uint32_t kTypeQ4_1 = 3;
-inline constexpr uint32_t kTypeQ5_0 = 6;
-inline constexpr uint32_t kTypeQ5_1 = 7;
-inline constexpr uint32_t kTypeQ8_0 = 8;
-inline constexpr uint32_t kTypeQ2_K = 10;
-inline constexpr uint32_t kTypeQ3_K = 11;
-inline constexpr uint32_t kTypeQ4_K = 12;
-inline constexpr uint32_t kTypeQ5_K = 13;
-inline constexpr uint32_t kTypeQ6_K = 14;
-inline constexpr uint32_t kTypeIQ4_NL = 20;
-inline constexpr uint32_t kTypeBF16 = 30;
+// Tensor type ids as the kernels take them: kernels/cpu's DType (ggml's
+// ggml_type values).
+inline constexpr uint32_t kTypeF32 = static_cast<uint32_t>(cpu::DType::kF32);
+inline constexpr uint32_t kTypeF16 = static_cast<uint32_t>(cpu::DType::kF16);
+inline constexpr uint32_t kTypeQ4_0 = static_cast<uint32_t>(cpu::DType::kQ4_0);
+inline constexpr uint32_t kTypeQ4_1 = static_cast<uint32_t>(cpu::DType::kQ4_1);
+inline constexpr uint32_t kTypeQ5_0 = static_cast<uint32_t>(cpu::DType::kQ5_0);
+inline constexpr uint32_t kTypeQ5_1 = static_cast<uint32_t>(cpu::DType::kQ5_1);
+inline constexpr uint32_t kTypeQ8_0 = static_cast<uint32_t>(cpu::DType::kQ8_0);
+inline constexpr uint32_t kTypeQ2_K = static_cast<uint32_t>(cpu::DType::kQ2_K);
+inline constexpr uint32_t kTypeQ3_K = static_cast<uint32_t>(cpu::DType::kQ3_K);
+inline constexpr uint32_t kTypeQ4_K = static_cast<uint32_t>(cpu::DType::kQ4_K);
+inline constexpr uint32_t kTypeQ5_K = static_cast<uint32_t>(cpu::DType::kQ5_K);
+inline constexpr uint32_t kTypeQ6_K = static_cast<uint32_t>(cpu::DType::kQ6_K);
+inline constexpr uint32_t kTypeIQ4_NL =
+    static_cast<uint32_t>(cpu::DType::kIQ4_NL);
+inline constexpr uint32_t kTypeBF16 = static_cast<uint32_t>(cpu::DType::kBF16);
 
 // Consecutive elements one Decode call produces (one thread's 16-byte store).
 inline constexpr int kGroupElements = 8;
 
-// Block layouts, byte for byte ggml's (fp16 fields as their raw bits).
-inline constexpr int kQK = 32;     // Elements per block of the 32-types.
-inline constexpr int kQK_K = 256;  // Elements per K-quant super-block.
-
-struct BlockQ4_0 {
-  uint16_t d;
-  uint8_t qs[kQK / 2];  // element j low nibble, j + 16 high nibble
-};
-struct BlockQ4_1 {
-  uint16_t d;
-  uint16_t m;
-  uint8_t qs[kQK / 2];
-};
-struct BlockQ5_0 {
-  uint16_t d;
-  uint8_t qh[4];  // bit e: element e's fifth bit (little-endian u32)
-  uint8_t qs[kQK / 2];
-};
-struct BlockQ5_1 {
-  uint16_t d;
-  uint16_t m;
-  uint8_t qh[4];
-  uint8_t qs[kQK / 2];
-};
-struct BlockQ8_0 {
-  uint16_t d;
-  int8_t qs[kQK];
-};
-struct BlockIQ4_NL {
-  uint16_t d;
-  uint8_t qs[kQK / 2];
-};
-struct BlockQ2_K {
-  uint8_t scales[kQK_K / 16];  // low nibble scale, high nibble min
-  uint8_t qs[kQK_K / 4];
-  uint16_t d;
-  uint16_t dmin;
-};
-struct BlockQ3_K {
-  uint8_t hmask[kQK_K / 8];
-  uint8_t qs[kQK_K / 4];
-  uint8_t scales[12];  // 16 6-bit scales, offset by 32
-  uint16_t d;
-};
-struct BlockQ4_K {
-  uint16_t d;
-  uint16_t dmin;
-  uint8_t scales[12];  // 8 6-bit scales and 8 6-bit mins
-  uint8_t qs[kQK_K / 2];
-};
-struct BlockQ5_K {
-  uint16_t d;
-  uint16_t dmin;
-  uint8_t scales[12];
-  uint8_t qh[kQK_K / 8];
-  uint8_t qs[kQK_K / 2];
-};
-struct BlockQ6_K {
-  uint8_t ql[kQK_K / 2];
-  uint8_t qh[kQK_K / 4];
-  int8_t scales[kQK_K / 16];
-  uint16_t d;
-};
+// Block layouts: kernels/cpu's, byte for byte ggml's.
+using cpu::BlockIQ4_NL;
+using cpu::BlockQ2_K;
+using cpu::BlockQ3_K;
+using cpu::BlockQ4_0;
+using cpu::BlockQ4_1;
+using cpu::BlockQ4_K;
+using cpu::BlockQ5_0;
+using cpu::BlockQ5_1;
+using cpu::BlockQ5_K;
+using cpu::BlockQ6_K;
+using cpu::BlockQ8_0;
+using cpu::kQK;
+using cpu::kQK_K;
 static_assert(sizeof(BlockQ4_0) == 18, "ggml layout");
 static_assert(sizeof(BlockQ4_1) == 20, "ggml layout");
 static_assert(sizeof(BlockQ5_0) == 22, "ggml layout");
