@@ -157,10 +157,6 @@ StepShape FillStepMeta(const Batch& b, const StepLayout& l, int block_size,
   return sh;
 }
 
-}  // namespace
-
-namespace {
-
 // The step's device arrays (into State::device_meta) and bounds.
 struct StepArrays {
   const int32_t* tokens = nullptr;             // [n]
@@ -185,21 +181,6 @@ absl::Status EnsureStepBuffers(CudaModel::State& s, size_t meta_bytes) {
                            kc::DeviceBuffer::Allocate(cap, "step metadata"));
     s.meta_capacity = cap;
   }
-  return absl::OkStatus();
-}
-
-// The attention workspace for this shape, sized once per device.
-absl::Status EnsureAttentionWorkspace(CudaModel::State& s,
-                                      const kc::CudaAttentionShape& shape) {
-  if (s.attention_workspace.data() != nullptr || s.num_sms > 0) {
-    return absl::OkStatus();
-  }
-  BRAID_CUDA_RETURN_IF_ERROR(cudaDeviceGetAttribute(
-      &s.num_sms, cudaDevAttrMultiProcessorCount, s.device));
-  const size_t bytes = kc::AttentionWorkspaceBytes(shape, s.num_sms);
-  BRAID_ASSIGN_OR_RETURN(
-      s.attention_workspace,
-      kc::DeviceBuffer::Allocate(bytes, "attention workspace"));
   return absl::OkStatus();
 }
 
@@ -265,7 +246,6 @@ absl::Status RunAttentionHalf(CudaModel::State& s, const StepArrays& a,
   shape.scale = c.q_scale > 0 ? 1.0f : 0.0f;  // (Q is scaled: Gemma)
   shape.window = c.Slides(il) ? c.sliding_window : 0;
   shape.softcap = c.attn_softcap;
-  BRAID_RETURN_IF_ERROR(EnsureAttentionWorkspace(s, shape));
   kc::CudaAttentionBatch batch;
   batch.seqs = a.seqs;
   batch.block_tables = a.tables;

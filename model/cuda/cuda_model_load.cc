@@ -12,6 +12,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "kernels/cpu/quant/quant.h"
+#include "kernels/cuda/attention.h"
 #include "kernels/cuda/dequant.h"
 #include "kernels/cuda/status.h"
 #include "model/cuda/cuda_model.h"
@@ -255,6 +256,15 @@ absl::StatusOr<std::unique_ptr<CudaModel>> CudaModel::Load(
   // Padded rows of the products read the arena: never uninitialised.
   BRAID_CUDA_RETURN_IF_ERROR(
       cudaMemset(s->arena.data(), 0, s->plan.arena_bytes));
+  int num_sms = 0;
+  BRAID_CUDA_RETURN_IF_ERROR(cudaDeviceGetAttribute(
+      &num_sms, cudaDevAttrMultiProcessorCount, opts.device));
+  kc::CudaAttentionShape attention;  // the workspace depends on head_dim only
+  attention.head_dim = config.head_dim;
+  BRAID_ASSIGN_OR_RETURN(s->attention_workspace,
+                         kc::DeviceBuffer::Allocate(
+                             kc::AttentionWorkspaceBytes(attention, num_sms),
+                             "attention workspace"));
   return std::unique_ptr<CudaModel>(new CudaModel(std::move(s)));
 }
 

@@ -57,9 +57,9 @@ struct CudaModel::State {
   uint8_t* host_meta = nullptr;
   size_t meta_capacity = 0;
   kernels::cuda::DeviceBuffer device_meta;
+  // Attention's split partials, sized at load for the device's
+  // multiprocessors (kernels/cuda/attention.h).
   kernels::cuda::DeviceBuffer attention_workspace;
-  int num_sms = 0;  // the device's multiprocessors (attention's grid)
-  std::vector<float> logits_host;  // pinned-free staging of logits rows
 
   template <typename T>
   T* Buffer(CudaBuffer b) const {
