@@ -114,12 +114,13 @@ __global__ void GatedActKernel(const float* gu, int ff, GatedAct act,
   out[t * ff + i] = ToBf16(a * u);
 }
 
-// One head of one token: per-head norm (w null: none), RoPE, scale; `out`
-// (f32) or the fp16 pool row `pool_out`.
+// One head of one token: per-head norm (w null: none), the rotation by its
+// token's table row cs, scale; into `out` (f32) or the fp16 pool row
+// `pool_out`.
 __device__ void HeadEpilogue(const float* in, int head_dim, const float* w,
-                             float eps, const RopeParams& rope, int y,
-                             float scale, float* smem, float* out,
-                             uint16_t* pool_out) {
+                             float eps, const RopeRotation& rope,
+                             const float* cs, float scale, float* smem,
+                             float* out, uint16_t* pool_out) {
   // Load (and norm) the head into shared memory.
   float ss = 0.0f;
   for (int i = threadIdx.x; i < head_dim; i += blockDim.x) {
@@ -135,7 +136,6 @@ __device__ void HeadEpilogue(const float* in, int head_dim, const float* w,
   }
   __syncthreads();
   const int pairs = rope.n_rot / 2;
-  const float theta_scale = powf(rope.base, -2.0f / rope.n_rot);
   for (int p = threadIdx.x; p < head_dim; p += blockDim.x) {
     float v;
     if (p < rope.n_rot) {
@@ -143,11 +143,7 @@ __device__ void HeadEpilogue(const float* in, int head_dim, const float* w,
       const int i = rope.neox ? p % pairs : p / 2;
       const int a = rope.neox ? i : 2 * i;
       const int b = rope.neox ? i + pairs : 2 * i + 1;
-      float theta = static_cast<float>(y);
-      for (int k = 0; k < i; ++k) theta *= theta_scale;
-      if (rope.freq_factors != nullptr) theta = theta / rope.freq_factors[i];
-      if (rope.freq_scale != 1.0f) theta = rope.freq_scale * theta;
-      const float c = cosf(theta), s = sinf(theta);
+      const float c = cs[2 * i], s = cs[2 * i + 1];
       const float x0 = smem[a], x1 = smem[b];
       v = p == a ? fmaf(x0, c, -(x1 * s)) : fmaf(x0, s, x1 * c);
     } else {
@@ -167,8 +163,8 @@ __device__ void HeadEpilogue(const float* in, int head_dim, const float* w,
 // K heads, then the V heads.
 __global__ void QkvEpilogueKernel(const float* qkv, QkvShape shape,
                                   const float* q_norm, const float* k_norm,
-                                  RopeParams rope, const CudaEntryMeta* meta,
-                                  float q_scale, const int64_t* slots, float* q,
+                                  RopeRotation rope, float q_scale,
+                                  const int64_t* slots, float* q,
                                   uint16_t* k_pool, uint16_t* v_pool) {
   extern __shared__ float smem[];
   const int h = blockIdx.x;
@@ -176,16 +172,16 @@ __global__ void QkvEpilogueKernel(const float* qkv, QkvShape shape,
   const int hd = shape.head_dim;
   const int q_dim = shape.n_head * hd, kv_dim = shape.n_kv_head * hd;
   const float* row = qkv + t * (q_dim + 2 * kv_dim);
-  const int y = meta[t].y;
+  const float* cs = rope.cs + t * rope.n_rot;
   if (h < shape.n_head) {
-    HeadEpilogue(row + h * hd, hd, q_norm, shape.norm_eps, rope, y, q_scale,
+    HeadEpilogue(row + h * hd, hd, q_norm, shape.norm_eps, rope, cs, q_scale,
                  smem, q + t * q_dim + h * hd, nullptr);
     return;
   }
   const int64_t slot = slots[t];
   const int kh = h - shape.n_head;
   if (kh < shape.n_kv_head) {
-    HeadEpilogue(row + q_dim + kh * hd, hd, k_norm, shape.norm_eps, rope, y,
+    HeadEpilogue(row + q_dim + kh * hd, hd, k_norm, shape.norm_eps, rope, cs,
                  1.0f, smem, nullptr, k_pool + slot * kv_dim + kh * hd);
     return;
   }
@@ -195,6 +191,23 @@ __global__ void QkvEpilogueKernel(const float* qkv, QkvShape shape,
   for (int i = threadIdx.x; i < hd; i += blockDim.x) {
     dst[i] = __half_as_ushort(__float2half_rn(v[i]));
   }
+}
+
+// One thread a (token, pair): the angle by successive products, as ggml.
+__global__ void RopeTableKernel(const CudaEntryMeta* meta, int n,
+                                RopeParams rope, float* cs) {
+  const int pairs = rope.n_rot / 2;
+  const int64_t k = int64_t{blockIdx.x} * blockDim.x + threadIdx.x;
+  if (k >= int64_t{n} * pairs) return;
+  const int64_t t = k / pairs;
+  const int i = static_cast<int>(k % pairs);
+  const float theta_scale = powf(rope.base, -2.0f / rope.n_rot);
+  float theta = static_cast<float>(meta[t].y);
+  for (int j = 0; j < i; ++j) theta *= theta_scale;
+  if (rope.freq_factors != nullptr) theta = theta / rope.freq_factors[i];
+  if (rope.freq_scale != 1.0f) theta = rope.freq_scale * theta;
+  cs[t * rope.n_rot + 2 * i] = cosf(theta);
+  cs[t * rope.n_rot + 2 * i + 1] = sinf(theta);
 }
 
 __global__ void WriteKvMetaKernel(const CudaEntryMeta* meta,
@@ -269,12 +282,20 @@ cudaError_t GatedActToBf16(const float* gu, int n, int ff, GatedAct act,
   return cudaGetLastError();
 }
 
+cudaError_t RopeTable(const CudaEntryMeta* meta, int n, const RopeParams& rope,
+                      float* cs, cudaStream_t stream) {
+  if (n == 0 || rope.n_rot == 0) return cudaSuccess;
+  if (rope.n_rot < 0 || rope.n_rot % 2 != 0) return cudaErrorInvalidValue;
+  RopeTableKernel<<<Blocks(int64_t{n} * (rope.n_rot / 2)), kThreads, 0,
+                    stream>>>(meta, n, rope, cs);
+  return cudaGetLastError();
+}
+
 cudaError_t QkvEpilogue(const float* qkv, int n, const QkvShape& shape,
                         const float* q_norm, const float* k_norm,
-                        const RopeParams& rope, const CudaEntryMeta* meta,
-                        float q_scale, const int64_t* slots, float* q,
-                        uint16_t* k_pool, uint16_t* v_pool,
-                        cudaStream_t stream) {
+                        const RopeRotation& rope, float q_scale,
+                        const int64_t* slots, float* q, uint16_t* k_pool,
+                        uint16_t* v_pool, cudaStream_t stream) {
   if (n == 0) return cudaSuccess;
   if (shape.head_dim <= 0 || shape.head_dim > 1024 || rope.n_rot < 0 ||
       rope.n_rot > shape.head_dim || rope.n_rot % 2 != 0) {
@@ -283,8 +304,7 @@ cudaError_t QkvEpilogue(const float* qkv, int n, const QkvShape& shape,
   const dim3 grid(shape.n_head + 2 * shape.n_kv_head, n);
   QkvEpilogueKernel<<<grid, RowThreads(shape.head_dim),
                       shape.head_dim * sizeof(float), stream>>>(
-      qkv, shape, q_norm, k_norm, rope, meta, q_scale, slots, q, k_pool,
-      v_pool);
+      qkv, shape, q_norm, k_norm, rope, q_scale, slots, q, k_pool, v_pool);
   return cudaGetLastError();
 }
 

@@ -48,23 +48,35 @@ enum class GatedAct { kSilu, kGeluTanh };
 cudaError_t GatedActToBf16(const float* gu, int n, int ff, GatedAct act,
                            uint16_t* out, cudaStream_t stream);
 
-// RoPE as kernels/cpu's RopeTable + RopeApply / RopeApplyNeox: theta of pair
-// i is y * theta_scale^i (successive float products), / freq_factors[i]
-// when given, * freq_scale.
+// RoPE's angles as kernels/cpu's RopeTable: theta of pair i is y *
+// theta_scale^i (successive float products), / freq_factors[i] when given,
+// * freq_scale.
 struct RopeParams {
-  bool neox = false;
   int n_rot = 0;
   float base = 10000.0f;
   float freq_scale = 1.0f;
   const float* freq_factors = nullptr;  // device [n_rot / 2] or null
 };
 
+// cs[t, 2i] = cos(theta_i), cs[t, 2i + 1] = sin(theta_i) at y = meta[t].y,
+// for i < n_rot / 2: once a step for all layers and heads. cs: [n, n_rot].
+cudaError_t RopeTable(const CudaEntryMeta* meta, int n, const RopeParams& rope,
+                      float* cs, cudaStream_t stream);
+
+// A step's rotation: its RopeTable and the mode (kernels/cpu's RopeApply,
+// or RopeApplyNeox).
+struct RopeRotation {
+  bool neox = false;
+  int n_rot = 0;
+  const float* cs = nullptr;  // [n, n_rot]
+};
+
 // The Q/K/V product's epilogue, one pass over its output qkv [n, q_dim +
 // 2 * kv_dim] (bias already added by the product): per-head RMSNorm of Q
-// and K with q_norm / k_norm ([head_dim] each, or null), RoPE at meta[t].y
-// on Q and K, Q times q_scale into q [n, q_dim] (f32, attention's input),
-// K and V rounded to fp16 into the pool's slot slots[t] of this layer
-// (k_pool, v_pool: [slots, kv_dim]).
+// and K with q_norm / k_norm ([head_dim] each, or null), the rotation on Q
+// and K, Q times q_scale into q [n, q_dim] (f32, attention's input), K and
+// V rounded to fp16 into the pool's slot slots[t] of this layer (k_pool,
+// v_pool: [slots, kv_dim]).
 struct QkvShape {
   int n_head = 0;
   int n_kv_head = 0;
@@ -73,10 +85,9 @@ struct QkvShape {
 };
 cudaError_t QkvEpilogue(const float* qkv, int n, const QkvShape& shape,
                         const float* q_norm, const float* k_norm,
-                        const RopeParams& rope, const CudaEntryMeta* meta,
-                        float q_scale, const int64_t* slots, float* q,
-                        uint16_t* k_pool, uint16_t* v_pool,
-                        cudaStream_t stream);
+                        const RopeRotation& rope, float q_scale,
+                        const int64_t* slots, float* q, uint16_t* k_pool,
+                        uint16_t* v_pool, cudaStream_t stream);
 
 // kv_meta[slots[t]] = meta[t] for t < n (the entries' tags, shared by all
 // layers).

@@ -127,12 +127,16 @@ TEST(OpsGpuTest, QkvEpilogueMatchesTheCpuRope) {
       const int n_slots = 3 * n + 1;
       DeviceBuffer dk = Zeros<uint16_t>(n_slots * kv_dim);
       DeviceBuffer dv = Zeros<uint16_t>(n_slots * kv_dim);
-      RopeParams rope{neox, hd, 10000.0f, 0.5f, dff.as<float>()};
+      RopeParams rope{hd, 10000.0f, 0.5f, dff.as<float>()};
+      DeviceBuffer dcs = Zeros<float>(n * hd);
+      ASSERT_EQ(RopeTable(dmeta.as<CudaEntryMeta>(), n, rope, dcs.as<float>(),
+                          nullptr),
+                cudaSuccess);
       ASSERT_EQ(QkvEpilogue(dqkv.as<float>(), n,
                             QkvShape{n_head, n_kv_head, hd, 1e-6f},
                             norms ? dqn.as<float>() : nullptr,
-                            norms ? dkn.as<float>() : nullptr, rope,
-                            dmeta.as<CudaEntryMeta>(), 0.125f,
+                            norms ? dkn.as<float>() : nullptr,
+                            RopeRotation{neox, hd, dcs.as<float>()}, 0.125f,
                             dslots.as<int64_t>(), dq.as<float>(),
                             dk.as<uint16_t>(), dv.as<uint16_t>(), nullptr),
                 cudaSuccess);

@@ -184,17 +184,37 @@ absl::Status EnsureStepBuffers(CudaModel::State& s, size_t meta_bytes) {
   return absl::OkStatus();
 }
 
-// Layer il's RoPE (the sliding layers' own base where it differs).
-kc::RopeParams RopeOf(const CudaModel::State& s, int il) {
+// The RoPE angles of the global layers or (swa) of the sliding ones (their
+// own base, gemma3).
+kc::RopeParams RopeParamsOf(const CudaModel::State& s, bool swa) {
   const LlamaConfig& c = s.config;
-  const bool swa = c.Slides(il) && c.SwaRopeDiffers();
   kc::RopeParams r;
-  r.neox = c.traits.rope == ArchTraits::Rope::kNeox;
   r.n_rot = c.n_rot;
   r.base = swa ? c.swa_rope_base : c.rope_base;
   r.freq_scale = swa ? c.swa_rope_freq_scale : c.rope_freq_scale;
   r.freq_factors = s.rope_freqs;
   return r;
+}
+
+// The step's RoPE tables (kRope, and kRopeSwa where the sliding layers'
+// differs), once for all layers.
+absl::Status FillRopeTables(CudaModel::State& s, const StepArrays& a) {
+  BRAID_CUDA_RETURN_IF_ERROR(kc::RopeTable(a.meta, a.n, RopeParamsOf(s, false),
+                                           s.Buffer<float>(kRope), s.stream));
+  if (s.config.SwaRopeDiffers()) {
+    BRAID_CUDA_RETURN_IF_ERROR(kc::RopeTable(a.meta, a.n, RopeParamsOf(s, true),
+                                             s.Buffer<float>(kRopeSwa),
+                                             s.stream));
+  }
+  return absl::OkStatus();
+}
+
+// Layer il's rotation: the step's table of its kind of layer.
+kc::RopeRotation RotationOf(const CudaModel::State& s, int il) {
+  const LlamaConfig& c = s.config;
+  const bool swa = c.Slides(il) && c.SwaRopeDiffers();
+  return kc::RopeRotation{c.traits.rope == ArchTraits::Rope::kNeox, c.n_rot,
+                          s.Buffer<float>(swa ? kRopeSwa : kRope)};
 }
 
 // x += product(input) for the O and down products: in the product's
@@ -232,7 +252,7 @@ absl::Status RunAttentionHalf(CudaModel::State& s, const StepArrays& a,
       s.gemm->Run(kQkvProduct, a.n, h, l.qkv, l.qkv_bias, qkv, st));
   const kc::QkvShape qs{c.n_head, c.n_head_kv, c.head_dim, c.rms_eps};
   BRAID_CUDA_RETURN_IF_ERROR(kc::QkvEpilogue(
-      qkv, a.n, qs, l.q_norm, l.k_norm, RopeOf(s, il), a.meta,
+      qkv, a.n, qs, l.q_norm, l.k_norm, RotationOf(s, il),
       c.q_scale > 0 ? c.q_scale : 1.0f, a.slots, q, kv.k(il), kv.v(il), st));
   if (il == 0) {
     BRAID_CUDA_RETURN_IF_ERROR(
@@ -295,6 +315,7 @@ absl::Status RunLayers(CudaModel::State& s, const StepArrays& a,
   BRAID_CUDA_RETURN_IF_ERROR(kc::EmbedRows(s.embd, a.tokens, a.meta,
                                            s.stream_embd, a.n, c.n_embd, scale,
                                            s.Buffer<float>(kX), s.stream));
+  BRAID_RETURN_IF_ERROR(FillRopeTables(s, a));
   for (int il = 0; il < c.n_layer; ++il) {
     BRAID_RETURN_IF_ERROR(RunAttentionHalf(s, a, kv, il));
     BRAID_RETURN_IF_ERROR(RunFfnHalf(s, a, il));

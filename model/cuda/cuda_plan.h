@@ -42,6 +42,8 @@ enum CudaBuffer {
   kAct,       // BF16 [T, n_ff] the down product's input
   kO,         // f32 [T, n_embd] a product's output before a post-norm (gemma)
   kLogits,    // f32 [T, n_vocab]
+  kRope,      // f32 [T, n_rot] the step's RoPE table (cos, sin per pair)
+  kRopeSwa,   // f32 [T, n_rot] the sliding layers' table (gemma3)
   kNumCudaBuffers
 };
 
