@@ -4,6 +4,7 @@
 #include <vector>
 
 #include "gtest/gtest.h"
+#include "kernels/cuda/dequant_blocks.h"
 #include "kernels/cuda/gemm.h"
 #include "kernels/cuda/testing/device.h"
 
@@ -11,15 +12,13 @@ namespace braid::kernels::cuda {
 namespace {
 
 using testing::Download;
-using testing::HostBf16;
-using testing::HostFromBf16;
 using testing::Nmse;
 using testing::RandomFloats;
 using testing::Upload;
 
 std::vector<uint16_t> ToBf16(const std::vector<float>& v) {
   std::vector<uint16_t> out(v.size());
-  for (size_t i = 0; i < v.size(); ++i) out[i] = HostBf16(v[i]);
+  for (size_t i = 0; i < v.size(); ++i) out[i] = FloatToBf16(v[i]);
   return out;
 }
 
@@ -55,8 +54,8 @@ TEST(GemmGpuTest, ProductsAndEpiloguesMatchTheReference) {
         for (int c = 0; c < n; ++c) {
           double acc = 0.0;
           for (int i = 0; i < k; ++i) {
-            acc += double{HostFromBf16(x[static_cast<size_t>(r) * k + i])} *
-                   HostFromBf16(w[static_cast<size_t>(c) * k + i]);
+            acc += double{Bf16ToFloat(x[static_cast<size_t>(r) * k + i])} *
+                   Bf16ToFloat(w[static_cast<size_t>(c) * k + i]);
           }
           if (shapes[s].epilogue == GemmEpilogue::kBias) acc += bias[c];
           if (shapes[s].epilogue == GemmEpilogue::kResidual) {

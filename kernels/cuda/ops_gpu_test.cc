@@ -7,6 +7,7 @@
 #include "gtest/gtest.h"
 #include "kernels/cpu/fp16.h"
 #include "kernels/cpu/ops.h"
+#include "kernels/cuda/dequant_blocks.h"
 #include "kernels/cuda/ops.h"
 #include "kernels/cuda/testing/device.h"
 
@@ -14,8 +15,6 @@ namespace braid::kernels::cuda {
 namespace {
 
 using testing::Download;
-using testing::HostBf16;
-using testing::HostFromBf16;
 using testing::Nmse;
 using testing::RandomFloats;
 using testing::Upload;
@@ -25,12 +24,12 @@ constexpr double kF32Tolerance = 1e-7;
 
 std::vector<float> FromBf16(const std::vector<uint16_t>& v) {
   std::vector<float> out(v.size());
-  for (size_t i = 0; i < v.size(); ++i) out[i] = HostFromBf16(v[i]);
+  for (size_t i = 0; i < v.size(); ++i) out[i] = Bf16ToFloat(v[i]);
   return out;
 }
 std::vector<float> RoundBf16(const std::vector<float>& v) {
   std::vector<float> out(v.size());
-  for (size_t i = 0; i < v.size(); ++i) out[i] = HostFromBf16(HostBf16(v[i]));
+  for (size_t i = 0; i < v.size(); ++i) out[i] = Bf16ToFloat(FloatToBf16(v[i]));
   return out;
 }
 
@@ -176,7 +175,8 @@ TEST(OpsGpuTest, SoftcapAndConversionMatchTheCpu) {
   ASSERT_EQ(F32ToBf16(dx2.as<float>(), x.size(), db.as<uint16_t>(), nullptr),
             cudaSuccess);
   std::vector<uint16_t> got = Download<uint16_t>(db, x.size());
-  for (size_t i = 0; i < x.size(); ++i) ASSERT_EQ(got[i], HostBf16(x[i])) << i;
+  for (size_t i = 0; i < x.size(); ++i)
+    ASSERT_EQ(got[i], FloatToBf16(x[i])) << i;
 }
 
 }  // namespace

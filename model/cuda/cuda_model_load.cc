@@ -25,9 +25,10 @@ namespace {
 namespace kc = ::braid::kernels::cuda;
 namespace kcpu = ::braid::kernels::cpu;
 
-// The f32 vector `name` of n elements (any float type), on the device.
-absl::StatusOr<const float*> UploadVector(CudaModel::State& s,
-                                          const std::string& name, int64_t n) {
+// The f32 values of the vector `name` of n elements (any float type) into
+// dst [n] on the host.
+absl::Status ReadVector(const CudaModel::State& s, const std::string& name,
+                        int64_t n, float* dst) {
   const GgufTensor* t = s.file->FindTensor(name);
   if (t == nullptr) {
     return absl::InvalidArgumentError(absl::StrCat("missing tensor ", name));
@@ -36,15 +37,29 @@ absl::StatusOr<const float*> UploadVector(CudaModel::State& s,
     return absl::InvalidArgumentError(
         absl::StrCat("tensor ", name, " must have ", n, " elements"));
   }
-  std::vector<float> host(n);
-  kcpu::DequantizeRow(static_cast<kcpu::DType>(t->type), t->data, host.data(),
-                      n);
+  kcpu::DequantizeRow(static_cast<kcpu::DType>(t->type), t->data, dst, n);
+  return absl::OkStatus();
+}
+
+// A device copy of `host`, kept in s.vectors.
+absl::StatusOr<const float*> UploadFloats(CudaModel::State& s,
+                                          const std::vector<float>& host,
+                                          const std::string& what) {
+  const size_t bytes = host.size() * sizeof(float);
   BRAID_ASSIGN_OR_RETURN(kc::DeviceBuffer buf,
-                         kc::DeviceBuffer::Allocate(n * sizeof(float), name));
-  BRAID_CUDA_RETURN_IF_ERROR(cudaMemcpy(
-      buf.data(), host.data(), n * sizeof(float), cudaMemcpyHostToDevice));
+                         kc::DeviceBuffer::Allocate(bytes, what));
+  BRAID_CUDA_RETURN_IF_ERROR(
+      cudaMemcpy(buf.data(), host.data(), bytes, cudaMemcpyHostToDevice));
   s.vectors.push_back(std::move(buf));
   return s.vectors.back().as<float>();
+}
+
+// The f32 vector `name` of n elements, on the device.
+absl::StatusOr<const float*> UploadVector(CudaModel::State& s,
+                                          const std::string& name, int64_t n) {
+  std::vector<float> host(n);
+  BRAID_RETURN_IF_ERROR(ReadVector(s, name, n, host.data()));
+  return UploadFloats(s, host, name);
 }
 
 // The optional vector `name`: null when the file lacks it.
@@ -140,29 +155,14 @@ absl::Status LoadLayer(CudaModel::State& s, MatrixLoader& loader, int il,
   BRAID_ASSIGN_OR_RETURN(l.ffn_norm, UploadVector(s, b + "ffn_norm.weight", e));
   if (c.traits.qkv_bias) {
     // One [q_dim + 2 kv_dim] vector: the three biases end to end.
-    std::vector<float> bias;
-    for (const auto& [name, n] :
-         {std::pair<const char*, int>{"attn_q.bias", p.q_dim},
-          {"attn_k.bias", p.kv_dim},
-          {"attn_v.bias", p.kv_dim}}) {
-      const GgufTensor* t = s.file->FindTensor(b + name);
-      if (t == nullptr || t->num_elements() != n) {
-        return absl::InvalidArgumentError(
-            absl::StrCat("missing or misshapen tensor ", b, name));
-      }
-      const size_t at = bias.size();
-      bias.resize(at + n);
-      kcpu::DequantizeRow(static_cast<kcpu::DType>(t->type), t->data,
-                          bias.data() + at, n);
-    }
-    BRAID_ASSIGN_OR_RETURN(
-        kc::DeviceBuffer buf,
-        kc::DeviceBuffer::Allocate(bias.size() * sizeof(float), "biases"));
-    BRAID_CUDA_RETURN_IF_ERROR(cudaMemcpy(buf.data(), bias.data(),
-                                          bias.size() * sizeof(float),
-                                          cudaMemcpyHostToDevice));
-    s.vectors.push_back(std::move(buf));
-    l.qkv_bias = s.vectors.back().as<float>();
+    std::vector<float> bias(p.qkv_rows());
+    BRAID_RETURN_IF_ERROR(
+        ReadVector(s, b + "attn_q.bias", p.q_dim, bias.data()));
+    BRAID_RETURN_IF_ERROR(
+        ReadVector(s, b + "attn_k.bias", p.kv_dim, bias.data() + p.q_dim));
+    BRAID_RETURN_IF_ERROR(ReadVector(s, b + "attn_v.bias", p.kv_dim,
+                                     bias.data() + p.q_dim + p.kv_dim));
+    BRAID_ASSIGN_OR_RETURN(l.qkv_bias, UploadFloats(s, bias, b + "biases"));
   }
   if (c.traits.qk_norm) {
     BRAID_ASSIGN_OR_RETURN(

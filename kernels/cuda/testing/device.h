@@ -8,7 +8,6 @@
 
 #include <cmath>
 #include <cstdint>
-#include <cstring>
 #include <random>
 #include <vector>
 
@@ -67,21 +66,6 @@ inline std::vector<float> RandomFloats(size_t n, uint32_t seed,
   std::vector<float> v(n);
   for (float& x : v) x = dist(rng);
   return v;
-}
-
-// BF16 bits <-> float on the host (round to nearest even).
-inline uint16_t HostBf16(float f) {
-  uint32_t u;
-  std::memcpy(&u, &f, 4);
-  if ((u & 0x7fffffffu) > 0x7f800000u) return (u >> 16) | 0x40;  // NaN
-  u += 0x7fffu + ((u >> 16) & 1u);
-  return static_cast<uint16_t>(u >> 16);
-}
-inline float HostFromBf16(uint16_t b) {
-  const uint32_t u = uint32_t{b} << 16;
-  float f;
-  std::memcpy(&f, &u, 4);
-  return f;
 }
 
 }  // namespace braid::kernels::cuda::testing
