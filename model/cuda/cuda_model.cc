@@ -81,8 +81,13 @@ struct StepLayout {
 
 size_t Align(size_t v) { return (v + 255) / 256 * 256; }
 
-StepLayout LayoutFor(const Batch& b, size_t n_tables, size_t n_visible) {
+StepLayout LayoutFor(const Batch& b) {
   const size_t n = b.tokens.size();
+  size_t n_tables = 0, n_visible = 0;
+  for (const BatchSequence& q : b.sequences) {
+    n_tables += q.block_table.size();
+    n_visible += q.visible_streams.size();
+  }
   StepLayout l;
   size_t at = 0;
   auto take = [&at](size_t bytes) {
@@ -363,12 +368,7 @@ absl::Status CudaModel::Forward(const Batch& batch, KvCache& cache,
         s.plan.max_tokens, " a step of this model was loaded for"));
   }
   BRAID_CUDA_RETURN_IF_ERROR(cudaSetDevice(s.device));
-  size_t n_tables = 0, n_visible = 0;
-  for (const BatchSequence& q : batch.sequences) {
-    n_tables += q.block_table.size();
-    n_visible += q.visible_streams.size();
-  }
-  const StepLayout layout = LayoutFor(batch, n_tables, n_visible);
+  const StepLayout layout = LayoutFor(batch);
   BRAID_RETURN_IF_ERROR(EnsureStepBuffers(s, layout.bytes));
   // The previous step's copy out of host_meta finished at its end (it
   // synchronised), so the pinned buffer is free to fill.
