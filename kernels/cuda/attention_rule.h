@@ -19,16 +19,10 @@
 #ifndef BRAID_KERNELS_CUDA_ATTENTION_RULE_H_
 #define BRAID_KERNELS_CUDA_ATTENTION_RULE_H_
 
-#ifndef BRAID_HD
-#if defined(__CUDACC__)
-#define BRAID_HD __host__ __device__ inline
-#else
-#define BRAID_HD inline
-#endif
-#endif
-
 #include <cstddef>
 #include <cstdint>
+
+#include "kernels/cuda/host_device.h"
 
 namespace braid::kernels::cuda {
 

@@ -30,18 +30,11 @@
 #ifndef BRAID_KERNELS_CUDA_DEQUANT_BLOCKS_H_
 #define BRAID_KERNELS_CUDA_DEQUANT_BLOCKS_H_
 
-#ifndef BRAID_HD
-#if defined(__CUDACC__)
-#define BRAID_HD __host__ __device__ inline
-#else
-#define BRAID_HD inline
-#endif
-#endif
-
 #include <cstdint>
 #include <cstring>
 
 #include "kernels/cpu/quant/quant.h"
+#include "kernels/cuda/host_device.h"
 
 namespace braid::kernels::cuda {
 
