@@ -39,6 +39,9 @@ struct CudaLoadOptions {
   int device = 0;  // CUDA device ordinal (--device=cuda:N)
   // The most tokens one step carries (the engine's max_batch_tokens).
   int max_tokens = 2048;
+  // Decode steps (one token per sequence) replay a CUDA graph captured once
+  // per batch-size bucket instead of launching every kernel.
+  bool cuda_graphs = true;
 };
 
 class CudaModel : public Model {
@@ -68,6 +71,8 @@ class CudaModel : public Model {
                                             double fraction) const;
   // Bytes of BF16 weights on the device.
   int64_t WeightBytes() const;
+  // The cudaStream_t every step runs on (benchmarks record events on it).
+  void* stream() const;
 
   // Internal to model/cuda (cuda_model_state.h).
   struct State;

@@ -271,6 +271,7 @@ absl::StatusOr<std::unique_ptr<CudaModel>> CudaModel::Load(
 const ModelInfo& CudaModel::info() const { return s_->info; }
 const LlamaConfig& CudaModel::config() const { return s_->config; }
 int64_t CudaModel::WeightBytes() const { return s_->plan.WeightBytes(); }
+void* CudaModel::stream() const { return s_->stream; }
 
 int64_t CudaModel::KvBlockBytes(int block_size) const {
   return CudaKvBlockBytes(s_->config, block_size);
