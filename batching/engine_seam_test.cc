@@ -101,5 +101,34 @@ TEST(EngineSeamTest, ASecondModelImplementationServesThroughTheEngine) {
   ExpectEngineIdle(*small.engine);
 }
 
+// Greedy requests leave the model as each row's largest entry
+// (Model::ForwardTop); a step with a request whose penalties reach anywhere
+// in its row gets whole rows; the tokens are the same either way.
+TEST(EngineSeamTest, StepsReduceTheirRowsUnlessASamplerNeedsThemWhole) {
+  std::unique_ptr<model::Tokenizer> tokenizer = testing::LoadTestTokenizer();
+  ASSERT_NE(tokenizer, nullptr);
+  const int n_vocab = tokenizer->vocab_size();
+  std::vector<GenerationRequest> requests = Requests(12);
+  Rig rig = MakeRig(tokenizer.get(), 128);
+  const std::vector<std::vector<int32_t>> greedy =
+      RunTogether(*rig.engine, requests);
+  EXPECT_GT(rig.model->top_steps(), 0);
+  // (Prefill chunks that sample nothing run whole.)
+  const int whole_before = rig.model->steps() - rig.model->top_steps();
+  for (size_t i = 0; i < requests.size(); ++i) {
+    EXPECT_EQ(greedy[i], Expected(requests[i], n_vocab)) << "request " << i;
+  }
+  // A repetition penalty on one-hot logits (1 stays the largest, 0 stays 0)
+  // changes nothing but the kind of step.
+  for (GenerationRequest& r : requests) r.sampling.repetition_penalty = 1.5f;
+  const int top_before = rig.model->top_steps();
+  const std::vector<std::vector<int32_t>> penalized =
+      RunTogether(*rig.engine, requests);
+  EXPECT_EQ(rig.model->top_steps(), top_before);
+  EXPECT_GT(rig.model->steps() - rig.model->top_steps(), whole_before);
+  EXPECT_EQ(penalized, greedy);
+  ExpectEngineIdle(*rig.engine);
+}
+
 }  // namespace
 }  // namespace braid::batching

@@ -1,6 +1,7 @@
 #include "batching/model_executor.h"
 
 #include <algorithm>
+#include <optional>
 #include <utility>
 
 namespace braid::batching {
@@ -60,6 +61,24 @@ void ModelExecutor::AddSequence(const ScheduledSequence& s,
   }
 }
 
+// The reduction every sample point of `plan` can sample from (the largest k
+// any needs, log Z when any reports log-probabilities), or nullopt when one
+// needs its whole row or none samples.
+std::optional<model::TopRequest> ModelExecutor::TopNeeded(const StepPlan& plan,
+                                                          int n_vocab) {
+  std::optional<model::TopRequest> need;
+  for (const ScheduledSequence& s : plan.sequences) {
+    for (const SamplePoint& p : s.samples) {
+      const std::optional<model::TopRequest> r = p.sampler->RowNeeds(n_vocab);
+      if (!r.has_value()) return std::nullopt;
+      if (!need.has_value()) need = r;
+      need->k = std::max(need->k, r->k);
+      need->log_z = need->log_z || r->log_z;
+    }
+  }
+  return need;
+}
+
 absl::StatusOr<StepOutput> ModelExecutor::Execute(const StepPlan& plan) {
   batch_.tokens.clear();
   batch_.meta.clear();
@@ -72,20 +91,32 @@ absl::StatusOr<StepOutput> ModelExecutor::Execute(const StepPlan& plan) {
     sample_rows[i].assign(s.samples.size(), -1);
     AddSequence(s, &sample_rows[i], &rows);
   }
-  if (absl::Status st = model_->Forward(batch_, *kv_, &logits_); !st.ok()) {
-    return st;
-  }
   const int n_vocab = vocab_size();
+  const std::optional<model::TopRequest> top = TopNeeded(plan, n_vocab);
+  absl::Status st = top.has_value()
+                        ? model_->ForwardTop(batch_, *kv_, *top, &top_)
+                        : model_->Forward(batch_, *kv_, &logits_);
+  if (!st.ok()) return st;
   StepOutput out;
   out.tokens.resize(plan.sequences.size());
   for (size_t i = 0; i < plan.sequences.size(); ++i) {
     const ScheduledSequence& s = plan.sequences[i];
     for (size_t j = 0; j < s.samples.size(); ++j) {
+      Sampler* sampler = s.samples[j].sampler;
+      const int64_t row = sample_rows[i][j];
+      if (top.has_value()) {
+        const int k = top_.k;
+        out.tokens[i].push_back(sampler->SampleTop(
+            absl::MakeConstSpan(top_.ids.data() + row * k, k),
+            absl::MakeConstSpan(top_.values.data() + row * k, k),
+            top->log_z ? top_.log_z[row] : 0.0f));
+        continue;
+      }
       // Branches may share a row: it stays as it is (the sampler copies it
       // only for penalties).
-      const float* row = logits_.data() + int64_t{sample_rows[i][j]} * n_vocab;
-      out.tokens[i].push_back(s.samples[j].sampler->Sample(
-          absl::MakeConstSpan(row, n_vocab), &row_scratch_));
+      const float* logits = logits_.data() + row * n_vocab;
+      out.tokens[i].push_back(
+          sampler->Sample(absl::MakeConstSpan(logits, n_vocab), &row_scratch_));
     }
   }
   return out;

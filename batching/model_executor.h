@@ -1,6 +1,9 @@
 // The Executor for any model::Model (model/model.h): turns a StepPlan into
 // one model::Batch, runs Model::Forward over the model's KV cache, and
-// samples each sequence that asked for a token from its logits row.
+// samples each sequence that asked for a token from its logits row. When
+// every sampler of the step can do with each row's k largest entries
+// (Sampler::RowNeeds: greedy, top-k draws, no penalties), the step runs
+// Model::ForwardTop instead and only those leave the model.
 //
 // Owns the KV cache (made by the model, sized at construction); the
 // Scheduler's BlockManager decides which blocks each sequence uses. Engine
@@ -9,6 +12,7 @@
 #define BRAID_BATCHING_MODEL_EXECUTOR_H_
 
 #include <memory>
+#include <optional>
 #include <vector>
 
 #include "batching/executor.h"
@@ -27,6 +31,8 @@ class ModelExecutor : public Executor {
   const model::KvCache& kv_cache() const { return *kv_; }
 
  private:
+  static std::optional<model::TopRequest> TopNeeded(const StepPlan& plan,
+                                                    int n_vocab);
   void AddSequence(const ScheduledSequence& s, std::vector<int>* sample_rows,
                    int* rows);
 
@@ -34,6 +40,7 @@ class ModelExecutor : public Executor {
   const std::unique_ptr<model::KvCache> kv_;
   model::Batch batch_;              // reused between steps
   std::vector<float> logits_;       // [n_rows, n_vocab]
+  model::TopLogits top_;            // the rows reduced (Model::ForwardTop)
   std::vector<float> row_scratch_;  // [n_vocab]
 };
 

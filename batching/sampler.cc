@@ -53,6 +53,15 @@ void Sampler::ApplyPenalties(absl::Span<float> logits) const {
   }
 }
 
+namespace {
+
+bool ByLogit(const std::pair<float, int32_t>& a,
+             const std::pair<float, int32_t>& b) {
+  return a.first > b.first || (a.first == b.first && a.second < b.second);
+}
+
+}  // namespace
+
 // Temperature, top-k, top-p and min-p shape the candidate set; the draw uses
 // one uniform number from the request's generator.
 int32_t Sampler::Draw(absl::Span<const float> logits) {
@@ -61,9 +70,6 @@ int32_t Sampler::Draw(absl::Span<const float> logits) {
   for (size_t i = 0; i < logits.size(); ++i) {
     candidates_.emplace_back(logits[i] * inv_t, static_cast<int32_t>(i));
   }
-  auto by_logit = [](const auto& a, const auto& b) {
-    return a.first > b.first || (a.first == b.first && a.second < b.second);
-  };
   size_t keep = candidates_.size();
   // Only top-p and min-p need the survivors in order; without them (and
   // without top-k) the draw walks the vocabulary in id order, which spares a
@@ -72,11 +78,15 @@ int32_t Sampler::Draw(absl::Span<const float> logits) {
   if (options_.top_k > 0 && static_cast<size_t>(options_.top_k) < keep) {
     keep = options_.top_k;
     std::partial_sort(candidates_.begin(), candidates_.begin() + keep,
-                      candidates_.end(), by_logit);
+                      candidates_.end(), ByLogit);
     candidates_.resize(keep);
   } else if (ordered) {
-    std::sort(candidates_.begin(), candidates_.end(), by_logit);
+    std::sort(candidates_.begin(), candidates_.end(), ByLogit);
   }
+  return DrawOrdered();
+}
+
+int32_t Sampler::DrawOrdered() {
   // Softmax over the survivors, in place (first = probability).
   float max_logit = candidates_[0].first;
   for (const auto& c : candidates_) max_logit = std::max(max_logit, c.first);
@@ -113,6 +123,49 @@ int32_t Sampler::Draw(absl::Span<const float> logits) {
   return candidates_.back().second;
 }
 
+std::optional<model::TopRequest> Sampler::RowNeeds(int n_vocab) const {
+  if (HasPenalties()) return std::nullopt;
+  int k = 1;
+  if (options_.temperature > 0.0f) {
+    // Without top-k (or with one that keeps the whole vocabulary) the draw
+    // sees every entry.
+    if (options_.top_k <= 0 || options_.top_k >= n_vocab) return std::nullopt;
+    k = options_.top_k;
+  }
+  if (options_.logprobs) k = std::max(k, options_.top_logprobs);
+  if (k > std::min(n_vocab, model::kMaxTopLogits)) return std::nullopt;
+  return model::TopRequest{k, options_.logprobs};
+}
+
+SampledToken Sampler::SampleTop(absl::Span<const int32_t> ids,
+                                absl::Span<const float> values, float log_z) {
+  SampledToken out;
+  if (options_.temperature <= 0.0f) {
+    out.token_id = ids[0];
+  } else {
+    // The row's top-k candidates, ordered by the scaled logits as Draw
+    // orders them.
+    candidates_.clear();
+    const float inv_t = 1.0f / options_.temperature;
+    const size_t keep = std::min<size_t>(options_.top_k, ids.size());
+    for (size_t i = 0; i < keep; ++i) {
+      candidates_.emplace_back(values[i] * inv_t, ids[i]);
+    }
+    std::sort(candidates_.begin(), candidates_.end(), ByLogit);
+    out.token_id = DrawOrdered();
+  }
+  if (options_.logprobs) {
+    for (size_t i = 0; i < ids.size(); ++i) {
+      if (ids[i] == out.token_id) out.logprob = values[i] - log_z;
+    }
+    const size_t n = std::min<size_t>(options_.top_logprobs, ids.size());
+    for (size_t i = 0; i < n; ++i)
+      out.top.push_back({ids[i], values[i] - log_z});
+  }
+  Accept(out.token_id);
+  return out;
+}
+
 SampledToken Sampler::Sample(absl::Span<float> logits) {
   if (!HasPenalties()) return Pick(logits, logits);
   std::vector<float> raw;
@@ -147,10 +200,7 @@ SampledToken Sampler::Pick(absl::Span<const float> shaped,
 
 void ComputeLogprobs(absl::Span<const float> logits, int32_t token_id,
                      int top_n, SampledToken* out) {
-  const float max_logit = *std::max_element(logits.begin(), logits.end());
-  double sum = 0;
-  for (float l : logits) sum += std::exp(static_cast<double>(l - max_logit));
-  const float log_z = max_logit + static_cast<float>(std::log(sum));
+  const float log_z = model::LogSumExp(logits.data(), logits.size());
   out->logprob = logits[token_id] - log_z;
   out->top.clear();
   if (top_n <= 0) return;

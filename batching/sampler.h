@@ -2,11 +2,13 @@
 #define BRAID_BATCHING_SAMPLER_H_
 
 #include <cstdint>
+#include <optional>
 #include <random>
 #include <unordered_map>
 #include <vector>
 
 #include "absl/types/span.h"
+#include "model/top_logits.h"
 
 namespace braid::batching {
 
@@ -57,6 +59,18 @@ class Sampler {
   SampledToken Sample(absl::Span<const float> logits,
                       std::vector<float>* scratch);
 
+  // What the next Sample needs of a logits row of n_vocab entries: its k
+  // largest entries (and its log-sum-exp when log-probabilities are
+  // reported) for a greedy choice or a top-k draw without penalties, or
+  // nullopt for the whole row (penalties change entries anywhere in it; a
+  // draw without top-k walks the whole vocabulary).
+  std::optional<model::TopRequest> RowNeeds(int n_vocab) const;
+  // Sample from a row reduced as RowNeeds asked (at least that many
+  // entries, in TopLogits order; log_z read only when asked): the token and
+  // log-probabilities Sample would give from the whole row.
+  SampledToken SampleTop(absl::Span<const int32_t> ids,
+                         absl::Span<const float> values, float log_z);
+
   // Records a generated token (for penalties). Sample() calls it itself.
   void Accept(int32_t token_id);
   // A session's turns: tokens that joined the context the stream sees
@@ -72,6 +86,8 @@ class Sampler {
   bool HasPenalties() const;
   void ApplyPenalties(absl::Span<float> logits) const;
   int32_t Draw(absl::Span<const float> logits);
+  // The draw from candidates_ once top-k has cut it and ordered it.
+  int32_t DrawOrdered();
   // Picks from `shaped` (after penalties), logprobs from `raw` (before).
   SampledToken Pick(absl::Span<const float> shaped,
                     absl::Span<const float> raw);

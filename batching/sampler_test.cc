@@ -2,6 +2,7 @@
 
 #include <cmath>
 #include <map>
+#include <random>
 #include <vector>
 
 #include "gtest/gtest.h"
@@ -136,6 +137,72 @@ TEST(SamplerTest, SharedRowStaysAndSamplesAsACopy) {
                            o.frequency_penalty != 0.0f ||
                            o.presence_penalty != 0.0f;
     EXPECT_EQ(scratch.empty(), !penalties);
+  }
+}
+
+TEST(SamplerTest, RowNeedsTheTopKUnlessTheWholeRowMatters) {
+  auto needs = [](SamplingOptions o) { return Sampler(o, {}).RowNeeds(1000); };
+  SamplingOptions o;
+  ASSERT_TRUE(needs(o).has_value());
+  EXPECT_EQ(needs(o)->k, 1);
+  EXPECT_FALSE(needs(o)->log_z);
+  o.logprobs = true;
+  o.top_logprobs = 5;
+  EXPECT_EQ(needs(o)->k, 5);
+  EXPECT_TRUE(needs(o)->log_z);
+  o.temperature = 0.8f;  // a draw over the whole vocabulary
+  EXPECT_FALSE(needs(o).has_value());
+  o.top_k = 40;
+  o.top_p = 0.9f;
+  o.min_p = 0.05f;
+  EXPECT_EQ(needs(o)->k, 40);
+  o.top_k = 1000;  // keeps everything
+  EXPECT_FALSE(needs(o).has_value());
+  o.top_k = 40;
+  o.presence_penalty = 0.5f;  // penalties reach anywhere in the row
+  EXPECT_FALSE(needs(o).has_value());
+  SamplingOptions wide;
+  wide.logprobs = true;
+  wide.top_logprobs = model::kMaxTopLogits + 1;
+  EXPECT_FALSE(Sampler(wide, {}).RowNeeds(1 << 17).has_value());
+}
+
+// SampleTop over a row reduced as RowNeeds asks gives Sample's tokens and
+// log-probabilities, draw after draw with the same seed.
+TEST(SamplerTest, SampleTopEqualsSampleOverTheWholeRow) {
+  constexpr int kVocab = 3000;
+  std::mt19937 rng(11);
+  std::normal_distribution<float> normal(0.0f, 2.0f);
+  std::vector<SamplingOptions> cases(4);
+  cases[1].logprobs = true;
+  cases[1].top_logprobs = 3;
+  cases[2].temperature = 0.7f;
+  cases[2].top_k = 50;
+  cases[2].seed = 5;
+  cases[3] = cases[2];
+  cases[3].top_p = 0.8f;
+  cases[3].min_p = 0.02f;
+  cases[3].logprobs = true;
+  cases[3].top_logprobs = 60;
+  for (const SamplingOptions& o : cases) {
+    Sampler whole(o, {}), top(o, {});
+    const model::TopRequest req = *top.RowNeeds(kVocab);
+    for (int step = 0; step < 40; ++step) {
+      std::vector<float> row(kVocab);
+      for (float& v : row) v = std::round(normal(rng) * 8) / 8;  // with ties
+      model::TopLogits reduced;
+      model::ReduceLogits(row.data(), 1, kVocab, req, &reduced);
+      const SampledToken a = whole.Sample(absl::MakeSpan(row));
+      const SampledToken b = top.SampleTop(reduced.ids, reduced.values,
+                                           req.log_z ? reduced.log_z[0] : 0.0f);
+      ASSERT_EQ(a.token_id, b.token_id) << "step " << step;
+      EXPECT_EQ(a.logprob, b.logprob);
+      ASSERT_EQ(a.top.size(), b.top.size());
+      for (size_t i = 0; i < a.top.size(); ++i) {
+        EXPECT_EQ(a.top[i].token_id, b.top[i].token_id);
+        EXPECT_EQ(a.top[i].logprob, b.top[i].logprob);
+      }
+    }
   }
 }
 

@@ -18,6 +18,7 @@
 
 #include "absl/status/status.h"
 #include "model/batch.h"
+#include "model/top_logits.h"
 
 namespace braid::model {
 
@@ -79,6 +80,15 @@ class Model {
   // cache another model made included); then neither kv nor logits change.
   virtual absl::Status Forward(const Batch& batch, KvCache& kv,
                                std::vector<float>* logits) = 0;
+
+  // Forward whose logits rows leave the model reduced (top_logits.h): each
+  // row's req.k largest entries and, when asked, its log-sum-exp; what the
+  // executor's samplers need when none of them needs a whole row. The
+  // default runs Forward and reduces on the host; a model on a device
+  // reduces there and copies back only the reduction. Errors: Forward's,
+  // and InvalidArgument for a request CheckTopRequest refuses.
+  virtual absl::Status ForwardTop(const Batch& batch, KvCache& kv,
+                                  const TopRequest& req, TopLogits* out);
 };
 
 }  // namespace braid::model

@@ -64,8 +64,16 @@ std::unique_ptr<model::KvCache> ToyModel::NewKvCache(int block_size,
   return std::make_unique<ToyKvCache>(block_size, num_blocks);
 }
 
+absl::Status ToyModel::ForwardTop(const model::Batch& batch, model::KvCache& kv,
+                                  const model::TopRequest& req,
+                                  model::TopLogits* out) {
+  ++top_steps_;
+  return Model::ForwardTop(batch, kv, req, out);
+}
+
 absl::Status ToyModel::Forward(const model::Batch& batch, model::KvCache& cache,
                                std::vector<float>* logits) {
+  ++steps_;
   auto* kv = dynamic_cast<ToyKvCache*>(&cache);
   if (kv == nullptr) {
     return absl::InvalidArgumentError("Forward: not a ToyModel's KV cache");

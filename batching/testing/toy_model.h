@@ -29,9 +29,18 @@ class ToyModel : public model::Model {
                                              int num_blocks) const override;
   absl::Status Forward(const model::Batch& batch, model::KvCache& kv,
                        std::vector<float>* logits) override;
+  // Model's host reduction, counted.
+  absl::Status ForwardTop(const model::Batch& batch, model::KvCache& kv,
+                          const model::TopRequest& req,
+                          model::TopLogits* out) override;
+
+  // Steps run so far, and how many of them through ForwardTop.
+  int steps() const { return steps_; }
+  int top_steps() const { return top_steps_; }
 
  private:
   model::ModelInfo info_;
+  int steps_ = 0, top_steps_ = 0;
 };
 
 }  // namespace braid::batching::testing

@@ -1,0 +1,62 @@
+#include "model/top_logits.h"
+
+#include <cmath>
+#include <random>
+#include <vector>
+
+#include "gtest/gtest.h"
+
+namespace braid::model {
+namespace {
+
+TEST(TopLogits, KeepsTheLargestInOrderWithTiesByIdAndTheLogSumExp) {
+  // Row 0 ties 3.0 at ids 1, 4 and 6; row 1 is all equal.
+  const std::vector<float> rows = {0.5f, 3.0f, -1.0f, 2.0f, 3.0f, 1.0f, 3.0f,
+                                   1.0f, 1.0f, 1.0f,  1.0f, 1.0f, 1.0f, 1.0f};
+  TopLogits out;
+  ReduceLogits(rows.data(), 2, 7, TopRequest{4, true}, &out);
+  ASSERT_EQ(out.num_rows(), 2);
+  EXPECT_EQ(out.ids, (std::vector<int32_t>{1, 4, 6, 3, 0, 1, 2, 3}));
+  EXPECT_EQ(out.values, (std::vector<float>{3, 3, 3, 2, 1, 1, 1, 1}));
+  ASSERT_EQ(out.log_z.size(), 2u);
+  double z = 0;
+  for (int i = 0; i < 7; ++i) z += std::exp(double{rows[i]});
+  EXPECT_NEAR(out.log_z[0], std::log(z), 1e-6);
+  EXPECT_NEAR(out.log_z[1], 1.0 + std::log(7.0), 1e-6);
+}
+
+TEST(TopLogits, GreedyIsTheFirstOfTheLargest) {
+  std::mt19937 rng(3);
+  std::uniform_int_distribution<int> small(0, 4);
+  std::vector<float> row(1000);
+  for (float& v : row) v = static_cast<float>(small(rng));
+  TopLogits one, many;
+  ReduceLogits(row.data(), 1, 1000, TopRequest{1, false}, &one);
+  ReduceLogits(row.data(), 1, 1000, TopRequest{50, false}, &many);
+  EXPECT_TRUE(one.log_z.empty());
+  EXPECT_EQ(one.ids[0], many.ids[0]);
+  int first = 0;
+  for (int i = 0; i < 1000; ++i) {
+    if (row[i] > row[first]) first = i;
+  }
+  EXPECT_EQ(one.ids[0], first);
+  for (int j = 1; j < 50; ++j) {
+    EXPECT_TRUE(many.values[j - 1] > many.values[j] ||
+                (many.values[j - 1] == many.values[j] &&
+                 many.ids[j - 1] < many.ids[j]));
+  }
+}
+
+TEST(TopLogits, RequestsOutsideTheRangeAreRefused) {
+  EXPECT_TRUE(CheckTopRequest({1, false}, 10).ok());
+  EXPECT_TRUE(CheckTopRequest({10, true}, 10).ok());
+  EXPECT_EQ(CheckTopRequest({0, false}, 10).code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(CheckTopRequest({11, false}, 10).code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(CheckTopRequest({kMaxTopLogits + 1, false}, 1 << 17).code(),
+            absl::StatusCode::kInvalidArgument);
+}
+
+}  // namespace
+}  // namespace braid::model
