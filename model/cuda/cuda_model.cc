@@ -1,5 +1,6 @@
-// CudaModel's step (the forward pass over a batch) and its KV cache. Loading
-// is cuda_model_load.cc.
+// CudaModel's step (the forward pass over a batch) and its KV cache: the
+// eager path, which every step can take; decode steps replay graphs
+// (cuda_model_graphs.cc). Loading is cuda_model_load.cc.
 #include "model/cuda/cuda_model.h"
 
 #include <cuda_runtime_api.h>
@@ -7,6 +8,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <optional>
 #include <utility>
 #include <vector>
 
@@ -14,80 +16,44 @@
 #include "kernels/cuda/attention.h"
 #include "kernels/cuda/ops.h"
 #include "kernels/cuda/status.h"
+#include "kernels/cuda/topk.h"
 #include "model/batch_check.h"
 #include "model/cuda/cuda_model_state.h"
+#include "model/cuda/cuda_model_step.h"
 #include "util/status_macros.h"
 
 namespace braid::model {
+namespace cuda_step {
+
+CudaKvCache::CudaKvCache(const CudaModel::State* owner, int block_size,
+                         int num_blocks)
+    : owner_(owner), block_size_(block_size), num_blocks_(num_blocks) {
+  const int64_t entries = scratch_slot() + 1;
+  const int64_t kv = entries * owner->config.kv_dim() * owner->config.n_layer *
+                     sizeof(uint16_t);
+  status_ = Allocate(kv, entries * sizeof(kc::CudaEntryMeta));
+}
+
+absl::Status CudaKvCache::Allocate(int64_t kv_bytes, int64_t meta_bytes) {
+  BRAID_ASSIGN_OR_RETURN(k_, kc::DeviceBuffer::Allocate(kv_bytes, "KV pool K"));
+  BRAID_ASSIGN_OR_RETURN(v_, kc::DeviceBuffer::Allocate(kv_bytes, "KV pool V"));
+  BRAID_ASSIGN_OR_RETURN(meta_,
+                         kc::DeviceBuffer::Allocate(meta_bytes, "KV tags"));
+  // Attention weighs masked entries by 0: they must hold finite values.
+  BRAID_CUDA_RETURN_IF_ERROR(cudaMemset(k_.data(), 0, kv_bytes));
+  BRAID_CUDA_RETURN_IF_ERROR(cudaMemset(v_.data(), 0, kv_bytes));
+  BRAID_CUDA_RETURN_IF_ERROR(cudaMemset(meta_.data(), 0, meta_bytes));
+  return absl::OkStatus();
+}
+
 namespace {
-
-namespace kc = ::braid::kernels::cuda;
-
-// The device KV pool: per layer K and V [num_blocks, block_size, kv_dim]
-// fp16 (model/cpu/paged_kv.h's layout), the entries' tags
-// [num_blocks, block_size].
-class CudaKvCache : public KvCache {
- public:
-  CudaKvCache(const CudaModel::State* owner, int block_size, int num_blocks)
-      : owner_(owner), block_size_(block_size), num_blocks_(num_blocks) {
-    const int64_t entries = int64_t{block_size} * num_blocks;
-    const int64_t kv = entries * owner->config.kv_dim() *
-                       owner->config.n_layer * sizeof(uint16_t);
-    status_ = Allocate(kv, entries * sizeof(kc::CudaEntryMeta));
-  }
-
-  int block_size() const override { return block_size_; }
-  int num_blocks() const override { return num_blocks_; }
-  int64_t bytes() const override {
-    return k_.bytes() + v_.bytes() + meta_.bytes();
-  }
-
-  const CudaModel::State* owner() const { return owner_; }
-  const absl::Status& status() const { return status_; }
-  // Layer il's K and V.
-  uint16_t* k(int il) const { return k_.as<uint16_t>() + il * layer_elems(); }
-  uint16_t* v(int il) const { return v_.as<uint16_t>() + il * layer_elems(); }
-  kc::CudaEntryMeta* meta() const { return meta_.as<kc::CudaEntryMeta>(); }
-
- private:
-  int64_t layer_elems() const {
-    return int64_t{block_size_} * num_blocks_ * owner_->config.kv_dim();
-  }
-  absl::Status Allocate(int64_t kv_bytes, int64_t meta_bytes) {
-    BRAID_ASSIGN_OR_RETURN(k_,
-                           kc::DeviceBuffer::Allocate(kv_bytes, "KV pool K"));
-    BRAID_ASSIGN_OR_RETURN(v_,
-                           kc::DeviceBuffer::Allocate(kv_bytes, "KV pool V"));
-    BRAID_ASSIGN_OR_RETURN(meta_,
-                           kc::DeviceBuffer::Allocate(meta_bytes, "KV tags"));
-    // Attention weighs masked entries by 0: they must hold finite values.
-    BRAID_CUDA_RETURN_IF_ERROR(cudaMemset(k_.data(), 0, kv_bytes));
-    BRAID_CUDA_RETURN_IF_ERROR(cudaMemset(v_.data(), 0, kv_bytes));
-    BRAID_CUDA_RETURN_IF_ERROR(cudaMemset(meta_.data(), 0, meta_bytes));
-    return absl::OkStatus();
-  }
-
-  const CudaModel::State* owner_;
-  int block_size_, num_blocks_;
-  kc::DeviceBuffer k_, v_, meta_;
-  absl::Status status_;
-};
-
-// A step's metadata, laid out in one host (pinned) and one device buffer.
-struct StepLayout {
-  size_t tokens = 0, meta = 0, slots = 0, seqs = 0, tables = 0, visible = 0,
-         out_rows = 0, bytes = 0;
-};
 
 size_t Align(size_t v) { return (v + 255) / 256 * 256; }
 
-StepLayout LayoutFor(const Batch& b) {
-  const size_t n = b.tokens.size();
-  size_t n_tables = 0, n_visible = 0;
-  for (const BatchSequence& q : b.sequences) {
-    n_tables += q.block_table.size();
-    n_visible += q.visible_streams.size();
-  }
+// Consecutive 256-byte aligned arrays of n_tokens tokens, n_seqs sequences,
+// n_visible visible-stream and n_tables block-table entries.
+StepLayout Layout(size_t n_tokens, size_t n_seqs, size_t n_visible,
+                  size_t n_tables) {
   StepLayout l;
   size_t at = 0;
   auto take = [&at](size_t bytes) {
@@ -95,34 +61,32 @@ StepLayout LayoutFor(const Batch& b) {
     at = Align(at + bytes);
     return off;
   };
-  l.tokens = take(n * sizeof(int32_t));
-  l.meta = take(n * sizeof(kc::CudaEntryMeta));
-  l.slots = take(n * sizeof(int64_t));
-  l.seqs = take(b.sequences.size() * sizeof(kc::CudaAttentionSeq));
-  l.tables = take(std::max<size_t>(n_tables, 1) * sizeof(int32_t));
+  l.tokens = take(n_tokens * sizeof(int32_t));
+  l.meta = take(n_tokens * sizeof(kc::CudaEntryMeta));
+  l.slots = take(n_tokens * sizeof(int64_t));
+  l.seqs = take(n_seqs * sizeof(kc::CudaAttentionSeq));
   l.visible = take(std::max<size_t>(n_visible, 1) * sizeof(int32_t));
-  l.out_rows = take(n * sizeof(int32_t));
+  l.out_rows = take(n_tokens * sizeof(int32_t));
+  l.tables = take(std::max<size_t>(n_tables, 1) * sizeof(int32_t));
   l.bytes = at;
   return l;
 }
 
 }  // namespace
 
-std::unique_ptr<KvCache> CudaModel::NewKvCache(int block_size,
-                                               int num_blocks) const {
-  return std::make_unique<CudaKvCache>(s_.get(), block_size, num_blocks);
+StepLayout LayoutFor(const Batch& b) {
+  size_t n_tables = 0, n_visible = 0;
+  for (const BatchSequence& q : b.sequences) {
+    n_tables += q.block_table.size();
+    n_visible += q.visible_streams.size();
+  }
+  return Layout(b.tokens.size(), b.sequences.size(), n_visible, n_tables);
 }
 
-namespace {
+StepLayout GraphLayout(int max_seqs, int max_visible, int64_t table_entries) {
+  return Layout(max_seqs, max_seqs, max_visible, table_entries);
+}
 
-// What one step's host side worked out: rows of logits wanted and the
-// longest context and query run (attention's launch bounds).
-struct StepShape {
-  int n = 0, n_out = 0, max_ctx = 0, max_seq_tokens = 0;
-};
-
-// Fills the pinned host metadata of batch `b` (layout l) and returns its
-// shape.
 StepShape FillStepMeta(const Batch& b, const StepLayout& l, int block_size,
                        uint8_t* host) {
   StepShape sh;
@@ -159,20 +123,23 @@ StepShape FillStepMeta(const Batch& b, const StepLayout& l, int block_size,
     sh.max_ctx = std::max(sh.max_ctx, num_ctx);
     sh.max_seq_tokens = std::max(sh.max_seq_tokens, q.num_tokens);
   }
+  sh.table_entries = table_at;
   return sh;
 }
 
-// The step's device arrays (into State::device_meta) and bounds.
-struct StepArrays {
-  const int32_t* tokens = nullptr;             // [n]
-  const kc::CudaEntryMeta* meta = nullptr;     // [n]
-  const int64_t* slots = nullptr;              // [n] pool slot of each entry
-  const kc::CudaAttentionSeq* seqs = nullptr;  // [n_seq]
-  const int32_t* tables = nullptr;
-  const int32_t* visible = nullptr;
-  const int32_t* out_rows = nullptr;  // [n_out] rows whose logits are wanted
-  int n = 0, n_seq = 0, max_ctx = 0, max_seq_tokens = 0;
-};
+StepArrays ArraysAt(const uint8_t* dev, const StepLayout& l) {
+  StepArrays a;
+  a.tokens = reinterpret_cast<const int32_t*>(dev + l.tokens);
+  a.meta = reinterpret_cast<const kc::CudaEntryMeta*>(dev + l.meta);
+  a.slots = reinterpret_cast<const int64_t*>(dev + l.slots);
+  a.seqs = reinterpret_cast<const kc::CudaAttentionSeq*>(dev + l.seqs);
+  a.tables = reinterpret_cast<const int32_t*>(dev + l.tables);
+  a.visible = reinterpret_cast<const int32_t*>(dev + l.visible);
+  a.out_rows = reinterpret_cast<const int32_t*>(dev + l.out_rows);
+  return a;
+}
+
+namespace {
 
 absl::Status EnsureStepBuffers(CudaModel::State& s, size_t meta_bytes) {
   if (meta_bytes > s.meta_capacity) {
@@ -310,7 +277,8 @@ absl::Status RunFfnHalf(CudaModel::State& s, const StepArrays& a, int il) {
   return ResidualProduct(s, kDownProduct, a.n, act, l.down, l.post_ffn_norm);
 }
 
-// Embeddings, then every layer.
+}  // namespace
+
 absl::Status RunLayers(CudaModel::State& s, const StepArrays& a,
                        const CudaKvCache& kv) {
   const LlamaConfig& c = s.config;
@@ -328,8 +296,6 @@ absl::Status RunLayers(CudaModel::State& s, const StepArrays& a,
   return absl::OkStatus();
 }
 
-// The final norm and the vocabulary product of the n_out wanted rows into
-// kLogits [n_out, n_vocab].
 absl::Status ProjectVocab(CudaModel::State& s, const StepArrays& a, int n_out) {
   if (n_out == 0) return absl::OkStatus();
   const LlamaConfig& c = s.config;
@@ -347,14 +313,12 @@ absl::Status ProjectVocab(CudaModel::State& s, const StepArrays& a, int n_out) {
   return absl::OkStatus();
 }
 
-}  // namespace
-
-absl::Status CudaModel::Forward(const Batch& batch, KvCache& cache,
-                                std::vector<float>* logits) {
-  State& s = *s_;
+// Checks and runs one step: its logits rows in kLogits (their count).
+absl::StatusOr<int> RunStep(CudaModel::State& s, const Batch& batch,
+                            KvCache& cache) {
   const LlamaConfig& c = s.config;
   auto* kv = dynamic_cast<CudaKvCache*>(&cache);
-  if (kv == nullptr || kv->owner() != s_.get()) {
+  if (kv == nullptr || kv->owner() != &s) {
     return absl::InvalidArgumentError(
         "Forward: the KV cache was not made by this CUDA model");
   }
@@ -368,6 +332,9 @@ absl::Status CudaModel::Forward(const Batch& batch, KvCache& cache,
         s.plan.max_tokens, " a step of this model was loaded for"));
   }
   BRAID_CUDA_RETURN_IF_ERROR(cudaSetDevice(s.device));
+  BRAID_ASSIGN_OR_RETURN(std::optional<int> graph_rows,
+                         RunDecodeGraph(s, batch, *kv));
+  if (graph_rows.has_value()) return *graph_rows;
   const StepLayout layout = LayoutFor(batch);
   BRAID_RETURN_IF_ERROR(EnsureStepBuffers(s, layout.bytes));
   // The previous step's copy out of host_meta finished at its end (it
@@ -377,25 +344,65 @@ absl::Status CudaModel::Forward(const Batch& batch, KvCache& cache,
   BRAID_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(s.device_meta.data(), s.host_meta,
                                              layout.bytes,
                                              cudaMemcpyHostToDevice, s.stream));
-  const uint8_t* dev = s.device_meta.as<uint8_t>();
-  StepArrays a;
-  a.tokens = reinterpret_cast<const int32_t*>(dev + layout.tokens);
-  a.meta = reinterpret_cast<const kc::CudaEntryMeta*>(dev + layout.meta);
-  a.slots = reinterpret_cast<const int64_t*>(dev + layout.slots);
-  a.seqs = reinterpret_cast<const kc::CudaAttentionSeq*>(dev + layout.seqs);
-  a.tables = reinterpret_cast<const int32_t*>(dev + layout.tables);
-  a.visible = reinterpret_cast<const int32_t*>(dev + layout.visible);
-  a.out_rows = reinterpret_cast<const int32_t*>(dev + layout.out_rows);
+  StepArrays a = ArraysAt(s.device_meta.as<uint8_t>(), layout);
   a.n = shape.n;
   a.n_seq = static_cast<int>(batch.sequences.size());
   a.max_ctx = shape.max_ctx;
   a.max_seq_tokens = shape.max_seq_tokens;
   BRAID_RETURN_IF_ERROR(RunLayers(s, a, *kv));
   BRAID_RETURN_IF_ERROR(ProjectVocab(s, a, shape.n_out));
-  logits->resize(static_cast<size_t>(shape.n_out) * c.n_vocab);
+  return shape.n_out;
+}
+
+}  // namespace cuda_step
+
+std::unique_ptr<KvCache> CudaModel::NewKvCache(int block_size,
+                                               int num_blocks) const {
+  return std::make_unique<cuda_step::CudaKvCache>(s_.get(), block_size,
+                                                  num_blocks);
+}
+
+absl::Status CudaModel::Forward(const Batch& batch, KvCache& cache,
+                                std::vector<float>* logits) {
+  State& s = *s_;
+  BRAID_ASSIGN_OR_RETURN(const int n_out, cuda_step::RunStep(s, batch, cache));
+  logits->resize(static_cast<size_t>(n_out) * s.config.n_vocab);
   BRAID_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(
       logits->data(), s.Buffer<float>(kLogits), logits->size() * sizeof(float),
       cudaMemcpyDeviceToHost, s.stream));
+  BRAID_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(s.stream));
+  return absl::OkStatus();
+}
+
+// The rows reduced on the device (kernels/cuda/topk.h); only the reduction
+// comes back.
+absl::Status CudaModel::ForwardTop(const Batch& batch, KvCache& cache,
+                                   const TopRequest& req, TopLogits* out) {
+  State& s = *s_;
+  const int n_vocab = s.config.n_vocab;
+  BRAID_RETURN_IF_ERROR(CheckTopRequest(req, n_vocab));
+  BRAID_ASSIGN_OR_RETURN(const int n_out, cuda_step::RunStep(s, batch, cache));
+  int32_t* ids = s.Buffer<int32_t>(kTopIds);
+  float* values = s.Buffer<float>(kTopValues);
+  float* log_z = s.Buffer<float>(kLogZ);
+  BRAID_RETURN_IF_ERROR(kernels::cuda::TopKLogits(s.Buffer<float>(kLogits),
+                                                  n_out, n_vocab, req.k, ids,
+                                                  values, log_z, s.stream));
+  out->k = req.k;
+  out->ids.resize(static_cast<size_t>(n_out) * req.k);
+  out->values.resize(out->ids.size());
+  out->log_z.resize(req.log_z ? n_out : 0);
+  auto copy = [&s](void* dst, const void* src, size_t bytes) {
+    return cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToHost, s.stream);
+  };
+  BRAID_CUDA_RETURN_IF_ERROR(
+      copy(out->ids.data(), ids, out->ids.size() * sizeof(int32_t)));
+  BRAID_CUDA_RETURN_IF_ERROR(
+      copy(out->values.data(), values, out->values.size() * sizeof(float)));
+  if (req.log_z) {
+    BRAID_CUDA_RETURN_IF_ERROR(
+        copy(out->log_z.data(), log_z, out->log_z.size() * sizeof(float)));
+  }
   BRAID_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(s.stream));
   return absl::OkStatus();
 }

@@ -17,7 +17,17 @@
 // under the visibility rule -> O product adding into the residual stream ->
 // RMSNorm -> gate/up product -> gated activation -> down product adding
 // into the residual stream; the final norm and the vocabulary product run
-// on the logits rows only, which alone come back to the host.
+// on the logits rows only, which alone come back to the host (ForwardTop:
+// only their top k entries and log-sum-exp, reduced on the device).
+//
+// Decode steps (one token per sequence, up to 256 sequences) replay a CUDA
+// graph of the whole step instead (CudaLoadOptions::cuda_graphs): one per
+// bucket of batch size (GemmBuckets: the products' own buckets) and of
+// longest context (powers of two from 256; attention's split count follows
+// it), captured the first time a bucket is met. The batch is padded to its
+// bucket with one-token sequences that see nothing and write the KV
+// cache's scratch slot; the graph reads the step's metadata from fixed
+// device buffers that one copy fills before each replay.
 //
 // Thread-safety: Forward from one thread at a time (the engine thread).
 #ifndef BRAID_MODEL_CUDA_CUDA_MODEL_H_
@@ -63,6 +73,9 @@ class CudaModel : public Model {
                                       int num_blocks) const override;
   absl::Status Forward(const Batch& batch, KvCache& kv,
                        std::vector<float>* logits) override;
+  // The rows reduced on the device; only the reduction is copied back.
+  absl::Status ForwardTop(const Batch& batch, KvCache& kv,
+                          const TopRequest& req, TopLogits* out) override;
 
   const LlamaConfig& config() const;
   // Blocks of block_size that fit in `fraction` of the device memory free

@@ -5,6 +5,7 @@
 // layout; logits NMSE <= 2e-3 at every step, no NaN or Inf. Needs a GPU
 // (tools/gpu/check.sh).
 #include <algorithm>
+#include <cmath>
 #include <memory>
 #include <string>
 #include <vector>
@@ -210,6 +211,83 @@ TEST_P(CudaModelGpuTest, MultiStreamLayoutMatchesTheCpu) {
     // included, lie in the shared table (they never write the same slot).
     p.Step(b, "streams step " + std::to_string(step));
     cached += 3;
+  }
+}
+
+std::unique_ptr<CudaModel> LoadCuda(const std::string& image, bool graphs) {
+  auto file = GgufFile::FromBytes(image);
+  EXPECT_TRUE(file.ok()) << file.status();
+  if (!file.ok()) return nullptr;
+  CudaLoadOptions opts;
+  opts.max_tokens = 256;
+  opts.cuda_graphs = graphs;
+  auto model = CudaModel::Load(*std::move(file), opts);
+  EXPECT_TRUE(model.ok()) << model.status();
+  return model.ok() ? *std::move(model) : nullptr;
+}
+
+// Decode steps of three sequences through graphs (a bucket of 4: one
+// padding row writing the scratch slot; contexts crossing the 256-entry
+// context bucket, so a second capture) give the eager steps' logits; and
+// ForwardTop, run again on the same step, the host reduction of Forward's
+// rows.
+TEST_P(CudaModelGpuTest, DecodeGraphsMatchEagerStepsAndForwardTopReduces) {
+  const std::string image = testing::MakeRandomLlamaGguf(GetParam().spec);
+  std::unique_ptr<CudaModel> eager = LoadCuda(image, false);
+  std::unique_ptr<CudaModel> graph = LoadCuda(image, true);
+  ASSERT_TRUE(eager != nullptr && graph != nullptr);
+  const int n_vocab = eager->info().n_vocab;
+  std::unique_ptr<KvCache> eager_kv = eager->NewKvCache(kBlockSize, kNumBlocks);
+  std::unique_ptr<KvCache> graph_kv = graph->NewKvCache(kBlockSize, kNumBlocks);
+  const int lengths[3] = {240, 250, 100};
+  std::vector<int> next(3);
+  for (int q = 0; q < 3; ++q) {
+    std::vector<int32_t> prompt(lengths[q]);
+    for (int i = 0; i < lengths[q]; ++i) {
+      prompt[i] = (i * 7919 + q * 101) % n_vocab;
+    }
+    const Batch b = OneSequence(prompt, 0, Table(17 * q, 17));
+    std::vector<float> want, got;
+    ASSERT_TRUE(eager->Forward(b, *eager_kv, &want).ok());
+    ASSERT_TRUE(graph->Forward(b, *graph_kv, &got).ok());
+    next[q] = ArgMax(want.data(), n_vocab);
+  }
+  for (int step = 0; step < 24; ++step) {
+    Batch b;
+    for (int q = 0; q < 3; ++q) {
+      BatchSequence s;
+      s.first_token = q;
+      s.num_tokens = 1;
+      s.num_cached = lengths[q] + step;
+      s.block_table = Table(17 * q, 17);
+      b.tokens.push_back(next[q]);
+      b.meta.push_back({0, s.num_cached});
+      b.sequences.push_back(s);
+    }
+    const std::string what = "decode step " + std::to_string(step);
+    std::vector<float> want, got;
+    ASSERT_TRUE(eager->Forward(b, *eager_kv, &want).ok()) << what;
+    absl::Status st = graph->Forward(b, *graph_kv, &got);
+    ASSERT_TRUE(st.ok()) << what << ": " << st;
+    ASSERT_EQ(got.size(), want.size());
+    EXPECT_LE(kernels::cuda::testing::Nmse(got, want), 1e-5) << what;
+    for (int q = 0; q < 3; ++q) {
+      next[q] = ArgMax(want.data() + int64_t{q} * n_vocab, n_vocab);
+    }
+    if (step % 8 != 0) continue;
+    const TopRequest req{50, true};
+    TopLogits top, host;
+    st = graph->ForwardTop(b, *graph_kv, req, &top);
+    ASSERT_TRUE(st.ok()) << what << ": " << st;
+    ReduceLogits(got.data(), 3, n_vocab, req, &host);
+    EXPECT_EQ(top.ids, host.ids) << what;
+    EXPECT_EQ(top.values, host.values) << what;
+    ASSERT_EQ(top.log_z.size(), 3u);
+    for (int q = 0; q < 3; ++q) {
+      EXPECT_NEAR(top.log_z[q], host.log_z[q],
+                  1e-5 * std::max(1.0f, std::abs(host.log_z[q])))
+          << what;
+    }
   }
 }
 

@@ -216,6 +216,8 @@ absl::Status LoadWeights(CudaModel::State& s) {
 }  // namespace
 
 CudaModel::State::~State() {
+  DropGraphs();
+  if (graph_host_meta != nullptr) cudaFreeHost(graph_host_meta);
   if (host_meta != nullptr) cudaFreeHost(host_meta);
   if (stream != nullptr) cudaStreamDestroy(stream);
 }
@@ -246,6 +248,8 @@ absl::StatusOr<std::unique_ptr<CudaModel>> CudaModel::Load(
   s->info = DescribeModel(config, *s->file, absl::StrCat("cuda:", opts.device));
   const bool tied = s->file->FindTensor("output.weight") == nullptr;
   s->plan = PlanCudaModel(config, tied, opts.max_tokens);
+  s->m_buckets = kc::GemmBuckets(opts.max_tokens);
+  s->use_graphs = opts.cuda_graphs;
   BRAID_RETURN_IF_ERROR(LoadWeights(*s));
   constexpr size_t kGemmWorkspace = size_t{32} << 20;  // Hopper's advice
   BRAID_ASSIGN_OR_RETURN(

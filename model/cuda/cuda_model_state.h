@@ -6,7 +6,10 @@
 #include <cuda_runtime_api.h>
 
 #include <cstdint>
+#include <map>
 #include <memory>
+#include <string>
+#include <utility>
 #include <vector>
 
 #include "kernels/cuda/device_memory.h"
@@ -60,6 +63,21 @@ struct CudaModel::State {
   // Attention's split partials, sized at load for the device's
   // multiprocessors (kernels/cuda/attention.h).
   kernels::cuda::DeviceBuffer attention_workspace;
+  std::vector<int> m_buckets;  // kernels::cuda::GemmBuckets(plan.max_tokens)
+
+  // Decode graphs (cuda_model_graphs.cc): one per (batch bucket, context
+  // bucket), captured on first use over the KV cache graphs_kv and the
+  // metadata buffers graph_*_meta, whose addresses they hold: dropped when
+  // either changes. use_graphs turns false, for good, should a capture fail
+  // (graphs_off says why).
+  bool use_graphs = false;
+  std::string graphs_off;
+  std::map<std::pair<int, int>, cudaGraphExec_t> graphs;
+  const void* graphs_kv = nullptr;
+  uint8_t* graph_host_meta = nullptr;
+  kernels::cuda::DeviceBuffer graph_device_meta;
+  int64_t graph_table_capacity = 0;  // block-table entries it holds
+  void DropGraphs();
 
   template <typename T>
   T* Buffer(CudaBuffer b) const {
