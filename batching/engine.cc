@@ -290,6 +290,7 @@ void Engine::RunStep() {
     mu_.AwaitWithTimeout(absl::Condition(&inbox), absl::Milliseconds(50));
     return;
   }
+  plan.lookahead = ExpectsSameWork(plan);
   const absl::Time now = absl::Now();
   StartStep(plan, now);
   absl::StatusOr<StepOutput> output = executor_->Execute(plan);
@@ -299,6 +300,20 @@ void Engine::RunStep() {
     return;
   }
   ApplyStep(plan, *output, now);
+}
+
+// Nothing waits to join (no queued request, nothing in the inbox) and the
+// plan is all decoding: the next step is likely the same sequences a token
+// further.
+bool Engine::ExpectsSameWork(const StepPlan& plan) {
+  if (scheduler_.num_running() != scheduler_.stats().num_requests) {
+    return false;
+  }
+  for (const ScheduledSequence& s : plan.sequences) {
+    if (s.queue == QueueKind::kPrompt) return false;
+  }
+  absl::MutexLock lock(&mu_);
+  return inbox_.empty() && cancels_.empty() && session_commands_.empty();
 }
 
 void Engine::StartStep(StepPlan& plan, absl::Time now) {

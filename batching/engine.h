@@ -236,6 +236,7 @@ class Engine {
   // Before the executor runs a step begun at `now`: each sample point gets
   // its request's or stream's sampler; requests starting now stop counting
   // as waiting; the stats show the step and the objective it is paced to.
+  bool ExpectsSameWork(const StepPlan& plan);
   void StartStep(StepPlan& plan, absl::Time now);
   // After it ran: the debug delays, busy time, step metrics, the pacer.
   void EndStep(const StepPlan& plan, absl::Time start);

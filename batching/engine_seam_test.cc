@@ -26,8 +26,10 @@ struct Rig {
   std::unique_ptr<Engine> engine;
 };
 
-Rig MakeRig(const model::Tokenizer* tokenizer, int num_blocks) {
+Rig MakeRig(const model::Tokenizer* tokenizer, int num_blocks,
+            int lookahead_slots = 0) {
   EngineOptions o;
+  o.scheduler.lookahead_slots = lookahead_slots;
   o.scheduler.num_blocks = num_blocks;
   o.scheduler.block_size = kBlockSize;
   o.scheduler.max_batch_tokens = 64;
@@ -127,6 +129,31 @@ TEST(EngineSeamTest, StepsReduceTheirRowsUnlessASamplerNeedsThemWhole) {
   EXPECT_EQ(rig.model->top_steps(), top_before);
   EXPECT_GT(rig.model->steps() - rig.model->top_steps(), whole_before);
   EXPECT_EQ(penalized, greedy);
+  ExpectEngineIdle(*rig.engine);
+}
+
+// Decode steps with nothing waiting tell the model the next step in
+// advance; the toy model runs it at once (as a device would while the host
+// works) and answers the next step from it when it matches, also when
+// requests that finished drop out of it. Tokens are the model's own answers
+// either way: a lookahead step that is not used writes only entries no one
+// reads before they are written again.
+TEST(EngineSeamTest, LookaheadStepsAnswerTheStepsThatMatchThem) {
+  std::unique_ptr<model::Tokenizer> tokenizer = testing::LoadTestTokenizer();
+  ASSERT_NE(tokenizer, nullptr);
+  const int n_vocab = tokenizer->vocab_size();
+  std::vector<GenerationRequest> requests = Requests(0);
+  for (size_t i = 0; i < requests.size(); ++i) {
+    requests[i].max_tokens = 10 + 3 * static_cast<int>(i);
+  }
+  Rig rig = MakeRig(tokenizer.get(), 128, /*lookahead_slots=*/1);
+  const std::vector<std::vector<int32_t>> got =
+      RunTogether(*rig.engine, requests);
+  for (size_t i = 0; i < requests.size(); ++i) {
+    EXPECT_EQ(got[i], Expected(requests[i], n_vocab)) << "request " << i;
+  }
+  // All decode steps but the first after the prompts (29 of 30 here).
+  EXPECT_GE(rig.model->lookahead_hits(), 25);
   ExpectEngineIdle(*rig.engine);
 }
 

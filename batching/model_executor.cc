@@ -4,6 +4,8 @@
 #include <optional>
 #include <utility>
 
+#include "model/lookahead.h"
+
 namespace braid::batching {
 
 ModelExecutor::ModelExecutor(model::Model* model, int block_size,
@@ -79,6 +81,30 @@ std::optional<model::TopRequest> ModelExecutor::TopNeeded(const StepPlan& plan,
   return need;
 }
 
+bool ModelExecutor::BuildAhead(const StepPlan& plan) {
+  if (!plan.lookahead) return false;
+  ahead_.tokens.clear();
+  ahead_.meta.clear();
+  ahead_.sequences.clear();
+  const int block_size = kv_->block_size();
+  for (size_t i = 0; i < plan.sequences.size(); ++i) {
+    const ScheduledSequence& s = plan.sequences[i];
+    if (s.tokens.size() != 1 || s.samples.size() != 1 ||
+        s.samples[0].index != 0 || !s.samples[0].sampler->TakesTop1() ||
+        int64_t{block_size} * static_cast<int64_t>(s.block_table.size()) <
+            s.num_cached + 2) {
+      return false;
+    }
+    const model::BatchSequence& now = batch_.sequences[i];
+    model::BatchSequence next = now;
+    next.num_cached = now.num_cached + 1;
+    ahead_.sequences.push_back(std::move(next));
+    ahead_.tokens.push_back(model::AheadToken(static_cast<int>(i)));
+    ahead_.meta.push_back({s.meta[0].stream, s.meta[0].y + 1});
+  }
+  return !ahead_.sequences.empty();
+}
+
 absl::StatusOr<StepOutput> ModelExecutor::Execute(const StepPlan& plan) {
   batch_.tokens.clear();
   batch_.meta.clear();
@@ -93,9 +119,13 @@ absl::StatusOr<StepOutput> ModelExecutor::Execute(const StepPlan& plan) {
   }
   const int n_vocab = vocab_size();
   const std::optional<model::TopRequest> top = TopNeeded(plan, n_vocab);
-  absl::Status st = top.has_value()
-                        ? model_->ForwardTop(batch_, *kv_, *top, &top_)
-                        : model_->Forward(batch_, *kv_, &logits_);
+  absl::Status st;
+  if (top.has_value()) {
+    model_->SetLookahead(BuildAhead(plan) ? &ahead_ : nullptr);
+    st = model_->ForwardTop(batch_, *kv_, *top, &top_);
+  } else {
+    st = model_->Forward(batch_, *kv_, &logits_);
+  }
   if (!st.ok()) return st;
   StepOutput out;
   out.tokens.resize(plan.sequences.size());

@@ -3,7 +3,10 @@
 // samples each sequence that asked for a token from its logits row. When
 // every sampler of the step can do with each row's k largest entries
 // (Sampler::RowNeeds: greedy, top-k draws, no penalties), the step runs
-// Model::ForwardTop instead and only those leave the model.
+// Model::ForwardTop instead and only those leave the model; and when the
+// engine expects the next step to be this one a token further and every
+// sampler takes its row's top-1, it tells the model that step in advance
+// (Model::SetLookahead).
 //
 // Owns the KV cache (made by the model, sized at construction); the
 // Scheduler's BlockManager decides which blocks each sequence uses. Engine
@@ -33,6 +36,10 @@ class ModelExecutor : public Executor {
  private:
   static std::optional<model::TopRequest> TopNeeded(const StepPlan& plan,
                                                     int n_vocab);
+  // The lookahead of `plan` (model::Model::SetLookahead) into ahead_, when
+  // it has one: every sequence one token taking its row's top-1, with room
+  // for the next entry in its blocks.
+  bool BuildAhead(const StepPlan& plan);
   void AddSequence(const ScheduledSequence& s, std::vector<int>* sample_rows,
                    int* rows);
 
@@ -41,6 +48,7 @@ class ModelExecutor : public Executor {
   model::Batch batch_;              // reused between steps
   std::vector<float> logits_;       // [n_rows, n_vocab]
   model::TopLogits top_;            // the rows reduced (Model::ForwardTop)
+  model::Batch ahead_;              // the lookahead step
   std::vector<float> row_scratch_;  // [n_vocab]
 };
 

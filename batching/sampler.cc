@@ -137,6 +137,11 @@ std::optional<model::TopRequest> Sampler::RowNeeds(int n_vocab) const {
   return model::TopRequest{k, options_.logprobs};
 }
 
+bool Sampler::TakesTop1() const {
+  return !HasPenalties() &&
+         (options_.temperature <= 0.0f || options_.top_k == 1);
+}
+
 SampledToken Sampler::SampleTop(absl::Span<const int32_t> ids,
                                 absl::Span<const float> values, float log_z) {
   SampledToken out;

@@ -65,6 +65,9 @@ class Sampler {
   // nullopt for the whole row (penalties change entries anywhere in it; a
   // draw without top-k walks the whole vocabulary).
   std::optional<model::TopRequest> RowNeeds(int n_vocab) const;
+  // Whether the next token is the row's largest entry, whatever the draw
+  // (greedy, or top-k of 1, without penalties).
+  bool TakesTop1() const;
   // Sample from a row reduced as RowNeeds asked (at least that many
   // entries, in TopLogits order; log_z read only when asked): the token and
   // log-probabilities Sample would give from the whole row.

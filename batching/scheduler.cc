@@ -27,6 +27,9 @@ absl::Status SchedulerOptions::Validate() const {
     return absl::InvalidArgumentError(
         "max_batch_tokens and max_num_seqs must be at least 1");
   }
+  if (lookahead_slots < 0) {
+    return absl::InvalidArgumentError("lookahead_slots must be at least 0");
+  }
   if (prefill_tokens_per_decode_token < 0) {
     return absl::InvalidArgumentError(
         "prefill_tokens_per_decode_token must be >= 0");
@@ -363,6 +366,12 @@ int Scheduler::Grant(Request& r, int max_tokens, StepPlan* plan) {
     const bool ok = blocks_.Allocate(blocks_for(done + n), &r.block_table);
     assert(ok);
     (void)ok;
+  }
+  const int ahead = done + n + options_.lookahead_slots;
+  if (options_.lookahead_slots > 0 && r.queue != QueueKind::kPrompt &&
+      blocks_for(ahead) > 0 &&
+      blocks_.num_free_blocks() - blocks_for(ahead) >= num_running_) {
+    blocks_.Allocate(blocks_for(ahead), &r.block_table);
   }
   if (r.admit == 0) {
     r.admit = next_admit_++;

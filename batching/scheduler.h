@@ -42,6 +42,10 @@ struct SchedulerOptions {
   // Sequences per step, and requests holding KV blocks at once (so every
   // admitted request can be scheduled in every step).
   int max_num_seqs = 64;
+  // Entries past a decoding request's step its blocks cover when a block is
+  // free without preempting or admission's reserve: room for a lookahead
+  // step (model::Model::SetLookahead) at a block boundary. 0: none.
+  int lookahead_slots = 0;
   // Guaranteed share of each budget per queue, indexed by QueueKind; must
   // sum to at most 1. What a queue leaves unused goes to the others, I/O
   // first, then reasoning, then prompt.

@@ -279,6 +279,38 @@ TEST(SchedulerTest, NewRequestsWaitForBlocksInOrder) {
   EXPECT_EQ(h.Step(), "B:prompt+4* C:prompt+2*");
 }
 
+// With lookahead_slots, a decoding request's blocks cover the entry after
+// its step too (a block early at each boundary), from free blocks only:
+// never by preempting, never from admission's reserve; all return when it
+// leaves.
+TEST(SchedulerTest, LookaheadSlotsTakeTheNextBlockEarlyWhenFree) {
+  SchedulerOptions o = Small();
+  o.lookahead_slots = 1;
+  Harness h(o);
+  h.Add("A", Tokens(7));
+  EXPECT_EQ(h.Step(), "A:prompt+7*");  // entries 0..6: 2 blocks, no lookahead
+  EXPECT_EQ(h.scheduler().block_table(h.id("A")).size(), 2u);
+  EXPECT_EQ(h.Step(), "A:io+1*");  // entry 7; entry 8 needs a third block
+  EXPECT_EQ(h.scheduler().block_table(h.id("A")).size(), 3u);
+  EXPECT_EQ(h.Step(), "A:io+1*");  // entry 8 is in it already
+  EXPECT_EQ(h.scheduler().block_table(h.id("A")).size(), 3u);
+  h.Remove("A");
+  EXPECT_EQ(h.scheduler().stats().blocks.num_free_blocks, 64);
+
+  // Two blocks: the last free one is the reserve of the one running
+  // request, not lookahead room; the step that needs it takes it.
+  SchedulerOptions tight = Small();
+  tight.lookahead_slots = 1;
+  tight.num_blocks = 2;
+  Harness t(tight);
+  t.Add("B", Tokens(3));
+  EXPECT_EQ(t.Step(), "B:prompt+3*");
+  EXPECT_EQ(t.Step(), "B:io+1*");  // entry 3
+  EXPECT_EQ(t.scheduler().block_table(t.id("B")).size(), 1u);
+  EXPECT_EQ(t.Step(), "B:io+1*");  // entry 4
+  EXPECT_EQ(t.scheduler().block_table(t.id("B")).size(), 2u);
+}
+
 // A second request with the same prefix takes its full blocks from the
 // cache and computes only the rest.
 TEST(SchedulerTest, ReusesCachedPrefixBlocks) {

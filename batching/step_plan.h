@@ -70,6 +70,10 @@ struct StepPlan {
   // Requests preempted (their blocks freed, to be recomputed) while planning.
   std::vector<uint64_t> preempted;
   int num_tokens = 0;  // sum of tokens.size()
+  // Set by the engine when no request waits to join: the next step will
+  // likely be this one's sequences, a token further (the executor may have
+  // the model start it early: model::Model::SetLookahead).
+  bool lookahead = false;
 
   bool empty() const { return sequences.empty(); }
 };

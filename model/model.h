@@ -89,6 +89,19 @@ class Model {
   // and InvalidArgument for a request CheckTopRequest refuses.
   virtual absl::Status ForwardTop(const Batch& batch, KvCache& kv,
                                   const TopRequest& req, TopLogits* out);
+
+  // Lookahead for greedy decoding (model/lookahead.h), or null for none:
+  // the step the caller expects after the next ForwardTop if each of its
+  // sequences takes its row's top-1 token (a token < 0 stands for the top-1
+  // id of row AheadRow(token)); one-token sequences whose K/V entries lie
+  // past their context, in blocks no other sequence holds, so that writing
+  // them and never using them changes nothing. A model on a device may
+  // start it inside that ForwardTop, so the device does not wait for the
+  // host between the two steps; the following ForwardTop then only
+  // collects its rows when its batch matches it (MatchAhead) with the same
+  // request, and discards it otherwise. Applies to the next ForwardTop
+  // only. Default: ignored.
+  virtual void SetLookahead(const Batch* ahead) {}
 };
 
 }  // namespace braid::model

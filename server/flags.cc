@@ -19,6 +19,11 @@ ABSL_FLAG(std::string, device, "auto",
           "Where the model runs: cpu, cuda[:N] (GPU N, default 0; needs a "
           "braidd built with --config=cuda), or auto (GPU 0 when braidd has "
           "the CUDA executor and the machine a GPU, else the CPU).");
+ABSL_FLAG(bool, cuda_graphs, true,
+          "On a GPU: decode steps replay a CUDA graph per batch-size bucket, "
+          "and the next decode step is enqueued before the host has this "
+          "one's tokens (greedy decoding); false runs every kernel launch "
+          "eagerly.");
 ABSL_FLAG(double, gpu_memory_fraction, 0.9,
           "On a GPU: the share of the device memory free after loading the "
           "weights that the KV cache takes (unless --kv_budget_tokens is "
@@ -293,6 +298,7 @@ DaemonFlags ReadFlags() {
   }
   f.device = absl::GetFlag(FLAGS_device);
   f.gpu_memory_fraction = absl::GetFlag(FLAGS_gpu_memory_fraction);
+  f.cuda_graphs = absl::GetFlag(FLAGS_cuda_graphs);
   f.threads = absl::GetFlag(FLAGS_threads);
   f.packed_matmul = absl::GetFlag(FLAGS_packed_matmul);
   f.context_length = absl::GetFlag(FLAGS_context_length);

@@ -114,6 +114,7 @@ absl::Status LoadOnGpu(const DaemonFlags& flags, int device,
   model::CudaLoadOptions opts;
   opts.device = device;
   opts.max_tokens = flags.engine.max_batch_tokens;
+  opts.cuda_graphs = flags.cuda_graphs;
   auto cuda = model::CudaModel::Load(std::move(file), opts);
   if (!cuda.ok()) return cuda.status();
   std::fprintf(stderr, "braidd: on cuda:%d, %.2f GiB of BF16 weights\n", device,
@@ -124,6 +125,7 @@ absl::Status LoadOnGpu(const DaemonFlags& flags, int device,
     if (!blocks.ok()) return blocks.status();
     m->kv_budget_tokens = *blocks * flags.engine.block_size;
   }
+  m->lookahead_slots = flags.cuda_graphs ? 1 : 0;
   m->model = *std::move(cuda);
   return absl::OkStatus();
 }

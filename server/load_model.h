@@ -23,6 +23,9 @@ struct LoadedModel {
   // On a GPU: the KV cache's tokens, from --gpu_memory_fraction of the
   // memory left free by the weights (0: the engine flags size it).
   int kv_budget_tokens = 0;
+  // Entries past each decoding step its KV blocks cover (the scheduler's
+  // lookahead_slots): 1 where the model runs lookahead steps.
+  int lookahead_slots = 0;
 };
 
 // Loads flags.model_path on --device (the CPU model: --threads,

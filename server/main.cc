@@ -282,6 +282,7 @@ int Run(const server::DaemonFlags& flags) {
       [&](int block_size) { return loaded->model->KvBlockBytes(block_size); },
       loaded->tokenizer.get());
   if (!engine_options.ok()) return Fail(engine_options.status());
+  engine_options->scheduler.lookahead_slots = loaded->lookahead_slots;
   auto policy = queues::ParseQueuePolicy(flags.queue_policy);
   if (!policy.ok()) return Fail(policy.status());
   metrics::EngineMetrics engine_metrics((*exporter)->registry());

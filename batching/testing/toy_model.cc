@@ -4,6 +4,7 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "model/lookahead.h"
 
 namespace braid::batching::testing {
 namespace {
@@ -64,11 +65,38 @@ std::unique_ptr<model::KvCache> ToyModel::NewKvCache(int block_size,
   return std::make_unique<ToyKvCache>(block_size, num_blocks);
 }
 
+void ToyModel::SetLookahead(const model::Batch* ahead) {
+  ahead_.reset();
+  if (ahead != nullptr) ahead_ = *ahead;
+}
+
 absl::Status ToyModel::ForwardTop(const model::Batch& batch, model::KvCache& kv,
                                   const model::TopRequest& req,
                                   model::TopLogits* out) {
   ++top_steps_;
-  return Model::ForwardTop(batch, kv, req, out);
+  std::optional<model::Batch> ahead = std::move(ahead_);
+  ahead_.reset();
+  std::optional<std::vector<int>> rows;
+  if (pending_.has_value() && pending_req_.k == req.k &&
+      pending_req_.log_z == req.log_z) {
+    rows = model::MatchAhead(*pending_, batch);
+  }
+  pending_.reset();
+  if (rows.has_value()) {
+    ++lookahead_hits_;
+    model::SelectRows(pending_top_, *rows, out);
+  } else if (absl::Status st = Model::ForwardTop(batch, kv, req, out);
+             !st.ok()) {
+    return st;
+  }
+  if (ahead.has_value() && model::CheckAhead(*ahead, out->num_rows()).ok()) {
+    model::Batch resolved = model::ResolveAhead(*ahead, *out);
+    if (Model::ForwardTop(resolved, kv, req, &pending_top_).ok()) {
+      pending_ = std::move(resolved);
+      pending_req_ = req;
+    }
+  }
+  return absl::OkStatus();
 }
 
 absl::Status ToyModel::Forward(const model::Batch& batch, model::KvCache& cache,

@@ -9,6 +9,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <vector>
 
 #include "absl/types/span.h"
@@ -29,18 +30,28 @@ class ToyModel : public model::Model {
                                              int num_blocks) const override;
   absl::Status Forward(const model::Batch& batch, model::KvCache& kv,
                        std::vector<float>* logits) override;
-  // Model's host reduction, counted.
+  // Model's host reduction, counted; with a lookahead set, runs it right
+  // after the step (as a device would while the host works) and answers
+  // the next ForwardTop from it when that matches (model/lookahead.h).
   absl::Status ForwardTop(const model::Batch& batch, model::KvCache& kv,
                           const model::TopRequest& req,
                           model::TopLogits* out) override;
+  void SetLookahead(const model::Batch* ahead) override;
 
-  // Steps run so far, and how many of them through ForwardTop.
+  // Steps run so far (lookahead steps included), how many of them through
+  // ForwardTop, and the ForwardTop calls answered by a lookahead step.
   int steps() const { return steps_; }
   int top_steps() const { return top_steps_; }
+  int lookahead_hits() const { return lookahead_hits_; }
 
  private:
   model::ModelInfo info_;
-  int steps_ = 0, top_steps_ = 0;
+  int steps_ = 0, top_steps_ = 0, lookahead_hits_ = 0;
+  std::optional<model::Batch> ahead_;  // set for the next ForwardTop
+  // The lookahead step run, its request and rows.
+  std::optional<model::Batch> pending_;
+  model::TopRequest pending_req_;
+  model::TopLogits pending_top_;
 };
 
 }  // namespace braid::batching::testing

@@ -313,16 +313,31 @@ absl::Status ProjectVocab(CudaModel::State& s, const StepArrays& a, int n_out) {
   return absl::OkStatus();
 }
 
-// Checks and runs one step: its logits rows in kLogits (their count).
-absl::StatusOr<int> RunStep(CudaModel::State& s, const Batch& batch,
-                            KvCache& cache) {
-  const LlamaConfig& c = s.config;
+// Checks and runs one step: its logits rows in kLogits (their count). The
+// caller has dealt with any lookahead step.
+absl::StatusOr<CudaKvCache*> KvOf(const CudaModel::State& s, KvCache& cache) {
   auto* kv = dynamic_cast<CudaKvCache*>(&cache);
   if (kv == nullptr || kv->owner() != &s) {
     return absl::InvalidArgumentError(
         "Forward: the KV cache was not made by this CUDA model");
   }
   BRAID_RETURN_IF_ERROR(kv->status());
+  return kv;
+}
+
+absl::Status DropLookahead(CudaModel::State& s) {
+  s.ahead.reset();
+  if (!s.pending.has_value()) return absl::OkStatus();
+  s.pending.reset();
+  // The unused step finishes before anything reuses its buffers.
+  BRAID_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(s.stream));
+  return absl::OkStatus();
+}
+
+absl::StatusOr<int> RunStep(CudaModel::State& s, const Batch& batch,
+                            KvCache& cache) {
+  const LlamaConfig& c = s.config;
+  BRAID_ASSIGN_OR_RETURN(CudaKvCache * kv, KvOf(s, cache));
   BRAID_RETURN_IF_ERROR(CheckBatch(
       batch, BatchLimits{c.n_vocab, s.stream_embd != nullptr ? c.n_streams : 0,
                          kv->block_size(), kv->num_blocks()}));
@@ -365,44 +380,12 @@ std::unique_ptr<KvCache> CudaModel::NewKvCache(int block_size,
 absl::Status CudaModel::Forward(const Batch& batch, KvCache& cache,
                                 std::vector<float>* logits) {
   State& s = *s_;
+  BRAID_RETURN_IF_ERROR(cuda_step::DropLookahead(s));
   BRAID_ASSIGN_OR_RETURN(const int n_out, cuda_step::RunStep(s, batch, cache));
   logits->resize(static_cast<size_t>(n_out) * s.config.n_vocab);
   BRAID_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(
       logits->data(), s.Buffer<float>(kLogits), logits->size() * sizeof(float),
       cudaMemcpyDeviceToHost, s.stream));
-  BRAID_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(s.stream));
-  return absl::OkStatus();
-}
-
-// The rows reduced on the device (kernels/cuda/topk.h); only the reduction
-// comes back.
-absl::Status CudaModel::ForwardTop(const Batch& batch, KvCache& cache,
-                                   const TopRequest& req, TopLogits* out) {
-  State& s = *s_;
-  const int n_vocab = s.config.n_vocab;
-  BRAID_RETURN_IF_ERROR(CheckTopRequest(req, n_vocab));
-  BRAID_ASSIGN_OR_RETURN(const int n_out, cuda_step::RunStep(s, batch, cache));
-  int32_t* ids = s.Buffer<int32_t>(kTopIds);
-  float* values = s.Buffer<float>(kTopValues);
-  float* log_z = s.Buffer<float>(kLogZ);
-  BRAID_RETURN_IF_ERROR(kernels::cuda::TopKLogits(s.Buffer<float>(kLogits),
-                                                  n_out, n_vocab, req.k, ids,
-                                                  values, log_z, s.stream));
-  out->k = req.k;
-  out->ids.resize(static_cast<size_t>(n_out) * req.k);
-  out->values.resize(out->ids.size());
-  out->log_z.resize(req.log_z ? n_out : 0);
-  auto copy = [&s](void* dst, const void* src, size_t bytes) {
-    return cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToHost, s.stream);
-  };
-  BRAID_CUDA_RETURN_IF_ERROR(
-      copy(out->ids.data(), ids, out->ids.size() * sizeof(int32_t)));
-  BRAID_CUDA_RETURN_IF_ERROR(
-      copy(out->values.data(), values, out->values.size() * sizeof(float)));
-  if (req.log_z) {
-    BRAID_CUDA_RETURN_IF_ERROR(
-        copy(out->log_z.data(), log_z, out->log_z.size() * sizeof(float)));
-  }
   BRAID_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(s.stream));
   return absl::OkStatus();
 }

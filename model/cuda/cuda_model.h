@@ -76,6 +76,10 @@ class CudaModel : public Model {
   // The rows reduced on the device; only the reduction is copied back.
   absl::Status ForwardTop(const Batch& batch, KvCache& kv,
                           const TopRequest& req, TopLogits* out) override;
+  // Decode lookahead steps through the graphs (cuda_model_lookahead.cc).
+  void SetLookahead(const Batch* ahead) override;
+  // ForwardTop calls answered by a lookahead step so far.
+  int64_t LookaheadHits() const;
 
   const LlamaConfig& config() const;
   // Blocks of block_size that fit in `fraction` of the device memory free

@@ -15,6 +15,7 @@
 #include "model/cpu/llama.h"
 #include "model/cuda/cuda_model.h"
 #include "model/gguf.h"
+#include "model/lookahead.h"
 #include "model/testing/random_llama.h"
 
 namespace braid::model {
@@ -289,6 +290,70 @@ TEST_P(CudaModelGpuTest, DecodeGraphsMatchEagerStepsAndForwardTopReduces) {
           << what;
     }
   }
+}
+
+// Greedy decoding of three sequences with a lookahead set before every
+// step (each sequence a token further, its token the top-1 of its row)
+// gives the tokens of plain ForwardTop steps; the lookahead steps answer
+// the steps that match them, also with a finished sequence dropped, and a
+// step that differs (a sequence's token replaced) runs anew.
+TEST_P(CudaModelGpuTest, LookaheadStepsGiveThePlainStepsTokens) {
+  const std::string image = testing::MakeRandomLlamaGguf(GetParam().spec);
+  std::unique_ptr<CudaModel> plain = LoadCuda(image, true);
+  std::unique_ptr<CudaModel> ahead = LoadCuda(image, true);
+  ASSERT_TRUE(plain != nullptr && ahead != nullptr);
+  const int n_vocab = plain->info().n_vocab;
+  std::unique_ptr<KvCache> plain_kv = plain->NewKvCache(kBlockSize, kNumBlocks);
+  std::unique_ptr<KvCache> ahead_kv = ahead->NewKvCache(kBlockSize, kNumBlocks);
+  const TopRequest req{1, false};
+  std::vector<int> cached = {20, 33, 47};
+  std::vector<int32_t> next(3);
+  for (int q = 0; q < 3; ++q) {
+    std::vector<int32_t> prompt(cached[q]);
+    for (int i = 0; i < cached[q]; ++i) prompt[i] = (i * 31 + q) % n_vocab;
+    const Batch b = OneSequence(prompt, 0, Table(8 * q, 8));
+    TopLogits a, c;
+    ASSERT_TRUE(plain->ForwardTop(b, *plain_kv, req, &a).ok());
+    ASSERT_TRUE(ahead->ForwardTop(b, *ahead_kv, req, &c).ok());
+    ASSERT_EQ(a.ids, c.ids);
+    next[q] = a.ids[0];
+  }
+  std::vector<int> live = {0, 1, 2};
+  for (int step = 0; step < 30; ++step) {
+    if (step == 20) live = {0, 2};  // sequence 1 finished
+    Batch b, la;
+    for (size_t j = 0; j < live.size(); ++j) {
+      const int q = live[j];
+      BatchSequence s;
+      s.first_token = static_cast<int>(j);
+      s.num_tokens = 1;
+      s.num_cached = cached[q];
+      s.block_table = Table(8 * q, 8);
+      b.tokens.push_back(step == 25 && q == 2 ? 7 : next[q]);
+      b.meta.push_back({0, cached[q]});
+      b.sequences.push_back(s);
+      s.num_cached += 1;
+      la.sequences.push_back(s);
+      la.tokens.push_back(AheadToken(static_cast<int>(j)));
+      la.meta.push_back({0, cached[q] + 1});
+    }
+    const std::string what = "step " + std::to_string(step);
+    TopLogits a, c;
+    ASSERT_TRUE(plain->ForwardTop(b, *plain_kv, req, &a).ok()) << what;
+    ahead->SetLookahead(&la);
+    absl::Status st = ahead->ForwardTop(b, *ahead_kv, req, &c);
+    ASSERT_TRUE(st.ok()) << what << ": " << st;
+    EXPECT_EQ(a.ids, c.ids) << what;
+    for (size_t j = 0; j < live.size(); ++j) {
+      next[live[j]] = a.ids[j];
+      ++cached[live[j]];
+    }
+  }
+  // Every step but the first, the one after a sequence dropped out (no
+  // lookahead is started from a subset of rows) and the one with the
+  // replaced token came from a lookahead step.
+  EXPECT_EQ(ahead->LookaheadHits(), 27);
+  EXPECT_EQ(plain->LookaheadHits(), 0);
 }
 
 INSTANTIATE_TEST_SUITE_P(Shapes, CudaModelGpuTest,

@@ -65,19 +65,26 @@ StepLayout GraphLayoutOf(const CudaModel::State& s, int64_t table_entries) {
 // Buffers holding table_entries block-table entries; growing them moves
 // them, which drops every graph.
 absl::Status EnsureGraphBuffers(CudaModel::State& s, int64_t table_entries) {
-  if (s.graph_host_meta != nullptr && table_entries <= s.graph_table_capacity) {
+  if (s.graph_host_meta[0] != nullptr &&
+      table_entries <= s.graph_table_capacity) {
     return absl::OkStatus();
   }
   s.DropGraphs();
-  if (s.graph_host_meta != nullptr) cudaFreeHost(s.graph_host_meta);
-  s.graph_host_meta = nullptr;
+  // Nothing in the stream may still read the buffers.
+  BRAID_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(s.stream));
+  for (uint8_t*& host : s.graph_host_meta) {
+    if (host != nullptr) cudaFreeHost(host);
+    host = nullptr;
+  }
+  const int64_t old_capacity = s.graph_table_capacity;
   s.graph_table_capacity = 0;
-  const int64_t capacity = std::max<int64_t>(
-      {table_entries, 2 * s.graph_table_capacity, int64_t{1} << 14});
+  const int64_t capacity =
+      std::max<int64_t>({table_entries, 2 * old_capacity, int64_t{1} << 14});
   const StepLayout l = GraphLayoutOf(s, capacity);
-  BRAID_CUDA_RETURN_IF_ERROR(
-      cudaHostAlloc(reinterpret_cast<void**>(&s.graph_host_meta), l.bytes,
-                    cudaHostAllocDefault));
+  for (uint8_t*& host : s.graph_host_meta) {
+    BRAID_CUDA_RETURN_IF_ERROR(cudaHostAlloc(reinterpret_cast<void**>(&host),
+                                             l.bytes, cudaHostAllocDefault));
+  }
   BRAID_ASSIGN_OR_RETURN(
       s.graph_device_meta,
       kernels::cuda::DeviceBuffer::Allocate(l.bytes, "decode graph metadata"));
@@ -134,7 +141,9 @@ absl::StatusOr<cudaGraphExec_t> Capture(CudaModel::State& s,
 
 absl::StatusOr<std::optional<int>> RunDecodeGraph(CudaModel::State& s,
                                                   const Batch& b,
-                                                  const CudaKvCache& kv) {
+                                                  const CudaKvCache& kv,
+                                                  const int32_t* device_tokens,
+                                                  int token_stride) {
   if (!s.use_graphs || !SuitsGraph(s, b)) return std::nullopt;
   int64_t n_tables = 0;
   for (const BatchSequence& q : b.sequences) n_tables += q.block_table.size();
@@ -144,17 +153,30 @@ absl::StatusOr<std::optional<int>> RunDecodeGraph(CudaModel::State& s,
     s.graphs_kv = &kv;
   }
   const StepLayout l = GraphLayoutOf(s, s.graph_table_capacity);
-  // The previous step synchronised at its end: the pinned buffer is free.
-  const StepShape sh = FillStepMeta(b, l, kv.block_size(), s.graph_host_meta);
+  const int turn = s.graph_meta_turn;
+  s.graph_meta_turn ^= 1;
+  uint8_t* host = s.graph_host_meta[turn];
+  BRAID_CUDA_RETURN_IF_ERROR(cudaEventSynchronize(s.graph_meta_copied[turn]));
+  const StepShape sh = FillStepMeta(b, l, kv.block_size(), host);
   const int bucket =
       s.m_buckets[kernels::cuda::GemmBucketIndex(sh.n, s.plan.max_tokens)];
-  PadToBucket(l, sh.n, sh.n_out, bucket, kv.scratch_slot(), s.graph_host_meta);
+  PadToBucket(l, sh.n, sh.n_out, bucket, kv.scratch_slot(), host);
   const size_t bytes =
       l.tables + std::max<int64_t>(sh.table_entries, 1) * sizeof(int32_t);
-  BRAID_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(s.graph_device_meta.data(),
-                                             s.graph_host_meta, bytes,
-                                             cudaMemcpyHostToDevice, s.stream));
+  BRAID_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(s.graph_device_meta.data(), host,
+                                             bytes, cudaMemcpyHostToDevice,
+                                             s.stream));
+  BRAID_CUDA_RETURN_IF_ERROR(
+      cudaEventRecord(s.graph_meta_copied[turn], s.stream));
   StepArrays a = ArraysAt(s.graph_device_meta.as<uint8_t>(), l);
+  if (device_tokens != nullptr) {
+    // Token i is element 0 of row i of device_tokens (the top-1 ids of the
+    // step before).
+    BRAID_CUDA_RETURN_IF_ERROR(cudaMemcpy2DAsync(
+        const_cast<int32_t*>(a.tokens), sizeof(int32_t), device_tokens,
+        token_stride * sizeof(int32_t), sizeof(int32_t), sh.n,
+        cudaMemcpyDeviceToDevice, s.stream));
+  }
   a.n = bucket;
   a.n_seq = bucket;
   a.max_seq_tokens = 1;

@@ -217,7 +217,15 @@ absl::Status LoadWeights(CudaModel::State& s) {
 
 CudaModel::State::~State() {
   DropGraphs();
-  if (graph_host_meta != nullptr) cudaFreeHost(graph_host_meta);
+  for (int i = 0; i < 2; ++i) {
+    if (graph_host_meta[i] != nullptr) cudaFreeHost(graph_host_meta[i]);
+    if (graph_meta_copied[i] != nullptr) cudaEventDestroy(graph_meta_copied[i]);
+    Staging& g = staging[i];
+    if (g.ids != nullptr) cudaFreeHost(g.ids);
+    if (g.values != nullptr) cudaFreeHost(g.values);
+    if (g.log_z != nullptr) cudaFreeHost(g.log_z);
+    if (g.copied != nullptr) cudaEventDestroy(g.copied);
+  }
   if (host_meta != nullptr) cudaFreeHost(host_meta);
   if (stream != nullptr) cudaStreamDestroy(stream);
 }
@@ -243,6 +251,12 @@ absl::StatusOr<std::unique_ptr<CudaModel>> CudaModel::Load(
   s->device = opts.device;
   BRAID_CUDA_RETURN_IF_ERROR(
       cudaStreamCreateWithFlags(&s->stream, cudaStreamNonBlocking));
+  for (int i = 0; i < 2; ++i) {
+    BRAID_CUDA_RETURN_IF_ERROR(cudaEventCreateWithFlags(
+        &s->graph_meta_copied[i], cudaEventDisableTiming));
+    BRAID_CUDA_RETURN_IF_ERROR(cudaEventCreateWithFlags(
+        &s->staging[i].copied, cudaEventDisableTiming));
+  }
   s->file = std::move(file);
   s->config = config;
   s->info = DescribeModel(config, *s->file, absl::StrCat("cuda:", opts.device));

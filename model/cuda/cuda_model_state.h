@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -16,6 +17,7 @@
 #include "kernels/cuda/gemm.h"
 #include "model/cuda/cuda_model.h"
 #include "model/cuda/cuda_plan.h"
+#include "model/top_logits.h"
 
 namespace braid::model {
 
@@ -74,10 +76,40 @@ struct CudaModel::State {
   std::string graphs_off;
   std::map<std::pair<int, int>, cudaGraphExec_t> graphs;
   const void* graphs_kv = nullptr;
-  uint8_t* graph_host_meta = nullptr;
+  // Two pinned host buffers taken in turn, each free once the copy out of
+  // it (its event) is done: a lookahead step fills one while the copy of
+  // the step before may still wait in the stream.
+  uint8_t* graph_host_meta[2] = {nullptr, nullptr};
+  cudaEvent_t graph_meta_copied[2] = {nullptr, nullptr};
+  int graph_meta_turn = 0;
   kernels::cuda::DeviceBuffer graph_device_meta;
   int64_t graph_table_capacity = 0;  // block-table entries it holds
   void DropGraphs();
+
+  // Lookahead (SetLookahead): the batch set for the next ForwardTop, and
+  // the step started early, with its request, rows and where its
+  // reduction lands (staging[pending_staging]).
+  std::optional<Batch> ahead;
+  struct Pending {
+    Batch batch;  // tokens resolved
+    TopRequest req;
+    int n_rows = 0;
+    int staging = 0;
+  };
+  std::optional<Pending> pending;
+  int64_t lookahead_hits = 0;  // ForwardTop calls a lookahead step answered
+  // Pinned host copies of reductions, two taken in turn, each with the
+  // event recorded after the copy into it.
+  struct Staging {
+    int32_t* ids = nullptr;
+    float* values = nullptr;
+    float* log_z = nullptr;
+    int64_t entries = 0;  // rows x k they hold
+    int64_t rows = 0;
+    cudaEvent_t copied = nullptr;
+  };
+  Staging staging[2];
+  int staging_turn = 0;
 
   template <typename T>
   T* Buffer(CudaBuffer b) const {

@@ -105,13 +105,25 @@ absl::Status RunLayers(CudaModel::State& s, const StepArrays& a,
 // kLogits [n_out, n_vocab].
 absl::Status ProjectVocab(CudaModel::State& s, const StepArrays& a, int n_out);
 
+// The CUDA cache of this model behind `cache`, or InvalidArgument.
+absl::StatusOr<CudaKvCache*> KvOf(const CudaModel::State& s, KvCache& cache);
+// Checks and runs one step (eager or through a graph): returns its logits
+// rows, in kLogits.
+absl::StatusOr<int> RunStep(CudaModel::State& s, const Batch& batch,
+                            KvCache& cache);
+// Forgets the lookahead set and any lookahead step started, once that step
+// has finished on the device.
+absl::Status DropLookahead(CudaModel::State& s);
+
 // A decode step (one token per sequence) through a graph of its bucket
 // (cuda_model_graphs.cc): returns its logits rows in kLogits, or nullopt
 // when the step does not suit a graph or a capture failed (graphs are then
-// off for good) and the eager path must run it.
-absl::StatusOr<std::optional<int>> RunDecodeGraph(CudaModel::State& s,
-                                                  const Batch& b,
-                                                  const CudaKvCache& kv);
+// off for good) and the eager path must run it. With device_tokens, token
+// i is device_tokens[i * token_stride] instead of b's (a lookahead step's
+// tokens, the step before's top-1 ids, never seen by the host).
+absl::StatusOr<std::optional<int>> RunDecodeGraph(
+    CudaModel::State& s, const Batch& b, const CudaKvCache& kv,
+    const int32_t* device_tokens = nullptr, int token_stride = 0);
 
 }  // namespace braid::model::cuda_step
 

@@ -1,0 +1,197 @@
+// CudaModel::ForwardTop and its lookahead (model/model.h's SetLookahead):
+// the step's rows reduced on the device and copied into pinned staging;
+// when the caller told the next step and it suits a decode graph, that step
+// is enqueued, its tokens copied on the device from this step's top-1 ids,
+// before the host waits for this step's reduction, so the device goes from
+// one step to the next without waiting for the host.
+#include <cuda_runtime_api.h>
+
+#include <algorithm>
+#include <optional>
+#include <utility>
+#include <vector>
+
+#include "kernels/cuda/status.h"
+#include "kernels/cuda/topk.h"
+#include "model/batch_check.h"
+#include "model/cuda/cuda_model.h"
+#include "model/cuda/cuda_model_state.h"
+#include "model/cuda/cuda_model_step.h"
+#include "model/lookahead.h"
+#include "util/status_macros.h"
+
+namespace braid::model {
+namespace cuda_step {
+namespace {
+
+using Staging = CudaModel::State::Staging;
+
+// Pinned room for rows x k entries (and rows log-sum-exps), once the last
+// copy into it is done.
+absl::Status EnsureStaging(Staging& g, int64_t rows, int k) {
+  BRAID_CUDA_RETURN_IF_ERROR(cudaEventSynchronize(g.copied));
+  const int64_t entries = rows * k;
+  if (entries <= g.entries && rows <= g.rows) return absl::OkStatus();
+  const int64_t new_entries = std::max(entries, 2 * g.entries);
+  const int64_t new_rows = std::max(rows, 2 * g.rows);
+  for (void* p : {static_cast<void*>(g.ids), static_cast<void*>(g.values),
+                  static_cast<void*>(g.log_z)}) {
+    if (p != nullptr) cudaFreeHost(p);
+  }
+  g = Staging{nullptr, nullptr, nullptr, 0, 0, g.copied};
+  BRAID_CUDA_RETURN_IF_ERROR(cudaHostAlloc(reinterpret_cast<void**>(&g.ids),
+                                           new_entries * sizeof(int32_t),
+                                           cudaHostAllocDefault));
+  BRAID_CUDA_RETURN_IF_ERROR(cudaHostAlloc(reinterpret_cast<void**>(&g.values),
+                                           new_entries * sizeof(float),
+                                           cudaHostAllocDefault));
+  BRAID_CUDA_RETURN_IF_ERROR(cudaHostAlloc(reinterpret_cast<void**>(&g.log_z),
+                                           new_rows * sizeof(float),
+                                           cudaHostAllocDefault));
+  g.entries = new_entries;
+  g.rows = new_rows;
+  return absl::OkStatus();
+}
+
+// Enqueues the reduction of kLogits' n_rows rows and its copy into the
+// next staging buffer; returns which.
+absl::StatusOr<int> ReduceIntoStaging(CudaModel::State& s, int n_rows,
+                                      const TopRequest& req) {
+  const int turn = s.staging_turn;
+  s.staging_turn ^= 1;
+  Staging& g = s.staging[turn];
+  BRAID_RETURN_IF_ERROR(EnsureStaging(g, std::max(n_rows, 1), req.k));
+  if (n_rows == 0) return turn;
+  int32_t* ids = s.Buffer<int32_t>(kTopIds);
+  float* values = s.Buffer<float>(kTopValues);
+  float* log_z = s.Buffer<float>(kLogZ);
+  BRAID_RETURN_IF_ERROR(kernels::cuda::TopKLogits(
+      s.Buffer<float>(kLogits), n_rows, s.config.n_vocab, req.k, ids, values,
+      log_z, s.stream));
+  const size_t entries = static_cast<size_t>(n_rows) * req.k;
+  auto copy = [&s](void* dst, const void* src, size_t bytes) {
+    return cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToHost, s.stream);
+  };
+  BRAID_CUDA_RETURN_IF_ERROR(copy(g.ids, ids, entries * sizeof(int32_t)));
+  BRAID_CUDA_RETURN_IF_ERROR(copy(g.values, values, entries * sizeof(float)));
+  if (req.log_z) {
+    BRAID_CUDA_RETURN_IF_ERROR(copy(g.log_z, log_z, n_rows * sizeof(float)));
+  }
+  BRAID_CUDA_RETURN_IF_ERROR(cudaEventRecord(g.copied, s.stream));
+  return turn;
+}
+
+// Waits for staging buffer `turn` (n_rows rows of req) and puts its rows
+// `rows` (all when null) into *out.
+absl::Status Collect(CudaModel::State& s, int turn, int n_rows,
+                     const TopRequest& req, const std::vector<int>* rows,
+                     TopLogits* out) {
+  const Staging& g = s.staging[turn];
+  BRAID_CUDA_RETURN_IF_ERROR(cudaEventSynchronize(g.copied));
+  const size_t entries = static_cast<size_t>(n_rows) * req.k;
+  if (rows == nullptr) {
+    out->k = req.k;
+    out->ids.assign(g.ids, g.ids + entries);
+    out->values.assign(g.values, g.values + entries);
+    out->log_z.assign(g.log_z, g.log_z + (req.log_z ? n_rows : 0));
+    return absl::OkStatus();
+  }
+  TopLogits all;
+  all.k = req.k;
+  all.ids.assign(g.ids, g.ids + entries);
+  all.values.assign(g.values, g.values + entries);
+  all.log_z.assign(g.log_z, g.log_z + (req.log_z ? n_rows : 0));
+  SelectRows(all, *rows, out);
+  return absl::OkStatus();
+}
+
+// Starts `ahead` (its tokens row i's top-1 ids of the n_rows rows just
+// reduced into kTopIds) when it suits a decode graph: one-token sequences
+// whose placeholders name rows 0, 1, ... in order, a batch the model
+// accepts once resolved. Returns whether it started.
+absl::StatusOr<bool> StartAhead(CudaModel::State& s, const Batch& ahead,
+                                int n_rows, const TopRequest& req,
+                                const CudaKvCache& kv) {
+  if (!s.use_graphs || !CheckAhead(ahead, n_rows).ok() ||
+      static_cast<int>(ahead.tokens.size()) > s.plan.max_tokens) {
+    return false;
+  }
+  Batch check = ahead;
+  for (size_t i = 0; i < check.tokens.size(); ++i) {
+    if (check.tokens[i] != AheadToken(static_cast<int>(i))) return false;
+    check.tokens[i] = 0;
+  }
+  const LlamaConfig& c = s.config;
+  if (!CheckBatch(check, BatchLimits{c.n_vocab,
+                                     s.stream_embd != nullptr ? c.n_streams : 0,
+                                     kv.block_size(), kv.num_blocks()})
+           .ok()) {
+    return false;
+  }
+  BRAID_ASSIGN_OR_RETURN(
+      const std::optional<int> rows,
+      RunDecodeGraph(s, check, kv, s.Buffer<int32_t>(kTopIds), req.k));
+  if (!rows.has_value()) return false;
+  BRAID_ASSIGN_OR_RETURN(const int turn, ReduceIntoStaging(s, *rows, req));
+  s.pending = CudaModel::State::Pending{Batch(), req, *rows, turn};
+  return true;
+}
+
+bool Identity(const std::vector<int>& rows, int n) {
+  if (static_cast<int>(rows.size()) != n) return false;
+  for (int i = 0; i < n; ++i) {
+    if (rows[i] != i) return false;
+  }
+  return true;
+}
+
+}  // namespace
+}  // namespace cuda_step
+
+void CudaModel::SetLookahead(const Batch* ahead) {
+  s_->ahead.reset();
+  if (ahead != nullptr) s_->ahead = *ahead;
+}
+
+int64_t CudaModel::LookaheadHits() const { return s_->lookahead_hits; }
+
+absl::Status CudaModel::ForwardTop(const Batch& batch, KvCache& cache,
+                                   const TopRequest& req, TopLogits* out) {
+  namespace cs = cuda_step;
+  State& s = *s_;
+  BRAID_RETURN_IF_ERROR(CheckTopRequest(req, s.config.n_vocab));
+  BRAID_ASSIGN_OR_RETURN(cs::CudaKvCache * kv, cs::KvOf(s, cache));
+  std::optional<Batch> ahead = std::move(s.ahead);
+  s.ahead.reset();
+  // This step may be the lookahead step already running.
+  std::optional<std::vector<int>> rows;
+  int turn = 0, n_rows = 0;
+  if (s.pending.has_value() && s.pending->req.k == req.k &&
+      s.pending->req.log_z == req.log_z) {
+    rows = MatchAhead(s.pending->batch, batch);
+  }
+  if (rows.has_value()) {
+    turn = s.pending->staging;
+    n_rows = s.pending->n_rows;
+    s.pending.reset();
+    ++s.lookahead_hits;
+  } else {
+    BRAID_RETURN_IF_ERROR(cs::DropLookahead(s));
+    BRAID_ASSIGN_OR_RETURN(n_rows, cs::RunStep(s, batch, cache));
+    BRAID_ASSIGN_OR_RETURN(turn, cs::ReduceIntoStaging(s, n_rows, req));
+  }
+  // The next step goes into the stream before the host waits for this
+  // one's rows (when every row of this step is an output row: a lookahead
+  // step's placeholders name output rows, its tokens device rows).
+  bool started = false;
+  if (ahead.has_value() && (!rows.has_value() || cs::Identity(*rows, n_rows))) {
+    BRAID_ASSIGN_OR_RETURN(started,
+                           cs::StartAhead(s, *ahead, n_rows, req, *kv));
+  }
+  BRAID_RETURN_IF_ERROR(cs::Collect(s, turn, n_rows, req,
+                                    rows.has_value() ? &*rows : nullptr, out));
+  if (started) s.pending->batch = ResolveAhead(*ahead, *out);
+  return absl::OkStatus();
+}
+
+}  // namespace braid::model
