@@ -40,6 +40,7 @@ std::vector<Shape> Shapes() {
   smol.n_head = 9;
   smol.n_head_kv = 3;
   smol.n_ctx_train = 8192;
+  smol.fast_weights = true;  // the 8B shape's weights in seconds
   out.push_back({"smollm2-135m", smol});
   testing::RandomLlamaSpec l1b;  // Llama-3.2-1B at full width, 4 layers
   l1b.n_vocab = 128256;

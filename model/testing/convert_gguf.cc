@@ -3,6 +3,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "kernels/cpu/quant/quant.h"
 #include "model/testing/gguf_writer.h"
@@ -98,6 +99,19 @@ absl::StatusOr<std::string> ConvertMatrices(const GgufFile& src, GgmlType to) {
       k::DequantizeRow(type, t.data + r * row_bytes, &values[r * row], row);
     }
     w.AddTensorFromFloats(t.name, to, t.dims, values);
+  }
+  return w.Serialize();
+}
+
+absl::StatusOr<std::string> TokenizerOnly(const GgufFile& src) {
+  GgufWriter w(3);
+  for (const std::string& key : src.keys()) {
+    if (key == "general.alignment") continue;
+    if (!absl::StartsWith(key, "general.") &&
+        !absl::StartsWith(key, "tokenizer.")) {
+      continue;
+    }
+    if (absl::Status s = CopyKey(src, key, w); !s.ok()) return s;
   }
   return w.Serialize();
 }

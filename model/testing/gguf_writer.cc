@@ -135,6 +135,9 @@ std::string GgufWriter::Serialize() const {
     Put<uint64_t>(&out, offset);
     offset = align(offset + t.data.size());
   }
+  // `offset` is now the data's size: one allocation for the whole image
+  // (gigabytes for cuda_bench's models), not a copy per doubling.
+  out.reserve(align(out.size()) + offset);
   out.resize(align(out.size()), '\0');
   const size_t data_start = out.size();
   offset = 0;

@@ -1,6 +1,7 @@
-// Builds tiny Llama GGUF files with random weights, for tests that need a model
-// but not a real one (shapes, batching, error paths). Deterministic for a given
-// seed.
+// Builds Llama GGUF files with random weights, for tests that need a model
+// but not a real one (shapes, batching, error paths): tiny ones by default,
+// and the full shapes of real models (NamedLlamaShape) for the GPU benchmarks
+// and checks. Deterministic for a given seed.
 #ifndef BRAID_MODEL_TESTING_RANDOM_LLAMA_H_
 #define BRAID_MODEL_TESTING_RANDOM_LLAMA_H_
 
@@ -8,6 +9,8 @@
 #include <string>
 #include <vector>
 
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 #include "model/gguf.h"
 
 namespace braid::model::testing {
@@ -42,7 +45,28 @@ struct RandomLlamaSpec {
   // so that braidd can serve the random model; n_vocab should then be its
   // token count (TokenizerVocabSize).
   const GgufFile* tokenizer_from = nullptr;
+  // The weights' generator. false: normal draws from one std::mt19937,
+  // tensor by tensor, on the calling thread (the values the tests were
+  // written against; ~22 s per billion weights on one core). true: uniform
+  // draws of the same mean and variance from a counter-based generator, in
+  // chunks of rows that `threads` threads (0: one per hardware thread) draw
+  // and quantize in parallel (~3 s per billion weights and thread), for the
+  // billions of weights of a benchmark. Both deterministic for a seed, the
+  // fast one whatever the thread count.
+  bool fast_weights = false;
+  int threads = 0;
 };
+
+// The full-depth shape of a model that the GPU benchmarks and checks stand
+// in for, by name: "smollm2-135m" (SmolLM2-135M), "llama-1b" (Llama-3.2-1B,
+// tied embeddings) or "llama-8b" (Llama-3.1-8B, untied), with their GGUFs'
+// llama.* values; types, seed and the rest as RandomLlamaSpec's defaults.
+// InvalidArgument naming the known shapes for any other name.
+absl::StatusOr<RandomLlamaSpec> NamedLlamaShape(absl::string_view name);
+
+// The tensor type named `name` as GgmlTypeName writes it ("Q8_0", "F16";
+// any case), among those GgufFile reads; InvalidArgument otherwise.
+absl::StatusOr<GgmlType> GgmlTypeFromName(absl::string_view name);
 
 // The number of tokenizer.ggml.tokens of `file`, or 0 without them.
 int TokenizerVocabSize(const GgufFile& file);
