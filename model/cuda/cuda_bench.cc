@@ -37,7 +37,12 @@
 //
 // Steps go through Forward (whole logits rows back to the host), or with
 // --top_k=k through ForwardTop (k entries per row reduced on the device:
-// what the engine's greedy steps call, k = 1).
+// what the engine's greedy steps call, k = 1). With --top_k and --lookahead
+// (the default), greedy steps are also timed as the engine runs them, each
+// next step told first (Model::SetLookahead) so that it is enqueued before
+// the host reads this one's tokens: their host time per step against the
+// gated GPU time gives the GPU idle between pipelined steps; throughput's
+// decode runs that way.
 //
 // Each measurement prints a human line and, with --json, appends one JSON
 // object line to PATH (tools/gpu/check.sh collects them in bench.jsonl).
@@ -69,6 +74,7 @@
 #include "model/batch.h"
 #include "model/cuda/cuda_model.h"
 #include "model/gguf.h"
+#include "model/lookahead.h"
 #include "model/model.h"
 #include "model/testing/bench_batches.h"
 #include "model/testing/random_llama.h"
@@ -96,6 +102,9 @@ ABSL_FLAG(int, gen, 1024, "throughput: decode steps");
 ABSL_FLAG(int, top_k, 0,
           "0: Forward (whole logits rows to the host); k > 0: ForwardTop "
           "with k entries per row (the engine's greedy steps: k = 1)");
+ABSL_FLAG(bool, lookahead, true,
+          "with --top_k > 0: also time greedy decode steps with the next step "
+          "told in advance (Model::SetLookahead), as the engine runs them");
 ABSL_FLAG(std::string, json, "", "append one JSON line per measurement here");
 
 namespace braid::model {
@@ -233,10 +242,11 @@ double ElapsedMs(cudaEvent_t from, cudaEvent_t to) {
 }
 
 struct StepTimes {
-  std::vector<double> step_ms;  // start_n -> end_n (events)
-  double gap_ms = 0.0;          // sum of end_n -> start_n+1
-  double wall_ms = 0.0;         // the whole loop on the host, per step
-  std::vector<double> gpu_ms;   // the gated steps' (GatedDecode)
+  std::vector<double> step_ms;     // start_n -> end_n (events)
+  double gap_ms = 0.0;             // sum of end_n -> start_n+1
+  double wall_ms = 0.0;            // the whole loop on the host, per step
+  std::vector<double> gpu_ms;      // the gated steps' (GatedDecode)
+  double lookahead_wall_ms = 0.0;  // TimeLookahead's, 0 when not run
 };
 
 // `steps` decode steps from position `first`, each between two events.
@@ -308,9 +318,35 @@ absl::Status GatedDecode(Run& run, Batch& b, int first, int steps,
 struct DecodeFlags {
   std::vector<int> batches;
   int context, steps, warmup, gated, max_tokens, top_k;
+  bool lookahead = false;  // also time greedy steps with SetLookahead
   // Positions the decode steps write from `context` on.
-  int positions() const { return warmup + steps + gated; }
+  int positions() const {
+    return warmup + steps + gated + (lookahead ? steps : 0);
+  }
 };
+
+// `steps` greedy steps from position `first` as the engine runs them: each
+// step's tokens the top-1 of the one before, the next step told to the
+// model first (SetLookahead), so the model enqueues it before the host
+// reads this one's tokens. Returns the host's wall ms per step.
+absl::StatusOr<double> TimeLookahead(Run& run, Batch& b, int first, int steps) {
+  const TopRequest req{1, false};
+  Batch ahead = b;
+  const Clock::time_point t0 = Clock::now();
+  for (int i = 0; i < steps; ++i) {
+    std::vector<int32_t> tokens = b.tokens;
+    testing::SetDecodePosition(run.layout, first + i, b);
+    if (i > 0) b.tokens = tokens;  // the top-1 ids of the step before
+    testing::SetDecodePosition(run.layout, first + i + 1, ahead);
+    for (size_t j = 0; j < ahead.tokens.size(); ++j) {
+      ahead.tokens[j] = AheadToken(static_cast<int>(j));
+    }
+    run.model->SetLookahead(&ahead);
+    BRAID_RETURN_IF_ERROR(run.model->ForwardTop(b, *run.kv, req, &run.top));
+    for (size_t j = 0; j < b.tokens.size(); ++j) b.tokens[j] = run.top.ids[j];
+  }
+  return SecondsSince(t0) * 1e3 / steps;
+}
 
 // Prefill, the untimed steps (the last position first), the timed ones,
 // then the gated ones, for `seqs` sequences.
@@ -331,6 +367,11 @@ absl::StatusOr<StepTimes> DecodeAt(Run& run, int seqs, const DecodeFlags& f,
   const double delay_ms = 1.0 + 2.0 * Quantile(t.step_ms, 0.9);
   BRAID_RETURN_IF_ERROR(
       GatedDecode(run, b, first + f.steps, f.gated, delay_ms, &t));
+  if (f.lookahead) {
+    BRAID_ASSIGN_OR_RETURN(
+        t.lookahead_wall_ms,
+        TimeLookahead(run, b, first + f.steps + f.gated, f.steps));
+  }
   return t;
 }
 
@@ -362,6 +403,19 @@ void ReportDecode(const DecodeFlags& f, bool graphs, int seqs,
        Field("hbm_bound_ms", hbm_ms), Field("hbm_pct", 100.0 * hbm_ms / median),
        Field("hbm_kv_bound_ms", hbm_ms + kv_ms),
        Field("prefill_tokens_per_s", prefill_tps)});
+  if (t.lookahead_wall_ms > 0.0) {
+    // The device's own step time against the host's time per step: what
+    // the device waited for the host between lookahead steps.
+    const double idle_la =
+        gpu > 0.0 ? 100.0 * (1.0 - gpu / t.lookahead_wall_ms) : 0.0;
+    report.Line(absl::StrFormat(
+        "%6d lookahead: %.3f ms/step on the host, GPU idle %.1f%%", seqs,
+        t.lookahead_wall_ms, idle_la));
+    report.Json({Field("bench", std::string("decode_lookahead")),
+                 Field("graphs", graphs), Field("batch", double(seqs)),
+                 Field("wall_ms_per_step", t.lookahead_wall_ms),
+                 Field("gpu_ms", gpu), Field("idle_pct", idle_la)});
+  }
 }
 
 absl::Status BenchDecode(CudaModel& model, const DecodeFlags& f, bool graphs,
@@ -396,6 +450,7 @@ absl::Status BenchDecode(CudaModel& model, const DecodeFlags& f, bool graphs,
 
 struct ThroughputFlags {
   int seqs, prompt, gen, max_tokens, top_k;
+  bool lookahead = false;  // greedy steps with SetLookahead (TimeLookahead)
 };
 
 absl::Status BenchThroughput(CudaModel& model, const ThroughputFlags& f,
@@ -411,9 +466,13 @@ absl::Status BenchThroughput(CudaModel& model, const ThroughputFlags& f,
                          Prefill(run, f.seqs, f.prompt, f.max_tokens));
   Batch b = testing::DecodeBatch(f.seqs);
   const Clock::time_point t0 = Clock::now();
-  for (int i = 0; i < f.gen; ++i) {
-    testing::SetDecodePosition(run.layout, f.prompt + i, b);
-    BRAID_RETURN_IF_ERROR(run.Step(b));
+  if (f.lookahead) {
+    BRAID_RETURN_IF_ERROR(TimeLookahead(run, b, f.prompt, f.gen).status());
+  } else {
+    for (int i = 0; i < f.gen; ++i) {
+      testing::SetDecodePosition(run.layout, f.prompt + i, b);
+      BRAID_RETURN_IF_ERROR(run.Step(b));
+    }
   }
   const double decode_s = SecondsSince(t0);
   const double out_tokens = double(f.seqs) * f.gen;
@@ -486,7 +545,8 @@ absl::StatusOr<Flags> ReadFlags() {
          absl::GetFlag(FLAGS_warmup),
          absl::GetFlag(FLAGS_gated_steps),
          max_tokens,
-         absl::GetFlag(FLAGS_top_k)};
+         absl::GetFlag(FLAGS_top_k),
+         absl::GetFlag(FLAGS_lookahead) && absl::GetFlag(FLAGS_top_k) > 0};
   for (absl::string_view s :
        absl::StrSplit(absl::GetFlag(FLAGS_batches), ',')) {
     int n = 0;
@@ -500,8 +560,12 @@ absl::StatusOr<Flags> ReadFlags() {
     return absl::InvalidArgumentError(
         "--steps, --context >= 1, --warmup, --gated_steps >= 0");
   }
-  f.t = {absl::GetFlag(FLAGS_seqs), absl::GetFlag(FLAGS_prompt),
-         absl::GetFlag(FLAGS_gen), max_tokens, f.d.top_k};
+  f.t = {absl::GetFlag(FLAGS_seqs),
+         absl::GetFlag(FLAGS_prompt),
+         absl::GetFlag(FLAGS_gen),
+         max_tokens,
+         f.d.top_k,
+         f.d.lookahead};
   if (f.d.top_k < 0 || f.d.top_k > kMaxTopLogits) {
     return absl::InvalidArgumentError("--top_k: 0 .. kMaxTopLogits");
   }

@@ -118,14 +118,14 @@ bench_run() {
 }
 if [[ " $phases " == *" bench "* ]]; then
   : > "$OUT/bench.jsonl"
-  # Decode through Forward (whole logits rows), throughput through
-  # ForwardTop k = 1 (the engine's greedy steps).
+  # Decode and throughput through ForwardTop k = 1, as the engine's greedy
+  # steps (decode also with lookahead).
   tput="--nodecode --throughput --top_k=1"
-  bench_run smollm2-135m 60 --shape=smollm2-135m
+  bench_run smollm2-135m 60 --shape=smollm2-135m --top_k=1
   bench_run "smollm2-135m throughput" 60 --shape=smollm2-135m $tput
-  bench_run llama-1b 90 --shape=llama-1b
+  bench_run llama-1b 90 --shape=llama-1b --top_k=1
   bench_run "llama-1b throughput" 90 --shape=llama-1b $tput
-  bench_run llama-8b 120 --shape=llama-8b
+  bench_run llama-8b 120 --shape=llama-8b --top_k=1
   if [ "$(left)" -ge 120 ]; then
     bench_run "llama-8b throughput" 180 --shape=llama-8b $tput --graphs=on
   else
