@@ -20,10 +20,8 @@ ABSL_FLAG(std::string, device, "auto",
           "braidd built with --config=cuda), or auto (GPU 0 when braidd has "
           "the CUDA executor and the machine a GPU, else the CPU).");
 ABSL_FLAG(bool, cuda_graphs, true,
-          "On a GPU: decode steps replay a CUDA graph per batch-size bucket, "
-          "and the next decode step is enqueued before the host has this "
-          "one's tokens (greedy decoding); false runs every kernel launch "
-          "eagerly.");
+          "On a GPU: decode steps replay a CUDA graph per batch-size "
+          "bucket; false launches every kernel of every step.");
 ABSL_FLAG(double, gpu_memory_fraction, 0.9,
           "On a GPU: the share of the device memory free after loading the "
           "weights that the KV cache takes (unless --kv_budget_tokens is "

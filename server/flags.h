@@ -36,8 +36,8 @@ struct DaemonFlags {
   std::string chat_template;    // --chat_template: a family or a Jinja file
   std::string device = "auto";  // --device: cpu | auto | cuda[:N]
   double gpu_memory_fraction = 0.9;  // of free device memory for the KV cache
-  bool cuda_graphs = true;  // decode steps replay CUDA graphs (and look ahead)
-  int threads = 0;          // 0: one a hardware thread
+  bool cuda_graphs = true;           // decode steps replay CUDA graphs
+  int threads = 0;                   // 0: one a hardware thread
   bool packed_matmul = false;
   int context_length = 4096;  // capped by the model's training context
   // The engine (context_length is set once the model is loaded).

@@ -125,7 +125,7 @@ absl::Status LoadOnGpu(const DaemonFlags& flags, int device,
     if (!blocks.ok()) return blocks.status();
     m->kv_budget_tokens = *blocks * flags.engine.block_size;
   }
-  m->lookahead_slots = flags.cuda_graphs ? 1 : 0;
+  m->lookahead_slots = 1;
   m->model = *std::move(cuda);
   return absl::OkStatus();
 }

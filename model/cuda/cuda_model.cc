@@ -127,6 +127,51 @@ StepShape FillStepMeta(const Batch& b, const StepLayout& l, int block_size,
   return sh;
 }
 
+absl::Status EnsureMeta(CudaModel::State& s, CudaModel::State::MetaBuffers& m,
+                        size_t bytes, const char* what) {
+  if (bytes <= m.capacity) return absl::OkStatus();
+  // Nothing in the stream may still read the buffers.
+  BRAID_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(s.stream));
+  const size_t capacity = std::max(bytes, 2 * m.capacity);
+  m.capacity = 0;
+  for (uint8_t*& host : m.host) {
+    if (host != nullptr) cudaFreeHost(host);
+    host = nullptr;
+  }
+  for (uint8_t*& host : m.host) {
+    BRAID_CUDA_RETURN_IF_ERROR(cudaHostAlloc(reinterpret_cast<void**>(&host),
+                                             capacity, cudaHostAllocDefault));
+  }
+  BRAID_ASSIGN_OR_RETURN(m.device, kc::DeviceBuffer::Allocate(capacity, what));
+  m.capacity = capacity;
+  return absl::OkStatus();
+}
+
+absl::StatusOr<uint8_t*> NextHostMeta(CudaModel::State::MetaBuffers& m) {
+  BRAID_CUDA_RETURN_IF_ERROR(cudaEventSynchronize(m.copied[m.turn]));
+  return m.host[m.turn];
+}
+
+absl::Status UploadMeta(CudaModel::State::MetaBuffers& m, size_t bytes,
+                        cudaStream_t stream) {
+  BRAID_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(
+      m.device.data(), m.host[m.turn], bytes, cudaMemcpyHostToDevice, stream));
+  BRAID_CUDA_RETURN_IF_ERROR(cudaEventRecord(m.copied[m.turn], stream));
+  m.turn ^= 1;
+  return absl::OkStatus();
+}
+
+absl::Status TokensFromDevice(const StepArrays& a, int n,
+                              const int32_t* device_tokens, int token_stride,
+                              cudaStream_t stream) {
+  if (device_tokens == nullptr || n == 0) return absl::OkStatus();
+  BRAID_CUDA_RETURN_IF_ERROR(
+      cudaMemcpy2DAsync(const_cast<int32_t*>(a.tokens), sizeof(int32_t),
+                        device_tokens, token_stride * sizeof(int32_t),
+                        sizeof(int32_t), n, cudaMemcpyDeviceToDevice, stream));
+  return absl::OkStatus();
+}
+
 StepArrays ArraysAt(const uint8_t* dev, const StepLayout& l) {
   StepArrays a;
   a.tokens = reinterpret_cast<const int32_t*>(dev + l.tokens);
@@ -140,21 +185,6 @@ StepArrays ArraysAt(const uint8_t* dev, const StepLayout& l) {
 }
 
 namespace {
-
-absl::Status EnsureStepBuffers(CudaModel::State& s, size_t meta_bytes) {
-  if (meta_bytes > s.meta_capacity) {
-    const size_t cap = std::max(meta_bytes, 2 * s.meta_capacity);
-    if (s.host_meta != nullptr) cudaFreeHost(s.host_meta);
-    s.host_meta = nullptr;
-    s.meta_capacity = 0;
-    BRAID_CUDA_RETURN_IF_ERROR(cudaHostAlloc(
-        reinterpret_cast<void**>(&s.host_meta), cap, cudaHostAllocDefault));
-    BRAID_ASSIGN_OR_RETURN(s.device_meta,
-                           kc::DeviceBuffer::Allocate(cap, "step metadata"));
-    s.meta_capacity = cap;
-  }
-  return absl::OkStatus();
-}
 
 // The RoPE angles of the global layers or (swa) of the sliding ones (their
 // own base, gemma3).
@@ -350,21 +380,26 @@ absl::StatusOr<int> RunStep(CudaModel::State& s, const Batch& batch,
   BRAID_ASSIGN_OR_RETURN(std::optional<int> graph_rows,
                          RunDecodeGraph(s, batch, *kv));
   if (graph_rows.has_value()) return *graph_rows;
+  return RunEager(s, batch, *kv);
+}
+
+absl::StatusOr<int> RunEager(CudaModel::State& s, const Batch& batch,
+                             const CudaKvCache& kv,
+                             const int32_t* device_tokens, int token_stride) {
   const StepLayout layout = LayoutFor(batch);
-  BRAID_RETURN_IF_ERROR(EnsureStepBuffers(s, layout.bytes));
-  // The previous step's copy out of host_meta finished at its end (it
-  // synchronised), so the pinned buffer is free to fill.
-  const StepShape shape =
-      FillStepMeta(batch, layout, kv->block_size(), s.host_meta);
-  BRAID_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(s.device_meta.data(), s.host_meta,
-                                             layout.bytes,
-                                             cudaMemcpyHostToDevice, s.stream));
-  StepArrays a = ArraysAt(s.device_meta.as<uint8_t>(), layout);
+  BRAID_RETURN_IF_ERROR(
+      EnsureMeta(s, s.step_meta, layout.bytes, "step metadata"));
+  BRAID_ASSIGN_OR_RETURN(uint8_t * host, NextHostMeta(s.step_meta));
+  const StepShape shape = FillStepMeta(batch, layout, kv.block_size(), host);
+  BRAID_RETURN_IF_ERROR(UploadMeta(s.step_meta, layout.bytes, s.stream));
+  StepArrays a = ArraysAt(s.step_meta.device.as<uint8_t>(), layout);
+  BRAID_RETURN_IF_ERROR(
+      TokensFromDevice(a, shape.n, device_tokens, token_stride, s.stream));
   a.n = shape.n;
   a.n_seq = static_cast<int>(batch.sequences.size());
   a.max_ctx = shape.max_ctx;
   a.max_seq_tokens = shape.max_seq_tokens;
-  BRAID_RETURN_IF_ERROR(RunLayers(s, a, *kv));
+  BRAID_RETURN_IF_ERROR(RunLayers(s, a, kv));
   BRAID_RETURN_IF_ERROR(ProjectVocab(s, a, shape.n_out));
   return shape.n_out;
 }

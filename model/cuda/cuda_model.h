@@ -29,6 +29,11 @@
 // cache's scratch slot; the graph reads the step's metadata from fixed
 // device buffers that one copy fills before each replay.
 //
+// Lookahead (SetLookahead, cuda_model_lookahead.cc): told the next greedy
+// step, ForwardTop enqueues it, its tokens copied on the device from this
+// step's top-1 ids, before waiting for this step's reduction; the next
+// ForwardTop collects it when its batch matches.
+//
 // Thread-safety: Forward from one thread at a time (the engine thread).
 #ifndef BRAID_MODEL_CUDA_CUDA_MODEL_H_
 #define BRAID_MODEL_CUDA_CUDA_MODEL_H_

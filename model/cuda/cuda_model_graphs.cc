@@ -65,29 +65,15 @@ StepLayout GraphLayoutOf(const CudaModel::State& s, int64_t table_entries) {
 // Buffers holding table_entries block-table entries; growing them moves
 // them, which drops every graph.
 absl::Status EnsureGraphBuffers(CudaModel::State& s, int64_t table_entries) {
-  if (s.graph_host_meta[0] != nullptr &&
-      table_entries <= s.graph_table_capacity) {
+  if (s.graph_meta.capacity > 0 && table_entries <= s.graph_table_capacity) {
     return absl::OkStatus();
   }
   s.DropGraphs();
-  // Nothing in the stream may still read the buffers.
-  BRAID_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(s.stream));
-  for (uint8_t*& host : s.graph_host_meta) {
-    if (host != nullptr) cudaFreeHost(host);
-    host = nullptr;
-  }
-  const int64_t old_capacity = s.graph_table_capacity;
-  s.graph_table_capacity = 0;
-  const int64_t capacity =
-      std::max<int64_t>({table_entries, 2 * old_capacity, int64_t{1} << 14});
-  const StepLayout l = GraphLayoutOf(s, capacity);
-  for (uint8_t*& host : s.graph_host_meta) {
-    BRAID_CUDA_RETURN_IF_ERROR(cudaHostAlloc(reinterpret_cast<void**>(&host),
-                                             l.bytes, cudaHostAllocDefault));
-  }
-  BRAID_ASSIGN_OR_RETURN(
-      s.graph_device_meta,
-      kernels::cuda::DeviceBuffer::Allocate(l.bytes, "decode graph metadata"));
+  const int64_t capacity = std::max<int64_t>(
+      {table_entries, 2 * s.graph_table_capacity, int64_t{1} << 14});
+  BRAID_RETURN_IF_ERROR(EnsureMeta(s, s.graph_meta,
+                                   GraphLayoutOf(s, capacity).bytes,
+                                   "decode graph metadata"));
   s.graph_table_capacity = capacity;
   return absl::OkStatus();
 }
@@ -153,30 +139,18 @@ absl::StatusOr<std::optional<int>> RunDecodeGraph(CudaModel::State& s,
     s.graphs_kv = &kv;
   }
   const StepLayout l = GraphLayoutOf(s, s.graph_table_capacity);
-  const int turn = s.graph_meta_turn;
-  s.graph_meta_turn ^= 1;
-  uint8_t* host = s.graph_host_meta[turn];
-  BRAID_CUDA_RETURN_IF_ERROR(cudaEventSynchronize(s.graph_meta_copied[turn]));
+  BRAID_ASSIGN_OR_RETURN(uint8_t * host, NextHostMeta(s.graph_meta));
   const StepShape sh = FillStepMeta(b, l, kv.block_size(), host);
   const int bucket =
       s.m_buckets[kernels::cuda::GemmBucketIndex(sh.n, s.plan.max_tokens)];
   PadToBucket(l, sh.n, sh.n_out, bucket, kv.scratch_slot(), host);
-  const size_t bytes =
-      l.tables + std::max<int64_t>(sh.table_entries, 1) * sizeof(int32_t);
-  BRAID_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(s.graph_device_meta.data(), host,
-                                             bytes, cudaMemcpyHostToDevice,
-                                             s.stream));
-  BRAID_CUDA_RETURN_IF_ERROR(
-      cudaEventRecord(s.graph_meta_copied[turn], s.stream));
-  StepArrays a = ArraysAt(s.graph_device_meta.as<uint8_t>(), l);
-  if (device_tokens != nullptr) {
-    // Token i is element 0 of row i of device_tokens (the top-1 ids of the
-    // step before).
-    BRAID_CUDA_RETURN_IF_ERROR(cudaMemcpy2DAsync(
-        const_cast<int32_t*>(a.tokens), sizeof(int32_t), device_tokens,
-        token_stride * sizeof(int32_t), sizeof(int32_t), sh.n,
-        cudaMemcpyDeviceToDevice, s.stream));
-  }
+  BRAID_RETURN_IF_ERROR(UploadMeta(
+      s.graph_meta,
+      l.tables + std::max<int64_t>(sh.table_entries, 1) * sizeof(int32_t),
+      s.stream));
+  StepArrays a = ArraysAt(s.graph_meta.device.as<uint8_t>(), l);
+  BRAID_RETURN_IF_ERROR(
+      TokensFromDevice(a, sh.n, device_tokens, token_stride, s.stream));
   a.n = bucket;
   a.n_seq = bucket;
   a.max_seq_tokens = 1;

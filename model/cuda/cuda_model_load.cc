@@ -218,15 +218,16 @@ absl::Status LoadWeights(CudaModel::State& s) {
 CudaModel::State::~State() {
   DropGraphs();
   for (int i = 0; i < 2; ++i) {
-    if (graph_host_meta[i] != nullptr) cudaFreeHost(graph_host_meta[i]);
-    if (graph_meta_copied[i] != nullptr) cudaEventDestroy(graph_meta_copied[i]);
+    for (MetaBuffers* m : {&step_meta, &graph_meta}) {
+      if (m->host[i] != nullptr) cudaFreeHost(m->host[i]);
+      if (m->copied[i] != nullptr) cudaEventDestroy(m->copied[i]);
+    }
     Staging& g = staging[i];
     if (g.ids != nullptr) cudaFreeHost(g.ids);
     if (g.values != nullptr) cudaFreeHost(g.values);
     if (g.log_z != nullptr) cudaFreeHost(g.log_z);
     if (g.copied != nullptr) cudaEventDestroy(g.copied);
   }
-  if (host_meta != nullptr) cudaFreeHost(host_meta);
   if (stream != nullptr) cudaStreamDestroy(stream);
 }
 
@@ -252,8 +253,10 @@ absl::StatusOr<std::unique_ptr<CudaModel>> CudaModel::Load(
   BRAID_CUDA_RETURN_IF_ERROR(
       cudaStreamCreateWithFlags(&s->stream, cudaStreamNonBlocking));
   for (int i = 0; i < 2; ++i) {
-    BRAID_CUDA_RETURN_IF_ERROR(cudaEventCreateWithFlags(
-        &s->graph_meta_copied[i], cudaEventDisableTiming));
+    for (State::MetaBuffers* m : {&s->step_meta, &s->graph_meta}) {
+      BRAID_CUDA_RETURN_IF_ERROR(
+          cudaEventCreateWithFlags(&m->copied[i], cudaEventDisableTiming));
+    }
     BRAID_CUDA_RETURN_IF_ERROR(cudaEventCreateWithFlags(
         &s->staging[i].copied, cudaEventDisableTiming));
   }

@@ -1,9 +1,9 @@
 // CudaModel::ForwardTop and its lookahead (model/model.h's SetLookahead):
 // the step's rows reduced on the device and copied into pinned staging;
-// when the caller told the next step and it suits a decode graph, that step
-// is enqueued, its tokens copied on the device from this step's top-1 ids,
-// before the host waits for this step's reduction, so the device goes from
-// one step to the next without waiting for the host.
+// when the caller told the next step, that step is enqueued (through its
+// decode graph, or eagerly), its tokens copied on the device from this
+// step's top-1 ids, before the host waits for this step's reduction, so the
+// device goes from one step to the next without waiting for the host.
 #include <cuda_runtime_api.h>
 
 #include <algorithm>
@@ -61,7 +61,12 @@ absl::StatusOr<int> ReduceIntoStaging(CudaModel::State& s, int n_rows,
   s.staging_turn ^= 1;
   Staging& g = s.staging[turn];
   BRAID_RETURN_IF_ERROR(EnsureStaging(g, std::max(n_rows, 1), req.k));
-  if (n_rows == 0) return turn;
+  if (n_rows == 0) {
+    // Collect still waits for the step: its metadata's pinned buffer is
+    // free to fill again only once the step's copy out of it has run.
+    BRAID_CUDA_RETURN_IF_ERROR(cudaEventRecord(g.copied, s.stream));
+    return turn;
+  }
   int32_t* ids = s.Buffer<int32_t>(kTopIds);
   float* values = s.Buffer<float>(kTopValues);
   float* log_z = s.Buffer<float>(kLogZ);
@@ -106,13 +111,13 @@ absl::Status Collect(CudaModel::State& s, int turn, int n_rows,
 }
 
 // Starts `ahead` (its tokens row i's top-1 ids of the n_rows rows just
-// reduced into kTopIds) when it suits a decode graph: one-token sequences
-// whose placeholders name rows 0, 1, ... in order, a batch the model
-// accepts once resolved. Returns whether it started.
+// reduced into kTopIds): through its decode graph, or eagerly when it does
+// not suit one; when its placeholders name rows 0, 1, ... in order and the
+// model accepts it once resolved. Returns whether it started.
 absl::StatusOr<bool> StartAhead(CudaModel::State& s, const Batch& ahead,
                                 int n_rows, const TopRequest& req,
                                 const CudaKvCache& kv) {
-  if (!s.use_graphs || !CheckAhead(ahead, n_rows).ok() ||
+  if (!CheckAhead(ahead, n_rows).ok() ||
       static_cast<int>(ahead.tokens.size()) > s.plan.max_tokens) {
     return false;
   }
@@ -128,12 +133,14 @@ absl::StatusOr<bool> StartAhead(CudaModel::State& s, const Batch& ahead,
            .ok()) {
     return false;
   }
-  BRAID_ASSIGN_OR_RETURN(
-      const std::optional<int> rows,
-      RunDecodeGraph(s, check, kv, s.Buffer<int32_t>(kTopIds), req.k));
-  if (!rows.has_value()) return false;
+  const int32_t* top1 = s.Buffer<int32_t>(kTopIds);
+  BRAID_ASSIGN_OR_RETURN(std::optional<int> rows,
+                         RunDecodeGraph(s, check, kv, top1, req.k));
+  if (!rows.has_value()) {
+    BRAID_ASSIGN_OR_RETURN(rows, RunEager(s, check, kv, top1, req.k));
+  }
   BRAID_ASSIGN_OR_RETURN(const int turn, ReduceIntoStaging(s, *rows, req));
-  s.pending = CudaModel::State::Pending{Batch(), req, *rows, turn};
+  s.pending = CudaModel::State::Pending{Batch(), req, *rows, turn, &kv};
   return true;
 }
 
@@ -166,8 +173,8 @@ absl::Status CudaModel::ForwardTop(const Batch& batch, KvCache& cache,
   // This step may be the lookahead step already running.
   std::optional<std::vector<int>> rows;
   int turn = 0, n_rows = 0;
-  if (s.pending.has_value() && s.pending->req.k == req.k &&
-      s.pending->req.log_z == req.log_z) {
+  if (s.pending.has_value() && s.pending->kv == kv &&
+      s.pending->req.k == req.k && s.pending->req.log_z == req.log_z) {
     rows = MatchAhead(s.pending->batch, batch);
   }
   if (rows.has_value()) {

@@ -57,32 +57,34 @@ struct CudaModel::State {
   std::unique_ptr<kernels::cuda::GemmPlans> gemm;
   kernels::cuda::DeviceBuffer arena;  // plan.arena_bytes
 
-  // A step's metadata: written on the host into pinned memory, copied to
-  // the device in one transfer. Grown (both) when a step needs more.
-  uint8_t* host_meta = nullptr;
-  size_t meta_capacity = 0;
-  kernels::cuda::DeviceBuffer device_meta;
+  // A step's metadata: written on the host into one of two pinned buffers
+  // taken in turn, each free once the copy out of it (its event) has run (a
+  // lookahead step fills one while the copy of the step before may still
+  // wait in the stream), and copied to the device in one transfer. Grown
+  // (after the stream has drained) when a step needs more.
+  struct MetaBuffers {
+    uint8_t* host[2] = {nullptr, nullptr};
+    cudaEvent_t copied[2] = {nullptr, nullptr};
+    int turn = 0;
+    size_t capacity = 0;  // bytes of each
+    kernels::cuda::DeviceBuffer device;
+  };
+  MetaBuffers step_meta;   // eager steps
+  MetaBuffers graph_meta;  // decode graphs (they hold its device address)
   // Attention's split partials, sized at load for the device's
   // multiprocessors (kernels/cuda/attention.h).
   kernels::cuda::DeviceBuffer attention_workspace;
   std::vector<int> m_buckets;  // kernels::cuda::GemmBuckets(plan.max_tokens)
 
   // Decode graphs (cuda_model_graphs.cc): one per (batch bucket, context
-  // bucket), captured on first use over the KV cache graphs_kv and the
-  // metadata buffers graph_*_meta, whose addresses they hold: dropped when
-  // either changes. use_graphs turns false, for good, should a capture fail
-  // (graphs_off says why).
+  // bucket), captured on first use over the KV cache graphs_kv and
+  // graph_meta, whose addresses they hold: dropped when either changes.
+  // use_graphs turns false, for good, should a capture fail (graphs_off says
+  // why).
   bool use_graphs = false;
   std::string graphs_off;
   std::map<std::pair<int, int>, cudaGraphExec_t> graphs;
   const void* graphs_kv = nullptr;
-  // Two pinned host buffers taken in turn, each free once the copy out of
-  // it (its event) is done: a lookahead step fills one while the copy of
-  // the step before may still wait in the stream.
-  uint8_t* graph_host_meta[2] = {nullptr, nullptr};
-  cudaEvent_t graph_meta_copied[2] = {nullptr, nullptr};
-  int graph_meta_turn = 0;
-  kernels::cuda::DeviceBuffer graph_device_meta;
   int64_t graph_table_capacity = 0;  // block-table entries it holds
   void DropGraphs();
 
@@ -95,6 +97,7 @@ struct CudaModel::State {
     TopRequest req;
     int n_rows = 0;
     int staging = 0;
+    const void* kv = nullptr;  // the cache it wrote
   };
   std::optional<Pending> pending;
   int64_t lookahead_hits = 0;  // ForwardTop calls a lookahead step answered

@@ -98,6 +98,21 @@ struct StepArrays {
 // The arrays of layout l in the device buffer at `device`.
 StepArrays ArraysAt(const uint8_t* device, const StepLayout& l);
 
+// Buffers m of at least `bytes` each (grown once the stream has drained).
+absl::Status EnsureMeta(CudaModel::State& s, CudaModel::State::MetaBuffers& m,
+                        size_t bytes, const char* what);
+// m's next host buffer, once the copy out of it has run: fill it, then
+// UploadMeta copies `bytes` of it to m.device on `stream`.
+absl::StatusOr<uint8_t*> NextHostMeta(CudaModel::State::MetaBuffers& m);
+absl::Status UploadMeta(CudaModel::State::MetaBuffers& m, size_t bytes,
+                        cudaStream_t stream);
+// With device_tokens: a.tokens[i] = device_tokens[i * token_stride] for
+// i < n, on the device (a lookahead step's tokens: the step before's top-1
+// ids, never seen by the host).
+absl::Status TokensFromDevice(const StepArrays& a, int n,
+                              const int32_t* device_tokens, int token_stride,
+                              cudaStream_t stream);
+
 // Embeddings, then every layer: the residual stream of the step in kX.
 absl::Status RunLayers(CudaModel::State& s, const StepArrays& a,
                        const CudaKvCache& kv);
@@ -111,6 +126,12 @@ absl::StatusOr<CudaKvCache*> KvOf(const CudaModel::State& s, KvCache& cache);
 // rows, in kLogits.
 absl::StatusOr<int> RunStep(CudaModel::State& s, const Batch& batch,
                             KvCache& cache);
+// An eager step (every kernel launched), checks done; tokens as
+// TokensFromDevice says. Returns its logits rows, in kLogits.
+absl::StatusOr<int> RunEager(CudaModel::State& s, const Batch& batch,
+                             const CudaKvCache& kv,
+                             const int32_t* device_tokens = nullptr,
+                             int token_stride = 0);
 // Forgets the lookahead set and any lookahead step started, once that step
 // has finished on the device.
 absl::Status DropLookahead(CudaModel::State& s);
