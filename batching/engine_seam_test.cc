@@ -157,5 +157,28 @@ TEST(EngineSeamTest, LookaheadStepsAnswerTheStepsThatMatchThem) {
   ExpectEngineIdle(*rig.engine);
 }
 
+// Temperature sampling without top-k draws over each whole row where the
+// row is (TopRequest::draws: the model gets the rows' u's, the host only
+// the drawn ids); equal seeds give equal tokens. (sampler_test shows the
+// draws equal Sample's over the whole row.)
+TEST(EngineSeamTest, TemperatureDrawsHappenWhereTheRowsAre) {
+  std::unique_ptr<model::Tokenizer> tokenizer = testing::LoadTestTokenizer();
+  ASSERT_NE(tokenizer, nullptr);
+  std::vector<GenerationRequest> requests = Requests(12);
+  for (size_t i = 0; i < requests.size(); ++i) {
+    requests[i].sampling.temperature = 1.0f;
+    requests[i].sampling.seed = 100 + i;
+  }
+  Rig first = MakeRig(tokenizer.get(), 128);
+  const std::vector<std::vector<int32_t>> a =
+      RunTogether(*first.engine, requests);
+  EXPECT_GT(first.model->draw_steps(), 0);
+  Rig second = MakeRig(tokenizer.get(), 128);
+  const std::vector<std::vector<int32_t>> b =
+      RunTogether(*second.engine, requests);
+  EXPECT_EQ(a, b);
+  ExpectEngineIdle(*first.engine);
+}
+
 }  // namespace
 }  // namespace braid::batching

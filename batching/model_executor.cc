@@ -64,21 +64,48 @@ void ModelExecutor::AddSequence(const ScheduledSequence& s,
 }
 
 // The reduction every sample point of `plan` can sample from (the largest k
-// any needs, log Z when any reports log-probabilities), or nullopt when one
-// needs its whole row or none samples.
-std::optional<model::TopRequest> ModelExecutor::TopNeeded(const StepPlan& plan,
-                                                          int n_vocab) {
-  std::optional<model::TopRequest> need;
-  for (const ScheduledSequence& s : plan.sequences) {
-    for (const SamplePoint& p : s.samples) {
-      const std::optional<model::TopRequest> r = p.sampler->RowNeeds(n_vocab);
+// any needs, log Z when any reports log-probabilities, the draws of the
+// rows that draw over their whole row, their u's taken now), or nullopt
+// when one needs its whole row, a drawing row is shared, or none samples.
+std::optional<model::TopRequest> ModelExecutor::TopNeeded(
+    const StepPlan& plan, int n_vocab,
+    const std::vector<std::vector<int>>& sample_rows, int n_rows) {
+  struct Need {
+    Sampler* sampler;
+    int row;
+    model::TopRequest request;
+  };
+  std::vector<Need> needs;
+  std::vector<int> row_samples(n_rows, 0);
+  for (size_t i = 0; i < plan.sequences.size(); ++i) {
+    const ScheduledSequence& s = plan.sequences[i];
+    for (size_t j = 0; j < s.samples.size(); ++j) {
+      Sampler* sampler = s.samples[j].sampler;
+      std::optional<model::TopRequest> r = sampler->RowNeeds(n_vocab);
       if (!r.has_value()) return std::nullopt;
-      if (!need.has_value()) need = r;
-      need->k = std::max(need->k, r->k);
-      need->log_z = need->log_z || r->log_z;
+      needs.push_back({sampler, sample_rows[i][j], *std::move(r)});
+      ++row_samples[sample_rows[i][j]];
     }
   }
-  return need;
+  if (needs.empty()) return std::nullopt;
+  model::TopRequest top;
+  bool draws = false;
+  for (const Need& n : needs) {
+    top.k = std::max(top.k, n.request.k);
+    top.log_z = top.log_z || n.request.log_z;
+    if (n.request.draws.empty()) continue;
+    if (row_samples[n.row] > 1) return std::nullopt;
+    draws = true;
+  }
+  if (!draws) return top;
+  // Only now, sure of the path, do the drawing samplers take their u's.
+  top.draws.assign(n_rows, model::RowDraw());
+  for (const Need& n : needs) {
+    if (n.request.draws.empty()) continue;
+    top.draws[n.row] = {n.request.draws[0].inv_temperature,
+                        n.sampler->NextUniform()};
+  }
+  return top;
 }
 
 bool ModelExecutor::BuildAhead(const StepPlan& plan) {
@@ -118,7 +145,8 @@ absl::StatusOr<StepOutput> ModelExecutor::Execute(const StepPlan& plan) {
     AddSequence(s, &sample_rows[i], &rows);
   }
   const int n_vocab = vocab_size();
-  const std::optional<model::TopRequest> top = TopNeeded(plan, n_vocab);
+  const std::optional<model::TopRequest> top =
+      TopNeeded(plan, n_vocab, sample_rows, rows);
   absl::Status st;
   if (top.has_value()) {
     model_->SetLookahead(BuildAhead(plan) ? &ahead_ : nullptr);
@@ -136,10 +164,12 @@ absl::StatusOr<StepOutput> ModelExecutor::Execute(const StepPlan& plan) {
       const int64_t row = sample_rows[i][j];
       if (top.has_value()) {
         const int k = top_.k;
+        const bool drew = !top_.drawn.empty() && top_.drawn[row] >= 0;
         out.tokens[i].push_back(sampler->SampleTop(
             absl::MakeConstSpan(top_.ids.data() + row * k, k),
             absl::MakeConstSpan(top_.values.data() + row * k, k),
-            top->log_z ? top_.log_z[row] : 0.0f));
+            top->log_z ? top_.log_z[row] : 0.0f, drew ? top_.drawn[row] : -1,
+            drew ? top_.drawn_logit[row] : 0.0f));
         continue;
       }
       // Branches may share a row: it stays as it is (the sampler copies it

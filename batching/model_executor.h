@@ -34,8 +34,9 @@ class ModelExecutor : public Executor {
   const model::KvCache& kv_cache() const { return *kv_; }
 
  private:
-  static std::optional<model::TopRequest> TopNeeded(const StepPlan& plan,
-                                                    int n_vocab);
+  static std::optional<model::TopRequest> TopNeeded(
+      const StepPlan& plan, int n_vocab,
+      const std::vector<std::vector<int>>& sample_rows, int n_rows);
   // The lookahead of `plan` (model::Model::SetLookahead) into ahead_, when
   // it has one: every sequence one token taking its row's top-1, with room
   // for the next entry in its blocks.

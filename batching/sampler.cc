@@ -65,25 +65,36 @@ bool ByLogit(const std::pair<float, int32_t>& a,
 // Temperature, top-k, top-p and min-p shape the candidate set; the draw uses
 // one uniform number from the request's generator.
 int32_t Sampler::Draw(absl::Span<const float> logits) {
-  candidates_.clear();
   const float inv_t = 1.0f / options_.temperature;
-  for (size_t i = 0; i < logits.size(); ++i) {
-    candidates_.emplace_back(logits[i] * inv_t, static_cast<int32_t>(i));
-  }
-  size_t keep = candidates_.size();
+  size_t keep = logits.size();
   // Only top-p and min-p need the survivors in order; without them (and
   // without top-k) the draw walks the vocabulary in id order, which spares a
   // sort of the whole vocabulary per token.
   const bool ordered = options_.top_p < 1.0f || options_.min_p > 0.0f;
-  if (options_.top_k > 0 && static_cast<size_t>(options_.top_k) < keep) {
+  const bool top_k =
+      options_.top_k > 0 && static_cast<size_t>(options_.top_k) < keep;
+  if (!top_k && !ordered) {
+    return model::DrawInIdOrder(logits.data(), static_cast<int64_t>(keep),
+                                {inv_t, NextUniform()});
+  }
+  candidates_.clear();
+  for (size_t i = 0; i < logits.size(); ++i) {
+    candidates_.emplace_back(logits[i] * inv_t, static_cast<int32_t>(i));
+  }
+  if (top_k) {
     keep = options_.top_k;
     std::partial_sort(candidates_.begin(), candidates_.begin() + keep,
                       candidates_.end(), ByLogit);
     candidates_.resize(keep);
-  } else if (ordered) {
+  } else {
     std::sort(candidates_.begin(), candidates_.end(), ByLogit);
   }
   return DrawOrdered();
+}
+
+double Sampler::NextUniform() {
+  // 53 random bits -> [0, 1).
+  return static_cast<double>(rng_() >> 11) * 0x1.0p-53;
 }
 
 int32_t Sampler::DrawOrdered() {
@@ -113,8 +124,7 @@ int32_t Sampler::DrawOrdered() {
   }
   double total = 0;
   for (const auto& c : candidates_) total += c.first;
-  // 53 random bits -> [0, 1).
-  const double u = static_cast<double>(rng_() >> 11) * 0x1.0p-53 * total;
+  const double u = NextUniform() * total;
   double cum = 0;
   for (const auto& c : candidates_) {
     cum += c.first;
@@ -125,16 +135,21 @@ int32_t Sampler::DrawOrdered() {
 
 std::optional<model::TopRequest> Sampler::RowNeeds(int n_vocab) const {
   if (HasPenalties()) return std::nullopt;
-  int k = 1;
+  model::TopRequest need;
   if (options_.temperature > 0.0f) {
-    // Without top-k (or with one that keeps the whole vocabulary) the draw
-    // sees every entry.
-    if (options_.top_k <= 0 || options_.top_k >= n_vocab) return std::nullopt;
-    k = options_.top_k;
+    const bool top_k = options_.top_k > 0 && options_.top_k < n_vocab;
+    if (top_k) {
+      need.k = options_.top_k;
+    } else if (options_.top_p < 1.0f || options_.min_p > 0.0f) {
+      return std::nullopt;  // a nucleus over the whole sorted vocabulary
+    } else {
+      need.draws = {{1.0f / options_.temperature, 0.0}};
+    }
   }
-  if (options_.logprobs) k = std::max(k, options_.top_logprobs);
-  if (k > std::min(n_vocab, model::kMaxTopLogits)) return std::nullopt;
-  return model::TopRequest{k, options_.logprobs};
+  if (options_.logprobs) need.k = std::max(need.k, options_.top_logprobs);
+  if (need.k > std::min(n_vocab, model::kMaxTopLogits)) return std::nullopt;
+  need.log_z = options_.logprobs;
+  return need;
 }
 
 bool Sampler::TakesTop1() const {
@@ -143,9 +158,14 @@ bool Sampler::TakesTop1() const {
 }
 
 SampledToken Sampler::SampleTop(absl::Span<const int32_t> ids,
-                                absl::Span<const float> values, float log_z) {
+                                absl::Span<const float> values, float log_z,
+                                int32_t drawn, float drawn_logit) {
   SampledToken out;
-  if (options_.temperature <= 0.0f) {
+  float logit = values[0];
+  if (drawn >= 0) {
+    out.token_id = drawn;
+    logit = drawn_logit;
+  } else if (options_.temperature <= 0.0f) {
     out.token_id = ids[0];
   } else {
     // The row's top-k candidates, ordered by the scaled logits as Draw
@@ -157,15 +177,18 @@ SampledToken Sampler::SampleTop(absl::Span<const int32_t> ids,
       candidates_.emplace_back(values[i] * inv_t, ids[i]);
     }
     std::sort(candidates_.begin(), candidates_.end(), ByLogit);
-    out.token_id = DrawOrdered();
+    // (No candidates only when a caller broke RowNeeds' contract.)
+    out.token_id = candidates_.empty() ? ids[0] : DrawOrdered();
+    for (size_t i = 0; i < keep; ++i) {
+      if (ids[i] == out.token_id) logit = values[i];
+    }
   }
   if (options_.logprobs) {
-    for (size_t i = 0; i < ids.size(); ++i) {
-      if (ids[i] == out.token_id) out.logprob = values[i] - log_z;
-    }
+    out.logprob = logit - log_z;
     const size_t n = std::min<size_t>(options_.top_logprobs, ids.size());
-    for (size_t i = 0; i < n; ++i)
+    for (size_t i = 0; i < n; ++i) {
       out.top.push_back({ids[i], values[i] - log_z});
+    }
   }
   Accept(out.token_id);
   return out;

@@ -61,18 +61,25 @@ class Sampler {
 
   // What the next Sample needs of a logits row of n_vocab entries: its k
   // largest entries (and its log-sum-exp when log-probabilities are
-  // reported) for a greedy choice or a top-k draw without penalties, or
-  // nullopt for the whole row (penalties change entries anywhere in it; a
-  // draw without top-k walks the whole vocabulary).
+  // reported) for a greedy choice or a top-k draw, or (draws, one entry)
+  // a draw over the whole row made where the row is, for a temperature
+  // without top-k, top-p or min-p (its u from NextUniform, once the step
+  // is sure to take that path); nullopt for the whole row (penalties change
+  // entries anywhere in it; a nucleus needs the whole row sorted).
   std::optional<model::TopRequest> RowNeeds(int n_vocab) const;
+  // The uniform number in [0, 1) of the next draw, from the request's
+  // generator (each draw takes one).
+  double NextUniform();
   // Whether the next token is the row's largest entry, whatever the draw
   // (greedy, or top-k of 1, without penalties).
   bool TakesTop1() const;
   // Sample from a row reduced as RowNeeds asked (at least that many
-  // entries, in TopLogits order; log_z read only when asked): the token and
-  // log-probabilities Sample would give from the whole row.
+  // entries, in TopLogits order; log_z read only when asked; drawn >= 0 the
+  // row's draw and drawn_logit its logit): the token and log-probabilities
+  // Sample would give from the whole row.
   SampledToken SampleTop(absl::Span<const int32_t> ids,
-                         absl::Span<const float> values, float log_z);
+                         absl::Span<const float> values, float log_z,
+                         int32_t drawn = -1, float drawn_logit = 0.0f);
 
   // Records a generated token (for penalties). Sample() calls it itself.
   void Accept(int32_t token_id);

@@ -150,13 +150,18 @@ TEST(SamplerTest, RowNeedsTheTopKUnlessTheWholeRowMatters) {
   o.top_logprobs = 5;
   EXPECT_EQ(needs(o)->k, 5);
   EXPECT_TRUE(needs(o)->log_z);
-  o.temperature = 0.8f;  // a draw over the whole vocabulary
+  EXPECT_TRUE(needs(o)->draws.empty());
+  o.temperature = 0.8f;  // a draw over the whole row, where the row is
+  ASSERT_EQ(needs(o)->draws.size(), 1u);
+  EXPECT_FLOAT_EQ(needs(o)->draws[0].inv_temperature, 1.0f / 0.8f);
+  EXPECT_EQ(needs(o)->k, 5);
+  o.top_p = 0.9f;  // a nucleus of the whole sorted vocabulary
   EXPECT_FALSE(needs(o).has_value());
   o.top_k = 40;
-  o.top_p = 0.9f;
   o.min_p = 0.05f;
   EXPECT_EQ(needs(o)->k, 40);
-  o.top_k = 1000;  // keeps everything
+  EXPECT_TRUE(needs(o)->draws.empty());
+  o.top_k = 1000;  // keeps everything: top-p over the whole row again
   EXPECT_FALSE(needs(o).has_value());
   o.top_k = 40;
   o.presence_penalty = 0.5f;  // penalties reach anywhere in the row
@@ -173,7 +178,12 @@ TEST(SamplerTest, SampleTopEqualsSampleOverTheWholeRow) {
   constexpr int kVocab = 3000;
   std::mt19937 rng(11);
   std::normal_distribution<float> normal(0.0f, 2.0f);
-  std::vector<SamplingOptions> cases(4);
+  std::vector<SamplingOptions> cases(6);
+  cases[4].temperature = 0.9f;  // drawn over the whole row
+  cases[4].seed = 9;
+  cases[5] = cases[4];
+  cases[5].logprobs = true;
+  cases[5].top_logprobs = 4;
   cases[1].logprobs = true;
   cases[1].top_logprobs = 3;
   cases[2].temperature = 0.7f;
@@ -186,15 +196,18 @@ TEST(SamplerTest, SampleTopEqualsSampleOverTheWholeRow) {
   cases[3].top_logprobs = 60;
   for (const SamplingOptions& o : cases) {
     Sampler whole(o, {}), top(o, {});
-    const model::TopRequest req = *top.RowNeeds(kVocab);
+    model::TopRequest req = *top.RowNeeds(kVocab);
     for (int step = 0; step < 40; ++step) {
       std::vector<float> row(kVocab);
       for (float& v : row) v = std::round(normal(rng) * 8) / 8;  // with ties
+      if (!req.draws.empty()) req.draws[0].u = top.NextUniform();
       model::TopLogits reduced;
       model::ReduceLogits(row.data(), 1, kVocab, req, &reduced);
       const SampledToken a = whole.Sample(absl::MakeSpan(row));
-      const SampledToken b = top.SampleTop(reduced.ids, reduced.values,
-                                           req.log_z ? reduced.log_z[0] : 0.0f);
+      const bool drew = !reduced.drawn.empty();
+      const SampledToken b = top.SampleTop(
+          reduced.ids, reduced.values, req.log_z ? reduced.log_z[0] : 0.0f,
+          drew ? reduced.drawn[0] : -1, drew ? reduced.drawn_logit[0] : 0.0f);
       ASSERT_EQ(a.token_id, b.token_id) << "step " << step;
       EXPECT_EQ(a.logprob, b.logprob);
       ASSERT_EQ(a.top.size(), b.top.size());

@@ -16,9 +16,19 @@ namespace braid::model {
 // The most entries a row is reduced to (kernels/cuda/topk.h's kMaxTopK).
 inline constexpr int kMaxTopLogits = 1024;
 
+// A draw over a whole row, made where the row is: batching's Sampler::Draw
+// without top-k, top-p, min-p or penalties (DrawInIdOrder), whose token
+// depends on every entry. u in [0, 1) comes from the request's generator.
+struct RowDraw {
+  float inv_temperature = 0.0f;  // 0: this row draws nothing
+  double u = 0.0;
+};
+
 struct TopRequest {
   int k = 1;           // entries per row, in [1, min(n_vocab, kMaxTopLogits)]
   bool log_z = false;  // also log(sum_i exp(row[i])) of each row
+  // Empty, or one per logits row of the step: their draws.
+  std::vector<RowDraw> draws;
 };
 
 struct TopLogits {
@@ -29,6 +39,10 @@ struct TopLogits {
   std::vector<int32_t> ids;
   std::vector<float> values;
   std::vector<float> log_z;  // [rows] when asked, else empty
+  // [rows] when draws were asked: each row's drawn id (-1: none) and its
+  // logit there.
+  std::vector<int32_t> drawn;
+  std::vector<float> drawn_logit;
   // Scratch of the host reduction (Model::ForwardTop's default).
   std::vector<float> rows;
   std::vector<int32_t> order;
@@ -36,8 +50,16 @@ struct TopLogits {
   int num_rows() const { return k == 0 ? 0 : static_cast<int>(ids.size()) / k; }
 };
 
-// InvalidArgument unless 1 <= req.k <= min(n_vocab, kMaxTopLogits).
-absl::Status CheckTopRequest(const TopRequest& req, int n_vocab);
+// InvalidArgument unless 1 <= req.k <= min(n_vocab, kMaxTopLogits), and,
+// once the step's rows are known (n_rows >= 0), req.draws is empty or one
+// per row.
+absl::Status CheckTopRequest(const TopRequest& req, int n_vocab,
+                             int n_rows = -1);
+
+// The draw of `d` from row [n]: p = softmax(row * inv_temperature) (floats
+// of exp / a double sum), walked in id order until the running sum (double)
+// passes u * sum(p); the last id when rounding leaves it short.
+int32_t DrawInIdOrder(const float* row, int64_t n, const RowDraw& d);
 
 // log(sum_i exp(row[i])) as max + log(sum exp(x - max)), summed in double
 // in index order.

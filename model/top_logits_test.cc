@@ -58,5 +58,29 @@ TEST(TopLogits, RequestsOutsideTheRangeAreRefused) {
             absl::StatusCode::kInvalidArgument);
 }
 
+// Probabilities 0.1, 0.2, 0.3, 0.4 (logits log p at temperature 1): u
+// picks the first id whose running sum passes it; temperature 0.5 squares
+// and renormalises them.
+TEST(TopLogits, DrawsWalkTheRowInIdOrder) {
+  const std::vector<float> row = {std::log(0.1f), std::log(0.2f),
+                                  std::log(0.3f), std::log(0.4f)};
+  EXPECT_EQ(DrawInIdOrder(row.data(), 4, {1.0f, 0.05}), 0);
+  EXPECT_EQ(DrawInIdOrder(row.data(), 4, {1.0f, 0.25}), 1);
+  EXPECT_EQ(DrawInIdOrder(row.data(), 4, {1.0f, 0.55}), 2);
+  EXPECT_EQ(DrawInIdOrder(row.data(), 4, {1.0f, 0.65}), 3);
+  // Squared: 0.01, 0.04, 0.09, 0.16 of 0.3: the last id from u > 0.14/0.3.
+  EXPECT_EQ(DrawInIdOrder(row.data(), 4, {2.0f, 0.40}), 2);
+  EXPECT_EQ(DrawInIdOrder(row.data(), 4, {2.0f, 0.50}), 3);
+  TopLogits out;
+  TopRequest req;
+  req.draws = {{1.0f, 0.25}};
+  ReduceLogits(row.data(), 1, 4, req, &out);
+  ASSERT_EQ(out.drawn.size(), 1u);
+  EXPECT_EQ(out.drawn[0], 1);
+  EXPECT_EQ(out.drawn_logit[0], row[1]);
+  EXPECT_FALSE(CheckTopRequest(req, 4, 2).ok());  // one draw for two rows
+  EXPECT_TRUE(CheckTopRequest(req, 4, 1).ok());
+}
+
 }  // namespace
 }  // namespace braid::model

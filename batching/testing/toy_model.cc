@@ -74,6 +74,7 @@ absl::Status ToyModel::ForwardTop(const model::Batch& batch, model::KvCache& kv,
                                   const model::TopRequest& req,
                                   model::TopLogits* out) {
   ++top_steps_;
+  draw_steps_ += !req.draws.empty();
   std::optional<model::Batch> ahead = std::move(ahead_);
   ahead_.reset();
   std::optional<std::vector<int>> rows;

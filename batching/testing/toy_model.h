@@ -43,10 +43,12 @@ class ToyModel : public model::Model {
   int steps() const { return steps_; }
   int top_steps() const { return top_steps_; }
   int lookahead_hits() const { return lookahead_hits_; }
+  // ForwardTop calls that drew tokens over whole rows (TopRequest::draws).
+  int draw_steps() const { return draw_steps_; }
 
  private:
   model::ModelInfo info_;
-  int steps_ = 0, top_steps_ = 0, lookahead_hits_ = 0;
+  int steps_ = 0, top_steps_ = 0, lookahead_hits_ = 0, draw_steps_ = 0;
   std::optional<model::Batch> ahead_;  // set for the next ForwardTop
   // The lookahead step run, its request and rows.
   std::optional<model::Batch> pending_;
