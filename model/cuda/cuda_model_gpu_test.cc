@@ -232,7 +232,7 @@ std::unique_ptr<CudaModel> LoadCuda(const std::string& image, bool graphs) {
 // padding row writing the scratch slot; contexts crossing the 256-entry
 // context bucket, so a second capture) give the eager steps' logits; and
 // ForwardTop, run again on the same step, the host reduction of Forward's
-// rows.
+// rows, and its temperature draws the host's.
 TEST_P(CudaModelGpuTest, DecodeGraphsMatchEagerStepsAndForwardTopReduces) {
   const std::string image = testing::MakeRandomLlamaGguf(GetParam().spec);
   std::unique_ptr<CudaModel> eager = LoadCuda(image, false);
@@ -289,6 +289,20 @@ TEST_P(CudaModelGpuTest, DecodeGraphsMatchEagerStepsAndForwardTopReduces) {
       EXPECT_NEAR(top.log_z[q], host.log_z[q],
                   1e-5 * std::max(1.0f, std::abs(host.log_z[q])))
           << what;
+    }
+    // Temperature draws made on the device: the host's draws over the rows
+    // Forward returned (u's away from any boundary but by chance).
+    TopRequest draw_req{1, false, {{1.0f, 0.3}, {0.0f, 0.0}, {1.25f, 0.77}}};
+    TopLogits drawn;
+    st = graph->ForwardTop(b, *graph_kv, draw_req, &drawn);
+    ASSERT_TRUE(st.ok()) << what << ": " << st;
+    ASSERT_EQ(drawn.drawn.size(), 3u);
+    for (int q = 0; q < 3; ++q) {
+      const float* row = got.data() + int64_t{q} * n_vocab;
+      const RowDraw& d = draw_req.draws[q];
+      const int want =
+          d.inv_temperature > 0.0f ? DrawInIdOrder(row, n_vocab, d) : -1;
+      EXPECT_EQ(drawn.drawn[q], want) << what << " row " << q;
     }
   }
 }

@@ -226,6 +226,8 @@ CudaModel::State::~State() {
     if (g.ids != nullptr) cudaFreeHost(g.ids);
     if (g.values != nullptr) cudaFreeHost(g.values);
     if (g.log_z != nullptr) cudaFreeHost(g.log_z);
+    if (g.drawn != nullptr) cudaFreeHost(g.drawn);
+    if (g.drawn_logit != nullptr) cudaFreeHost(g.drawn_logit);
     if (g.copied != nullptr) cudaEventDestroy(g.copied);
   }
   if (stream != nullptr) cudaStreamDestroy(stream);

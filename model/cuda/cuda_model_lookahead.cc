@@ -7,10 +7,12 @@
 #include <cuda_runtime_api.h>
 
 #include <algorithm>
+#include <cstddef>
 #include <optional>
 #include <utility>
 #include <vector>
 
+#include "kernels/cuda/draw.h"
 #include "kernels/cuda/status.h"
 #include "kernels/cuda/topk.h"
 #include "model/batch_check.h"
@@ -26,8 +28,8 @@ namespace {
 
 using Staging = CudaModel::State::Staging;
 
-// Pinned room for rows x k entries (and rows log-sum-exps), once the last
-// copy into it is done.
+// Pinned room for rows x k entries (and rows log-sum-exps and draws), once
+// the last copy into it is done.
 absl::Status EnsureStaging(Staging& g, int64_t rows, int k) {
   BRAID_CUDA_RETURN_IF_ERROR(cudaEventSynchronize(g.copied));
   const int64_t entries = rows * k;
@@ -35,21 +37,50 @@ absl::Status EnsureStaging(Staging& g, int64_t rows, int k) {
   const int64_t new_entries = std::max(entries, 2 * g.entries);
   const int64_t new_rows = std::max(rows, 2 * g.rows);
   for (void* p : {static_cast<void*>(g.ids), static_cast<void*>(g.values),
-                  static_cast<void*>(g.log_z)}) {
+                  static_cast<void*>(g.log_z), static_cast<void*>(g.drawn),
+                  static_cast<void*>(g.drawn_logit)}) {
     if (p != nullptr) cudaFreeHost(p);
   }
-  g = Staging{nullptr, nullptr, nullptr, 0, 0, g.copied};
-  BRAID_CUDA_RETURN_IF_ERROR(cudaHostAlloc(reinterpret_cast<void**>(&g.ids),
-                                           new_entries * sizeof(int32_t),
-                                           cudaHostAllocDefault));
-  BRAID_CUDA_RETURN_IF_ERROR(cudaHostAlloc(reinterpret_cast<void**>(&g.values),
-                                           new_entries * sizeof(float),
-                                           cudaHostAllocDefault));
-  BRAID_CUDA_RETURN_IF_ERROR(cudaHostAlloc(reinterpret_cast<void**>(&g.log_z),
-                                           new_rows * sizeof(float),
-                                           cudaHostAllocDefault));
+  const cudaEvent_t copied = g.copied;
+  g = Staging();
+  g.copied = copied;
+  auto alloc = [](auto** p, int64_t n) {
+    return cudaHostAlloc(reinterpret_cast<void**>(p), n * sizeof(**p),
+                         cudaHostAllocDefault);
+  };
+  BRAID_CUDA_RETURN_IF_ERROR(alloc(&g.ids, new_entries));
+  BRAID_CUDA_RETURN_IF_ERROR(alloc(&g.values, new_entries));
+  BRAID_CUDA_RETURN_IF_ERROR(alloc(&g.log_z, new_rows));
+  BRAID_CUDA_RETURN_IF_ERROR(alloc(&g.drawn, new_rows));
+  BRAID_CUDA_RETURN_IF_ERROR(alloc(&g.drawn_logit, new_rows));
   g.entries = new_entries;
   g.rows = new_rows;
+  return absl::OkStatus();
+}
+
+// The rows' draws (req.draws, one per row) on the device into kDrawn and
+// kDrawnLogit, copied into g.
+absl::Status DrawIntoStaging(CudaModel::State& s, int n_rows,
+                             const TopRequest& req, Staging& g) {
+  static_assert(sizeof(RowDraw) == sizeof(kernels::cuda::CudaRowDraw) &&
+                offsetof(RowDraw, u) ==
+                    offsetof(kernels::cuda::CudaRowDraw, u));
+  auto* draws = s.Buffer<kernels::cuda::CudaRowDraw>(kDraws);
+  int32_t* drawn = s.Buffer<int32_t>(kDrawn);
+  float* drawn_logit = s.Buffer<float>(kDrawnLogit);
+  // From pageable memory: the copy has read it when the call returns.
+  BRAID_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(draws, req.draws.data(),
+                                             n_rows * sizeof(RowDraw),
+                                             cudaMemcpyHostToDevice, s.stream));
+  BRAID_RETURN_IF_ERROR(kernels::cuda::DrawRows(s.Buffer<float>(kLogits),
+                                                n_rows, s.config.n_vocab, draws,
+                                                drawn, drawn_logit, s.stream));
+  BRAID_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(g.drawn, drawn,
+                                             n_rows * sizeof(int32_t),
+                                             cudaMemcpyDeviceToHost, s.stream));
+  BRAID_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(g.drawn_logit, drawn_logit,
+                                             n_rows * sizeof(float),
+                                             cudaMemcpyDeviceToHost, s.stream));
   return absl::OkStatus();
 }
 
@@ -82,6 +113,9 @@ absl::StatusOr<int> ReduceIntoStaging(CudaModel::State& s, int n_rows,
   if (req.log_z) {
     BRAID_CUDA_RETURN_IF_ERROR(copy(g.log_z, log_z, n_rows * sizeof(float)));
   }
+  if (!req.draws.empty()) {
+    BRAID_RETURN_IF_ERROR(DrawIntoStaging(s, n_rows, req, g));
+  }
   BRAID_CUDA_RETURN_IF_ERROR(cudaEventRecord(g.copied, s.stream));
   return turn;
 }
@@ -95,10 +129,13 @@ absl::Status Collect(CudaModel::State& s, int turn, int n_rows,
   BRAID_CUDA_RETURN_IF_ERROR(cudaEventSynchronize(g.copied));
   const size_t entries = static_cast<size_t>(n_rows) * req.k;
   if (rows == nullptr) {
+    const int n_drawn = req.draws.empty() ? 0 : n_rows;
     out->k = req.k;
     out->ids.assign(g.ids, g.ids + entries);
     out->values.assign(g.values, g.values + entries);
     out->log_z.assign(g.log_z, g.log_z + (req.log_z ? n_rows : 0));
+    out->drawn.assign(g.drawn, g.drawn + n_drawn);
+    out->drawn_logit.assign(g.drawn_logit, g.drawn_logit + n_drawn);
     return absl::OkStatus();
   }
   TopLogits all;
@@ -117,7 +154,7 @@ absl::Status Collect(CudaModel::State& s, int turn, int n_rows,
 absl::StatusOr<bool> StartAhead(CudaModel::State& s, const Batch& ahead,
                                 int n_rows, const TopRequest& req,
                                 const CudaKvCache& kv) {
-  if (!CheckAhead(ahead, n_rows).ok() ||
+  if (!req.draws.empty() || !CheckAhead(ahead, n_rows).ok() ||
       static_cast<int>(ahead.tokens.size()) > s.plan.max_tokens) {
     return false;
   }
@@ -173,7 +210,7 @@ absl::Status CudaModel::ForwardTop(const Batch& batch, KvCache& cache,
   // This step may be the lookahead step already running.
   std::optional<std::vector<int>> rows;
   int turn = 0, n_rows = 0;
-  if (s.pending.has_value() && s.pending->kv == kv &&
+  if (s.pending.has_value() && s.pending->kv == kv && req.draws.empty() &&
       s.pending->req.k == req.k && s.pending->req.log_z == req.log_z) {
     rows = MatchAhead(s.pending->batch, batch);
   }
@@ -185,6 +222,7 @@ absl::Status CudaModel::ForwardTop(const Batch& batch, KvCache& cache,
   } else {
     BRAID_RETURN_IF_ERROR(cs::DropLookahead(s));
     BRAID_ASSIGN_OR_RETURN(n_rows, cs::RunStep(s, batch, cache));
+    BRAID_RETURN_IF_ERROR(CheckTopRequest(req, s.config.n_vocab, n_rows));
     BRAID_ASSIGN_OR_RETURN(turn, cs::ReduceIntoStaging(s, n_rows, req));
   }
   // The next step goes into the stream before the host waits for this

@@ -107,6 +107,8 @@ struct CudaModel::State {
     int32_t* ids = nullptr;
     float* values = nullptr;
     float* log_z = nullptr;
+    int32_t* drawn = nullptr;
+    float* drawn_logit = nullptr;
     int64_t entries = 0;  // rows x k they hold
     int64_t rows = 0;
     cudaEvent_t copied = nullptr;

@@ -42,11 +42,24 @@ CudaPlan PlanCudaModel(const LlamaConfig& c, bool tied_output, int max_tokens) {
 
   const int64_t t = max_tokens;
   const int64_t bytes[kNumCudaBuffers] = {
-      4 * t * c.n_embd,      2 * t * c.n_embd,      4 * t * p.qkv_rows(),
-      4 * t * p.q_dim,       4 * t * p.q_dim,       2 * t * p.q_dim,
-      4 * t * 2 * c.n_ff,    2 * t * c.n_ff,        4 * t * c.n_embd,
-      4 * t * c.n_vocab,     4 * t * c.n_rot,       4 * t * c.n_rot,
-      4 * t * kMaxTopLogits, 4 * t * kMaxTopLogits, 4 * t,
+      4 * t * c.n_embd,
+      2 * t * c.n_embd,
+      4 * t * p.qkv_rows(),
+      4 * t * p.q_dim,
+      4 * t * p.q_dim,
+      2 * t * p.q_dim,
+      4 * t * 2 * c.n_ff,
+      2 * t * c.n_ff,
+      4 * t * c.n_embd,
+      4 * t * c.n_vocab,
+      4 * t * c.n_rot,
+      4 * t * c.n_rot,
+      4 * t * kMaxTopLogits,
+      4 * t * kMaxTopLogits,
+      4 * t,
+      16 * t,
+      4 * t,
+      4 * t,
   };
   int64_t off = 0;
   for (int b = 0; b < kNumCudaBuffers; ++b) {

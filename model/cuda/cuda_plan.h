@@ -32,21 +32,24 @@ enum CudaProduct {
 
 // The activation buffers of a step, offsets into one device arena.
 enum CudaBuffer {
-  kX,          // f32 [T, n_embd] residual stream
-  kH,          // BF16 [T, n_embd] normed input of a product
-  kQkv,        // f32 [T, q_dim + 2 kv_dim]
-  kQ,          // f32 [T, q_dim] attention's queries
-  kAttn,       // f32 [T, q_dim] attention's output
-  kAttnBf16,   // BF16 [T, q_dim] the O product's input
-  kGateUp,     // f32 [T, 2 n_ff]
-  kAct,        // BF16 [T, n_ff] the down product's input
-  kO,          // f32 [T, n_embd] a product's output before a post-norm (gemma)
-  kLogits,     // f32 [T, n_vocab]
-  kRope,       // f32 [T, n_rot] the step's RoPE table (cos, sin per pair)
-  kRopeSwa,    // f32 [T, n_rot] the sliding layers' table (gemma3)
-  kTopIds,     // int32 [T, kMaxTopLogits] the logits rows reduced (ForwardTop)
-  kTopValues,  // f32 [T, kMaxTopLogits]
-  kLogZ,       // f32 [T]
+  kX,           // f32 [T, n_embd] residual stream
+  kH,           // BF16 [T, n_embd] normed input of a product
+  kQkv,         // f32 [T, q_dim + 2 kv_dim]
+  kQ,           // f32 [T, q_dim] attention's queries
+  kAttn,        // f32 [T, q_dim] attention's output
+  kAttnBf16,    // BF16 [T, q_dim] the O product's input
+  kGateUp,      // f32 [T, 2 n_ff]
+  kAct,         // BF16 [T, n_ff] the down product's input
+  kO,           // f32 [T, n_embd] a product's output before a post-norm (gemma)
+  kLogits,      // f32 [T, n_vocab]
+  kRope,        // f32 [T, n_rot] the step's RoPE table (cos, sin per pair)
+  kRopeSwa,     // f32 [T, n_rot] the sliding layers' table (gemma3)
+  kTopIds,      // int32 [T, kMaxTopLogits] the logits rows reduced (ForwardTop)
+  kTopValues,   // f32 [T, kMaxTopLogits]
+  kLogZ,        // f32 [T]
+  kDraws,       // kernels::cuda::CudaRowDraw [T] the rows' draws (ForwardTop)
+  kDrawn,       // int32 [T]
+  kDrawnLogit,  // f32 [T]
   kNumCudaBuffers
 };
 
