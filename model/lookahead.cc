@@ -17,9 +17,8 @@ bool SameSequence(const Batch& a, size_t i, const Batch& b, size_t j) {
       std::equal(p.block_table.begin(), p.block_table.end(),
                  q.block_table.begin());
   return p.num_tokens == q.num_tokens && p.num_cached == q.num_cached &&
-         table_holds &&
-         p.visible_streams == q.visible_streams && p.logits == q.logits &&
-         p.kernel_tokens == q.kernel_tokens &&
+         table_holds && p.visible_streams == q.visible_streams &&
+         p.logits == q.logits && p.kernel_tokens == q.kernel_tokens &&
          a.tokens[p.first_token] == b.tokens[q.first_token] &&
          a.meta[p.first_token].stream == b.meta[q.first_token].stream &&
          a.meta[p.first_token].y == b.meta[q.first_token].y;
