@@ -1,11 +1,18 @@
 #!/usr/bin/env bash
-# Assembles the CPU runtime image's root filesystem without a container
-# engine: Debian 12's minbase (debootstrap) with the shared libraries braidd
-# links (runtime-packages.txt), braidd itself, a non-root user (10001) and the
+# Assembles the runtime image's root filesystem without a container engine:
+# Debian 12's minbase (debootstrap) with the shared libraries braidd links
+# (runtime-packages.txt), braidd itself, a non-root user (10001) and the
 # mount points the Kubernetes manifests use (/models, /etc/braid). The same
-# content as the Dockerfile beside it.
+# content as the Dockerfile beside it. Given a braidd built with
+# --config=cuda, it is the GPU image's: the CUDA runtime libraries that
+# braidd links (libcudart, libcublas, libcublasLt, from the installed
+# toolkit) go to /usr/local/cuda/lib64, on the loader's path, as
+# Dockerfile.cuda installs them from NVIDIA's Debian 12 packages; the
+# driver's libcuda comes from the host at run time (the NVIDIA container
+# toolkit mounts it).
 #
 #   deploy/image/build_rootfs.sh ROOTFS [BRAIDD]   # BRAIDD: bazel-bin/server/braidd
+#   deploy/image/build_rootfs.sh ROOTFS bazel-out/k8-fastbuildcuda/bin/server/braidd  # GPU
 #
 # The debootstrapped base is cached under $BRAID_CACHE/image (keyed by the
 # package list), so a rebuild downloads nothing. Needs root (debootstrap).
@@ -48,4 +55,13 @@ install -m 0755 "$BRAIDD" "$ROOTFS/usr/local/bin/braidd"
 echo "braid:x:10001:10001:braidd:/nonexistent:/usr/sbin/nologin" >> "$ROOTFS/etc/passwd"
 echo "braid:x:10001:" >> "$ROOTFS/etc/group"
 mkdir -p "$ROOTFS/models" "$ROOTFS/etc/braid"
+if ldd "$BRAIDD" | grep -q 'libcudart\.so'; then
+  missing="$(ldd "$BRAIDD" | awk '/lib(cudart|cublas|cublasLt)\.so.*not found/ {print $1}')"
+  [ -z "$missing" ] || { echo "build_rootfs: $BRAIDD needs $missing: install the CUDA toolkit (TOOLCHAIN.md)" >&2; exit 1; }
+  mkdir -p "$ROOTFS/usr/local/cuda/lib64"
+  ldd "$BRAIDD" | awk '$1 ~ /^lib(cudart|cublas|cublasLt)\.so/ {print $1, $3}' |
+    while read -r name path; do cp -L "$path" "$ROOTFS/usr/local/cuda/lib64/$name"; done
+  echo /usr/local/cuda/lib64 > "$ROOTFS/etc/ld.so.conf.d/cuda.conf"
+  ldconfig -r "$ROOTFS"
+fi
 echo "build_rootfs: $ROOTFS ($(du -sh "$ROOTFS" | cut -f1))" >&2

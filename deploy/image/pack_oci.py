@@ -3,10 +3,12 @@
 form registries, skopeo, podman and containerd import, without a container
 engine:
 
-    deploy/image/pack_oci.py ROOTFS OUT_DIR [--tag braidd-cpu:0.1.0]
+    deploy/image/pack_oci.py ROOTFS OUT_DIR [--tag braidd-cpu:0.1.0] [--env K=V ...]
 
 then, for example, `skopeo copy oci:OUT_DIR:0.1.0 docker://REGISTRY/braid/braidd-cpu:0.1.0`.
-The image runs braidd as user 10001 with the ports of docs/OPERATIONS.md.
+The image runs braidd as user 10001 with the ports of docs/OPERATIONS.md;
+--env adds to its environment (the GPU image: NVIDIA_VISIBLE_DEVICES and
+NVIDIA_DRIVER_CAPABILITIES, which the NVIDIA container toolkit reads).
 The layer is reproducible: files sorted, times and names normalised.
 """
 import argparse
@@ -53,6 +55,8 @@ def main():
     p.add_argument("rootfs")
     p.add_argument("out")
     p.add_argument("--tag", default="braidd-cpu:0.1.0")
+    p.add_argument("--env", action="append", default=[],
+                   help="KEY=VALUE in the image's environment (repeatable)")
     args = p.parse_args()
     name, _, tag = args.tag.partition(":")
     shutil.rmtree(args.out, ignore_errors=True)
@@ -66,6 +70,8 @@ def main():
         "os": "linux",
         "config": {
             "User": "10001:10001",
+            "Env": ["PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:"
+                    "/sbin:/bin"] + args.env,
             "Entrypoint": ["/usr/local/bin/braidd"],
             "Cmd": ["--flagfile=/etc/braid/braidd.conf"],
             "ExposedPorts": {port: {} for port in PORTS},

@@ -29,6 +29,18 @@ pb, pb_grpc = harness.load_stubs()
 
 
 class ImageTest(unittest.TestCase):
+    # The image: its tag, the environment pack_oci.py adds, and braidd's
+    # --device inside it.
+    TAG = "braidd-cpu:0.1.0"
+    ENV = []
+    DEVICE = "cpu"
+
+    def braidd(self):
+        return harness.runfile("server/braidd")
+
+    def check_rootfs(self, root, spec):
+        """What the image kind adds (nothing for the CPU image)."""
+
     def test_build_pack_unpack_and_boot(self):
         if os.geteuid() != 0:
             self.fail("the image test needs root (debootstrap, chroot)")
@@ -46,10 +58,11 @@ class ImageTest(unittest.TestCase):
         rootfs, oci, bundle = (os.path.join(work, d)
                                for d in ("rootfs", "oci", "bundle"))
         subprocess.run([harness.runfile("deploy/image/build_rootfs.sh"),
-                        rootfs, harness.runfile("server/braidd")], check=True)
+                        rootfs, self.braidd()], check=True)
         out = subprocess.run(
             [sys.executable, harness.runfile("deploy/image/pack_oci.py"),
-             rootfs, oci, "--tag", "braidd-cpu:0.1.0"],
+             rootfs, oci, "--tag", self.TAG,
+             *(f"--env={e}" for e in self.ENV)],
             check=True, capture_output=True, text=True).stdout
         print(out, end="")
         subprocess.run(["umoci", "unpack", "--image", f"{oci}:0.1.0",
@@ -61,12 +74,16 @@ class ImageTest(unittest.TestCase):
         root = os.path.join(bundle, "rootfs")
         self.assertTrue(os.access(os.path.join(root, "usr/local/bin/braidd"),
                                   os.X_OK))
+        for e in self.ENV:
+            self.assertIn(e, spec["process"]["env"])
         shutil.copy(model, os.path.join(root, "models", "model.gguf"))
+        self.check_rootfs(root, spec)
         port = harness.free_port()
         with open(os.path.join(root, "etc", "braid", "braidd.conf"), "w") as f:
             f.write("--model=/models/model.gguf\n"
                     f"--listen=127.0.0.1:{port}\n--metrics_listen=\n"
-                    "--threads=2\n--drain_grace_seconds=5\n")
+                    f"--threads=2\n--drain_grace_seconds=5\n"
+                    f"--device={self.DEVICE}\n")
         log = open(os.path.join(work, "braidd.log"), "w")
         proc = subprocess.Popen(
             ["chroot", "--userspec=10001:10001", root,
