@@ -22,6 +22,10 @@ ABSL_FLAG(std::string, device, "auto",
 ABSL_FLAG(bool, cuda_graphs, true,
           "On a GPU: decode steps replay a CUDA graph per batch-size "
           "bucket; false launches every kernel of every step.");
+ABSL_FLAG(bool, cuda_pdl, false,
+          "On a GPU of compute capability 9.0+ (H100, H200): programmatic "
+          "dependent launch, each kernel of a step scheduled while the one "
+          "before it finishes.");
 ABSL_FLAG(double, gpu_memory_fraction, 0.9,
           "On a GPU: the share of the device memory free after loading the "
           "weights that the KV cache takes (unless --kv_budget_tokens is "
@@ -297,6 +301,7 @@ DaemonFlags ReadFlags() {
   f.device = absl::GetFlag(FLAGS_device);
   f.gpu_memory_fraction = absl::GetFlag(FLAGS_gpu_memory_fraction);
   f.cuda_graphs = absl::GetFlag(FLAGS_cuda_graphs);
+  f.cuda_pdl = absl::GetFlag(FLAGS_cuda_pdl);
   f.threads = absl::GetFlag(FLAGS_threads);
   f.packed_matmul = absl::GetFlag(FLAGS_packed_matmul);
   f.context_length = absl::GetFlag(FLAGS_context_length);

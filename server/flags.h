@@ -37,6 +37,7 @@ struct DaemonFlags {
   std::string device = "auto";  // --device: cpu | auto | cuda[:N]
   double gpu_memory_fraction = 0.9;  // of free device memory for the KV cache
   bool cuda_graphs = true;           // decode steps replay CUDA graphs
+  bool cuda_pdl = false;             // programmatic dependent launch
   int threads = 0;                   // 0: one a hardware thread
   bool packed_matmul = false;
   int context_length = 4096;  // capped by the model's training context

@@ -115,6 +115,7 @@ absl::Status LoadOnGpu(const DaemonFlags& flags, int device,
   opts.device = device;
   opts.max_tokens = flags.engine.max_batch_tokens;
   opts.cuda_graphs = flags.cuda_graphs;
+  opts.dependent_launch = flags.cuda_pdl;
   auto cuda = model::CudaModel::Load(std::move(file), opts);
   if (!cuda.ok()) return cuda.status();
   std::fprintf(stderr, "braidd: on cuda:%d, %.2f GiB of BF16 weights\n", device,

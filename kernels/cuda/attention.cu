@@ -15,6 +15,7 @@
 #include "kernels/cuda/attention_launch.h"
 #include "kernels/cuda/attention_plan.h"
 #include "kernels/cuda/attention_rule.h"
+#include "kernels/cuda/launch.cuh"
 #include "kernels/cuda/mma_sm80.cuh"
 
 namespace braid::kernels::cuda {
@@ -416,6 +417,7 @@ __device__ __forceinline__ void WriteRows(const TileArgs& a,
 template <class T>
 __global__ void __launch_bounds__(T::kThreads)
     AttentionTileKernel(const TileArgs a) {
+  AwaitPrerequisiteGrids();
   extern __shared__ __align__(16) unsigned char smem[];
   uint16_t* s_k = reinterpret_cast<uint16_t*>(smem);
   uint16_t* s_v = s_k + T::kKeys * T::kKvStride;
@@ -494,6 +496,7 @@ constexpr int kCombineWarps = 4;
 // w_z = exp2(lse_z - max lse); empty splits (lse -inf) weigh 0.
 __global__ void __launch_bounds__(kCombineWarps * 32)
     CombineKernel(const CombineArgs a) {
+  AwaitPrerequisiteGrids();
   const int64_t prow = int64_t{blockIdx.x} * kCombineWarps + threadIdx.x / 32;
   if (prow >= a.part_rows) return;
   const int lane = threadIdx.x % 32;
@@ -545,8 +548,7 @@ cudaError_t LaunchTiles(const TileArgs& args, const AttentionPlan& plan,
     if (err != cudaSuccess) return err;
   }
   const dim3 grid(plan.q_tiles, pairs, plan.splits);
-  kernel<<<grid, T::kThreads, T::kSmemBytes, stream>>>(args);
-  return cudaGetLastError();
+  return Launch(kernel, grid, T::kThreads, T::kSmemBytes, stream, args);
 }
 
 template <int head_dim>
@@ -607,9 +609,8 @@ cudaError_t LaunchCombine(const TileArgs& t, const AttentionPlan& plan,
   c.group = t.group;
   c.head_dim = head_dim;
   const int64_t blocks = (t.part_rows + kCombineWarps - 1) / kCombineWarps;
-  CombineKernel<<<static_cast<unsigned>(blocks), kCombineWarps * 32, 0,
-                  stream>>>(c);
-  return cudaGetLastError();
+  return Launch(CombineKernel, static_cast<unsigned>(blocks),
+                kCombineWarps * 32, 0, stream, c);
 }
 
 }  // namespace

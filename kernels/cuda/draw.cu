@@ -5,6 +5,8 @@
 #include <cmath>
 #include <cstdint>
 
+#include "kernels/cuda/launch.cuh"
+
 namespace braid::kernels::cuda {
 
 // Mirrors draw.h's (that header includes absl, which nvcc does not take).
@@ -66,6 +68,7 @@ __device__ double BlockExclusiveSum(double v) {
 __global__ void __launch_bounds__(kThreads)
     DrawRowsKernel(const float* logits, int n_vocab, const CudaRowDraw* draws,
                    int32_t* drawn, float* drawn_logit) {
+  AwaitPrerequisiteGrids();
   __shared__ int s_found;
   const int64_t row = blockIdx.x;
   const CudaRowDraw d = draws[row];
@@ -122,9 +125,8 @@ cudaError_t internal::LaunchDrawRows(const float* logits, int n_rows,
                                      int n_vocab, const CudaRowDraw* draws,
                                      int32_t* drawn, float* drawn_logit,
                                      cudaStream_t stream) {
-  DrawRowsKernel<<<n_rows, kThreads, 0, stream>>>(logits, n_vocab, draws, drawn,
-                                                  drawn_logit);
-  return cudaGetLastError();
+  return Launch(DrawRowsKernel, n_rows, kThreads, 0, stream, logits, n_vocab,
+                draws, drawn, drawn_logit);
 }
 
 }  // namespace braid::kernels::cuda

@@ -1,6 +1,7 @@
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
+#include "kernels/cuda/launch.cuh"
 #include "kernels/cuda/ops.h"
 
 namespace braid::kernels::cuda {
@@ -40,6 +41,7 @@ __device__ float RowRmsScale(const float* x, int d, float eps) {
 __global__ void EmbedKernel(const uint16_t* table, const int32_t* tokens,
                             const CudaEntryMeta* meta, const float* stream_embd,
                             int d, float scale, float* x) {
+  AwaitPrerequisiteGrids();
   const int t = blockIdx.x;
   const uint16_t* row = table + int64_t{tokens[t]} * d;
   const float* se = stream_embd != nullptr
@@ -68,6 +70,7 @@ __device__ __forceinline__ void Store<uint16_t>(uint16_t* p, float v) {
 template <typename Out>
 __global__ void RmsNormKernel(const float* x, int ld_x, const int32_t* rows,
                               int d, const float* w, float eps, Out* out) {
+  AwaitPrerequisiteGrids();
   const int i = blockIdx.x;
   const int r = rows != nullptr ? rows[i] : i;
   const float* xr = x + int64_t{r} * ld_x;
@@ -80,6 +83,7 @@ __global__ void RmsNormKernel(const float* x, int ld_x, const int32_t* rows,
 
 __global__ void PostNormAddKernel(const float* o, const float* w, float eps,
                                   int d, float* x) {
+  AwaitPrerequisiteGrids();
   const int64_t t = blockIdx.x;
   const float* orow = o + t * d;
   const float scale = RowRmsScale(orow, d, eps);
@@ -104,6 +108,7 @@ __device__ float GeluTanhFp16(float v) {
 
 __global__ void GatedActKernel(const float* gu, int ff, GatedAct act,
                                uint16_t* out) {
+  AwaitPrerequisiteGrids();
   const int64_t t = blockIdx.y;
   const int i = blockIdx.x * blockDim.x + threadIdx.x;
   if (i >= ff) return;
@@ -166,6 +171,7 @@ __global__ void QkvEpilogueKernel(const float* qkv, QkvShape shape,
                                   RopeRotation rope, float q_scale,
                                   const int64_t* slots, float* q,
                                   uint16_t* k_pool, uint16_t* v_pool) {
+  AwaitPrerequisiteGrids();
   extern __shared__ float smem[];
   const int h = blockIdx.x;
   const int64_t t = blockIdx.y;
@@ -196,6 +202,7 @@ __global__ void QkvEpilogueKernel(const float* qkv, QkvShape shape,
 // One thread a (token, pair): the angle by successive products, as ggml.
 __global__ void RopeTableKernel(const CudaEntryMeta* meta, int n,
                                 RopeParams rope, float* cs) {
+  AwaitPrerequisiteGrids();
   const int pairs = rope.n_rot / 2;
   const int64_t k = int64_t{blockIdx.x} * blockDim.x + threadIdx.x;
   if (k >= int64_t{n} * pairs) return;
@@ -213,16 +220,19 @@ __global__ void RopeTableKernel(const CudaEntryMeta* meta, int n,
 __global__ void WriteKvMetaKernel(const CudaEntryMeta* meta,
                                   const int64_t* slots, int n,
                                   CudaEntryMeta* kv_meta) {
+  AwaitPrerequisiteGrids();
   const int t = blockIdx.x * blockDim.x + threadIdx.x;
   if (t < n) kv_meta[slots[t]] = meta[t];
 }
 
 __global__ void SoftcapKernel(float* x, int64_t n, float cap) {
+  AwaitPrerequisiteGrids();
   const int64_t i = int64_t{blockIdx.x} * blockDim.x + threadIdx.x;
   if (i < n) x[i] = cap * tanhf(x[i] * (1.0f / cap));
 }
 
 __global__ void F32ToBf16Kernel(const float* x, int64_t n, uint16_t* out) {
+  AwaitPrerequisiteGrids();
   const int64_t i = int64_t{blockIdx.x} * blockDim.x + threadIdx.x;
   if (i < n) out[i] = ToBf16(x[i]);
 }
@@ -244,51 +254,46 @@ cudaError_t EmbedRows(const uint16_t* table, const int32_t* tokens,
                       int n, int d, float scale, float* x,
                       cudaStream_t stream) {
   if (n == 0) return cudaSuccess;
-  EmbedKernel<<<n, RowThreads(d), 0, stream>>>(table, tokens, meta, stream_embd,
-                                               d, scale, x);
-  return cudaGetLastError();
+  return Launch(EmbedKernel, n, RowThreads(d), 0, stream, table, tokens, meta,
+                stream_embd, d, scale, x);
 }
 
 cudaError_t RmsNormToBf16(const float* x, int ld_x, const int32_t* rows, int n,
                           int d, const float* w, float eps, uint16_t* out,
                           cudaStream_t stream) {
   if (n == 0) return cudaSuccess;
-  RmsNormKernel<uint16_t>
-      <<<n, RowThreads(d), 0, stream>>>(x, ld_x, rows, d, w, eps, out);
-  return cudaGetLastError();
+  return Launch(RmsNormKernel<uint16_t>, n, RowThreads(d), 0, stream, x, ld_x,
+                rows, d, w, eps, out);
 }
 
 cudaError_t RmsNormF32(const float* x, int ld_x, const int32_t* rows, int n,
                        int d, const float* w, float eps, float* out,
                        cudaStream_t stream) {
   if (n == 0) return cudaSuccess;
-  RmsNormKernel<float>
-      <<<n, RowThreads(d), 0, stream>>>(x, ld_x, rows, d, w, eps, out);
-  return cudaGetLastError();
+  return Launch(RmsNormKernel<float>, n, RowThreads(d), 0, stream, x, ld_x,
+                rows, d, w, eps, out);
 }
 
 cudaError_t PostNormAdd(const float* o, const float* w, float eps, int n, int d,
                         float* x, cudaStream_t stream) {
   if (n == 0) return cudaSuccess;
-  PostNormAddKernel<<<n, RowThreads(d), 0, stream>>>(o, w, eps, d, x);
-  return cudaGetLastError();
+  return Launch(PostNormAddKernel, n, RowThreads(d), 0, stream, o, w, eps, d,
+                x);
 }
 
 cudaError_t GatedActToBf16(const float* gu, int n, int ff, GatedAct act,
                            uint16_t* out, cudaStream_t stream) {
   if (n == 0) return cudaSuccess;
-  GatedActKernel<<<dim3(Blocks(ff), n), kThreads, 0, stream>>>(gu, ff, act,
-                                                               out);
-  return cudaGetLastError();
+  return Launch(GatedActKernel, dim3(Blocks(ff), n), kThreads, 0, stream, gu,
+                ff, act, out);
 }
 
 cudaError_t RopeTable(const CudaEntryMeta* meta, int n, const RopeParams& rope,
                       float* cs, cudaStream_t stream) {
   if (n == 0 || rope.n_rot == 0) return cudaSuccess;
   if (rope.n_rot < 0 || rope.n_rot % 2 != 0) return cudaErrorInvalidValue;
-  RopeTableKernel<<<Blocks(int64_t{n} * (rope.n_rot / 2)), kThreads, 0,
-                    stream>>>(meta, n, rope, cs);
-  return cudaGetLastError();
+  return Launch(RopeTableKernel, Blocks(int64_t{n} * (rope.n_rot / 2)),
+                kThreads, 0, stream, meta, n, rope, cs);
 }
 
 cudaError_t QkvEpilogue(const float* qkv, int n, const QkvShape& shape,
@@ -302,31 +307,27 @@ cudaError_t QkvEpilogue(const float* qkv, int n, const QkvShape& shape,
     return cudaErrorInvalidValue;
   }
   const dim3 grid(shape.n_head + 2 * shape.n_kv_head, n);
-  QkvEpilogueKernel<<<grid, RowThreads(shape.head_dim),
-                      shape.head_dim * sizeof(float), stream>>>(
-      qkv, shape, q_norm, k_norm, rope, q_scale, slots, q, k_pool, v_pool);
-  return cudaGetLastError();
+  return Launch(QkvEpilogueKernel, grid, RowThreads(shape.head_dim),
+                shape.head_dim * sizeof(float), stream, qkv, shape, q_norm,
+                k_norm, rope, q_scale, slots, q, k_pool, v_pool);
 }
 
 cudaError_t WriteKvMeta(const CudaEntryMeta* meta, const int64_t* slots, int n,
                         CudaEntryMeta* kv_meta, cudaStream_t stream) {
   if (n == 0) return cudaSuccess;
-  WriteKvMetaKernel<<<Blocks(n), kThreads, 0, stream>>>(meta, slots, n,
-                                                        kv_meta);
-  return cudaGetLastError();
+  return Launch(WriteKvMetaKernel, Blocks(n), kThreads, 0, stream, meta, slots,
+                n, kv_meta);
 }
 
 cudaError_t Softcap(float* x, int64_t n, float cap, cudaStream_t stream) {
   if (n == 0) return cudaSuccess;
-  SoftcapKernel<<<Blocks(n), kThreads, 0, stream>>>(x, n, cap);
-  return cudaGetLastError();
+  return Launch(SoftcapKernel, Blocks(n), kThreads, 0, stream, x, n, cap);
 }
 
 cudaError_t F32ToBf16(const float* x, int64_t n, uint16_t* out,
                       cudaStream_t stream) {
   if (n == 0) return cudaSuccess;
-  F32ToBf16Kernel<<<Blocks(n), kThreads, 0, stream>>>(x, n, out);
-  return cudaGetLastError();
+  return Launch(F32ToBf16Kernel, Blocks(n), kThreads, 0, stream, x, n, out);
 }
 
 }  // namespace braid::kernels::cuda

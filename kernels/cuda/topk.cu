@@ -6,6 +6,8 @@
 #include <cmath>
 #include <cstdint>
 
+#include "kernels/cuda/launch.cuh"
+
 namespace braid::kernels::cuda {
 namespace internal {
 
@@ -216,6 +218,7 @@ __device__ void WriteRanked(const float* s_values, const int32_t* s_ids, int k,
 __global__ void __launch_bounds__(kMaxThreads)
     TopKLogitsKernel(const float* logits, uint32_t n_vocab, int k, int32_t* ids,
                      float* values, float* log_z) {
+  AwaitPrerequisiteGrids();
   extern __shared__ float s_values[];
   int32_t* s_ids = reinterpret_cast<int32_t*>(s_values + k);
   const int64_t row = blockIdx.x;
@@ -251,9 +254,8 @@ cudaError_t internal::LaunchTopKLogits(const float* logits, int n_rows,
   if (n_rows <= 0) return cudaSuccess;
   // k <= kMaxTopK (1024): 8 KiB, under the 48 KiB needing no opt-in.
   const size_t smem = 2 * static_cast<size_t>(k) * sizeof(float);
-  TopKLogitsKernel<<<n_rows, RowThreads(n_vocab), smem, stream>>>(
-      logits, static_cast<uint32_t>(n_vocab), k, ids, values, log_z);
-  return cudaGetLastError();
+  return Launch(TopKLogitsKernel, n_rows, RowThreads(n_vocab), smem, stream,
+                logits, static_cast<uint32_t>(n_vocab), k, ids, values, log_z);
 }
 
 }  // namespace braid::kernels::cuda

@@ -5,7 +5,8 @@
 // BF16 whatever the file's type, so Q8_0, quick to write, is the default).
 //
 //   cuda_bench --shape=llama-1b [--batches=1,16,64] [--context=512]
-//       [--steps=50] [--graphs=both|on|off] [--throughput] [--top_k=0]
+//       [--steps=50] [--graphs=both|on|off] [--pdl=off|on|both]
+//       [--throughput] [--top_k=0]
 //       [--json=PATH]
 //
 // Decode (--decode, on by default): per batch size, every sequence's
@@ -87,6 +88,9 @@ ABSL_FLAG(std::string, matrix_type, "Q8_0",
           "the file's type of the attention and FFN matrices");
 ABSL_FLAG(std::string, graphs, "both",
           "CudaLoadOptions::cuda_graphs: both, on or off");
+ABSL_FLAG(std::string, pdl, "off",
+          "CudaLoadOptions::dependent_launch: both, on or off (each graphs "
+          "setting with each)");
 ABSL_FLAG(int, max_tokens, 2048, "CudaLoadOptions::max_tokens");
 ABSL_FLAG(bool, decode, true, "measure decode steps");
 ABSL_FLAG(std::string, batches, "1,16,64", "decode batch sizes");
@@ -157,6 +161,20 @@ std::string Field(const char* key, const std::string& v) {
 std::string Field(const char* key, bool v) {
   return absl::StrFormat("\"%s\": %s", key, v ? "true" : "false");
 }
+
+// How the model is loaded for one set of measurements: CUDA graphs and
+// programmatic dependent launch on or off (a load each).
+struct Setting {
+  bool graphs = true;
+  bool pdl = false;
+  std::string Name() const {
+    return absl::StrCat("graphs ", graphs ? "on" : "off", ", PDL ",
+                        pdl ? "on" : "off");
+  }
+  std::string Fields() const {
+    return absl::StrCat(Field("graphs", graphs), ", ", Field("pdl", pdl));
+  }
+};
 
 // The value at fraction q of the sorted values (q = 0.5: the median).
 double Quantile(std::vector<double> v, double q) {
@@ -376,7 +394,7 @@ absl::StatusOr<StepTimes> DecodeAt(Run& run, int seqs, const DecodeFlags& f,
 }
 
 // One batch size's line and JSON object.
-void ReportDecode(const DecodeFlags& f, bool graphs, int seqs,
+void ReportDecode(const DecodeFlags& f, const Setting& setting, int seqs,
                   const StepTimes& t, double prefill_s, double hbm_ms,
                   double kv_ms, double* b1_ms, Report& report) {
   const double median = Quantile(t.step_ms, 0.5);
@@ -394,7 +412,7 @@ void ReportDecode(const DecodeFlags& f, bool graphs, int seqs,
       median, p90, t.wall_ms, ratio, idle, gpu, in_step, prefill_tps,
       100.0 * hbm_ms / median, 100.0 * (hbm_ms + kv_ms) / median));
   report.Json(
-      {Field("bench", std::string("decode")), Field("graphs", graphs),
+      {Field("bench", std::string("decode")), setting.Fields(),
        Field("batch", double(seqs)), Field("context", double(f.context)),
        Field("steps", double(f.steps)), Field("median_ms", median),
        Field("p90_ms", p90), Field("wall_ms_per_step", t.wall_ms),
@@ -412,14 +430,14 @@ void ReportDecode(const DecodeFlags& f, bool graphs, int seqs,
         "%6d lookahead: %.3f ms/step on the host, GPU idle %.1f%%", seqs,
         t.lookahead_wall_ms, idle_la));
     report.Json({Field("bench", std::string("decode_lookahead")),
-                 Field("graphs", graphs), Field("batch", double(seqs)),
+                 setting.Fields(), Field("batch", double(seqs)),
                  Field("wall_ms_per_step", t.lookahead_wall_ms),
                  Field("gpu_ms", gpu), Field("idle_pct", idle_la)});
   }
 }
 
-absl::Status BenchDecode(CudaModel& model, const DecodeFlags& f, bool graphs,
-                         Report& report) {
+absl::Status BenchDecode(CudaModel& model, const DecodeFlags& f,
+                         const Setting& setting, Report& report) {
   const int max_batch = *std::max_element(f.batches.begin(), f.batches.end());
   BRAID_ASSIGN_OR_RETURN(
       Run run, NewRun(model, max_batch, f.context + f.positions(), f.top_k));
@@ -427,9 +445,9 @@ absl::Status BenchDecode(CudaModel& model, const DecodeFlags& f, bool graphs,
   const double kv_token_bytes =
       double(model.KvBlockBytes(kBlockSize)) / kBlockSize;
   report.Line(absl::StrFormat(
-      "decode, graphs %s, context %d: HBM bound %.3f ms/step (weights)\n"
+      "decode, %s, context %d: HBM bound %.3f ms/step (weights)\n"
       "%6s %9s %8s %8s %6s %6s %8s %8s %10s %6s %8s",
-      graphs ? "on" : "off", f.context, hbm_ms, "batch", "median_ms", "p90_ms",
+      setting.Name(), f.context, hbm_ms, "batch", "median_ms", "p90_ms",
       "wall_ms", "x_b1", "idle%", "gpu_ms", "in_step%", "prefill/s", "hbm%",
       "hbm+kv%"));
   double b1_ms = 0.0;
@@ -439,7 +457,7 @@ absl::Status BenchDecode(CudaModel& model, const DecodeFlags& f, bool graphs,
     // Every sequence's K/V read once, at the timed steps' mean context.
     const double kv_ms = seqs * (f.context + f.warmup + f.steps / 2.0) *
                          kv_token_bytes / kHbmBytesPerSecond * 1e3;
-    ReportDecode(f, graphs, seqs, t, prefill_s, hbm_ms, kv_ms, &b1_ms, report);
+    ReportDecode(f, setting, seqs, t, prefill_s, hbm_ms, kv_ms, &b1_ms, report);
   }
   if (b1_ms > 0.0) {
     report.Line(absl::StrFormat("batch 1 reaches %.1f%% of the HBM bound",
@@ -454,7 +472,7 @@ struct ThroughputFlags {
 };
 
 absl::Status BenchThroughput(CudaModel& model, const ThroughputFlags& f,
-                             bool graphs, Report& report) {
+                             const Setting& setting, Report& report) {
   if (f.seqs > f.max_tokens) {
     return absl::InvalidArgumentError(
         absl::StrFormat("--seqs %d exceeds --max_tokens %d (one decode step)",
@@ -477,16 +495,15 @@ absl::Status BenchThroughput(CudaModel& model, const ThroughputFlags& f,
   const double decode_s = SecondsSince(t0);
   const double out_tokens = double(f.seqs) * f.gen;
   report.Line(absl::StrFormat(
-      "throughput, graphs %s: %d sequences x (%d prompt + %d output): "
+      "throughput, %s: %d sequences x (%d prompt + %d output): "
       "prefill %.2f s (%.0f tokens/s), decode %.2f s (%.3f ms/step): "
       "%.0f output tokens/s (%.0f with the prefill)",
-      graphs ? "on" : "off", f.seqs, f.prompt, f.gen, prefill_s,
+      setting.Name(), f.seqs, f.prompt, f.gen, prefill_s,
       f.seqs * double(f.prompt) / prefill_s, decode_s, decode_s * 1e3 / f.gen,
       out_tokens / decode_s, out_tokens / (prefill_s + decode_s)));
-  report.Json({Field("bench", std::string("throughput")),
-               Field("graphs", graphs), Field("seqs", double(f.seqs)),
-               Field("prompt", double(f.prompt)), Field("gen", double(f.gen)),
-               Field("prefill_s", prefill_s),
+  report.Json({Field("bench", std::string("throughput")), setting.Fields(),
+               Field("seqs", double(f.seqs)), Field("prompt", double(f.prompt)),
+               Field("gen", double(f.gen)), Field("prefill_s", prefill_s),
                Field("prefill_tokens_per_s", f.seqs * f.prompt / prefill_s),
                Field("decode_s", decode_s),
                Field("output_tokens_per_s", out_tokens / decode_s),
@@ -518,9 +535,17 @@ std::string DeviceName(int device) {
   return prop.name;
 }
 
+// "both", "on" or "off" as the settings to measure.
+absl::StatusOr<std::vector<bool>> OnOff(const char* flag,
+                                        const std::string& v) {
+  if (v == "both") return std::vector<bool>{true, false};
+  if (v == "on" || v == "off") return std::vector<bool>{v == "on"};
+  return absl::InvalidArgumentError(absl::StrCat(flag, ": both, on or off"));
+}
+
 struct Flags {
   std::string shape, matrix_type;
-  std::vector<bool> graphs;  // a load of the model each
+  std::vector<Setting> settings;  // a load of the model each
   bool decode = true, throughput = false;
   DecodeFlags d;
   ThroughputFlags t;
@@ -530,11 +555,12 @@ absl::StatusOr<Flags> ReadFlags() {
   Flags f;
   f.shape = absl::GetFlag(FLAGS_shape);
   f.matrix_type = absl::GetFlag(FLAGS_matrix_type);
-  const std::string graphs = absl::GetFlag(FLAGS_graphs);
-  if (graphs == "both" || graphs == "on") f.graphs.push_back(true);
-  if (graphs == "both" || graphs == "off") f.graphs.push_back(false);
-  if (f.graphs.empty()) {
-    return absl::InvalidArgumentError("--graphs: both, on or off");
+  BRAID_ASSIGN_OR_RETURN(const std::vector<bool> graphs,
+                         OnOff("--graphs", absl::GetFlag(FLAGS_graphs)));
+  BRAID_ASSIGN_OR_RETURN(const std::vector<bool> pdl,
+                         OnOff("--pdl", absl::GetFlag(FLAGS_pdl)));
+  for (bool g : graphs) {
+    for (bool p : pdl) f.settings.push_back({g, p});
   }
   f.decode = absl::GetFlag(FLAGS_decode);
   f.throughput = absl::GetFlag(FLAGS_throughput);
@@ -575,44 +601,47 @@ absl::StatusOr<Flags> ReadFlags() {
   return f;
 }
 
-// Loads the model with graphs on or off and runs the measurements.
+// Loads the model as the setting says and runs the measurements.
 absl::Status BenchModel(std::unique_ptr<GgufFile> file, const Flags& f,
-                        bool graphs, Report& report) {
+                        const Setting& setting, Report& report) {
   CudaLoadOptions opts;
   opts.max_tokens = f.d.max_tokens;
-  opts.cuda_graphs = graphs;
+  opts.cuda_graphs = setting.graphs;
+  opts.dependent_launch = setting.pdl;
   const Clock::time_point t0 = Clock::now();
   BRAID_ASSIGN_OR_RETURN(auto model, CudaModel::Load(std::move(file), opts));
   const double load_s = SecondsSince(t0);
   const std::string device = DeviceName(opts.device);
   report.Line(absl::StrFormat(
-      "%s on %s, graphs %s: loaded in %.1f s, %.2f GB of BF16 weights", f.shape,
-      device, graphs ? "on" : "off", load_s, model->WeightBytes() / 1e9));
+      "%s on %s, %s: loaded in %.1f s, %.2f GB of BF16 weights", f.shape,
+      device, setting.Name(), load_s, model->WeightBytes() / 1e9));
   report.set_common(absl::StrJoin(
       {Field("shape", f.shape), Field("device", device),
        Field("matrix_type", f.matrix_type), Field("top_k", double(f.d.top_k)),
        Field("weight_bytes", model->WeightBytes())},
       ", "));
-  report.Json({Field("bench", std::string("load")), Field("graphs", graphs),
+  report.Json({Field("bench", std::string("load")), setting.Fields(),
                Field("load_s", load_s)});
-  if (f.decode) BRAID_RETURN_IF_ERROR(BenchDecode(*model, f.d, graphs, report));
+  if (f.decode)
+    BRAID_RETURN_IF_ERROR(BenchDecode(*model, f.d, setting, report));
   if (f.throughput) {
-    BRAID_RETURN_IF_ERROR(BenchThroughput(*model, f.t, graphs, report));
+    BRAID_RETURN_IF_ERROR(BenchThroughput(*model, f.t, setting, report));
   }
   return absl::OkStatus();
 }
 
-// One file image, one load of it per graphs setting.
+// One file image, one load of it per setting.
 absl::Status Main() {
   BRAID_ASSIGN_OR_RETURN(const Flags f, ReadFlags());
   Report report(absl::GetFlag(FLAGS_json));
   BRAID_ASSIGN_OR_RETURN(std::string image,
                          MakeImage(f.shape, f.matrix_type, report));
-  for (size_t i = 0; i < f.graphs.size(); ++i) {
-    const bool last = i + 1 == f.graphs.size();
+  for (size_t i = 0; i < f.settings.size(); ++i) {
+    const bool last = i + 1 == f.settings.size();
     BRAID_ASSIGN_OR_RETURN(
         auto file, GgufFile::FromBytes(last ? std::move(image) : image));
-    BRAID_RETURN_IF_ERROR(BenchModel(std::move(file), f, f.graphs[i], report));
+    BRAID_RETURN_IF_ERROR(
+        BenchModel(std::move(file), f, f.settings[i], report));
   }
   return absl::OkStatus();
 }

@@ -57,6 +57,11 @@ struct CudaLoadOptions {
   // Decode steps (one token per sequence) replay a CUDA graph captured once
   // per batch-size bucket instead of launching every kernel.
   bool cuda_graphs = true;
+  // Programmatic dependent launch between the step's kernels (compute
+  // capability 9.0 and up; ignored below): each kernel is scheduled while
+  // the one before it finishes (kernels/cuda/launch.h). One setting per
+  // process: the last load's holds.
+  bool dependent_launch = false;
 };
 
 class CudaModel : public Model {

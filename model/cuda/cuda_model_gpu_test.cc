@@ -4,6 +4,8 @@
 // block boundaries, branches sharing a prompt's blocks, and a multi-stream
 // layout; logits NMSE <= 2e-3 at every step, no NaN or Inf. Needs a GPU
 // (tools/gpu/check.sh).
+#include <cuda_runtime_api.h>
+
 #include <algorithm>
 #include <cmath>
 #include <memory>
@@ -11,6 +13,7 @@
 #include <vector>
 
 #include "gtest/gtest.h"
+#include "kernels/cuda/launch.h"
 #include "kernels/cuda/testing/device.h"
 #include "model/cpu/llama.h"
 #include "model/cuda/cuda_model.h"
@@ -304,6 +307,61 @@ TEST_P(CudaModelGpuTest, DecodeGraphsMatchEagerStepsAndForwardTopReduces) {
           d.inv_temperature > 0.0f ? DrawInIdOrder(row, n_vocab, d) : -1;
       EXPECT_EQ(drawn.drawn[q], want) << what << " row " << q;
     }
+  }
+}
+
+// Programmatic dependent launch changes when kernels start, never what
+// they compute: eager and graph steps (prefill, then decode across blocks
+// and a context bucket) with it on give the same logits, bit for bit, as
+// the same kind of step with it off. The setting is the process's, so it
+// is set before each model's step (a graph keeps the setting it was
+// captured under).
+TEST_P(CudaModelGpuTest, DependentLaunchChangesNoLogit) {
+  int major = 0;
+  ASSERT_EQ(
+      cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, 0),
+      cudaSuccess);
+  if (major < 9) GTEST_SKIP() << "PDL needs compute capability 9.0+";
+  const std::string image = testing::MakeRandomLlamaGguf(GetParam().spec);
+  struct Run {
+    bool graphs, pdl;
+    std::unique_ptr<CudaModel> model;
+    std::unique_ptr<KvCache> kv;
+    std::vector<float> logits;
+  };
+  std::vector<Run> runs;
+  for (bool graphs : {false, true}) {
+    for (bool pdl : {false, true}) {
+      runs.push_back({graphs, pdl, LoadCuda(image, graphs), nullptr, {}});
+      ASSERT_TRUE(runs.back().model != nullptr);
+      runs.back().kv = runs.back().model->NewKvCache(kBlockSize, kNumBlocks);
+    }
+  }
+  const int n_vocab = runs[0].model->info().n_vocab;
+  const auto step = [&](const Batch& b, const std::string& what) {
+    for (Run& r : runs) {
+      kernels::cuda::SetDependentLaunch(r.pdl);
+      const absl::Status st = r.model->Forward(b, *r.kv, &r.logits);
+      ASSERT_TRUE(st.ok()) << what << ": " << st;
+    }
+    kernels::cuda::SetDependentLaunch(false);
+    for (const Run& r : runs) {
+      if (!r.pdl) continue;
+      const Run& off = runs[r.graphs ? 2 : 0];
+      ASSERT_EQ(r.logits.size(), off.logits.size()) << what;
+      EXPECT_TRUE(r.logits == off.logits)
+          << what << ", graphs " << r.graphs << ": NMSE "
+          << kernels::cuda::testing::Nmse(r.logits, off.logits);
+    }
+  };
+  std::vector<int32_t> prompt(250);
+  for (int i = 0; i < 250; ++i) prompt[i] = (i * 7919 + 13) % n_vocab;
+  step(OneSequence(prompt, 0, Table(0, 17)), "prefill");
+  int token = ArgMax(runs[0].logits.data(), n_vocab);
+  for (int i = 0; i < 16; ++i) {
+    step(OneSequence({token}, 250 + i, Table(0, 17)),
+         "decode step " + std::to_string(i));
+    token = ArgMax(runs[0].logits.data(), n_vocab);
   }
 }
 

@@ -14,6 +14,7 @@
 #include "kernels/cpu/quant/quant.h"
 #include "kernels/cuda/attention.h"
 #include "kernels/cuda/dequant.h"
+#include "kernels/cuda/launch.h"
 #include "kernels/cuda/status.h"
 #include "model/cuda/cuda_model.h"
 #include "model/cuda/cuda_model_state.h"
@@ -269,6 +270,10 @@ absl::StatusOr<std::unique_ptr<CudaModel>> CudaModel::Load(
   s->plan = PlanCudaModel(config, tied, opts.max_tokens);
   s->m_buckets = kc::GemmBuckets(opts.max_tokens);
   s->use_graphs = opts.cuda_graphs;
+  int major = 0;
+  BRAID_CUDA_RETURN_IF_ERROR(cudaDeviceGetAttribute(
+      &major, cudaDevAttrComputeCapabilityMajor, opts.device));
+  kc::SetDependentLaunch(opts.dependent_launch && major >= 9);
   BRAID_RETURN_IF_ERROR(LoadWeights(*s));
   constexpr size_t kGemmWorkspace = size_t{32} << 20;  // Hopper's advice
   BRAID_ASSIGN_OR_RETURN(

@@ -10,7 +10,8 @@
 #          random-weight model (greedy outputs compared, a session with
 #          branches, a cancel and its KV blocks): $OUT/e2e.json;
 #   bench  model/cuda:cuda_bench on SmolLM2-135M's, Llama-3.2-1B's and
-#          Llama-3.1-8B's shapes (8B's throughput only if time is left):
+#          Llama-3.1-8B's shapes (the small ones also with programmatic
+#          dependent launch; 8B's throughput only if time is left):
 #          $OUT/bench.jsonl, each run's log beside it.
 # CHECK_PHASES picks some ("e2e bench": a rerun without the tests). Writes
 # $OUT/gpu_check.json and $OUT/gpu_check.txt (a table: one row per test,
@@ -125,6 +126,10 @@ if [[ " $phases " == *" bench "* ]]; then
   bench_run "smollm2-135m throughput" 60 --shape=smollm2-135m $tput
   bench_run llama-1b 90 --shape=llama-1b --top_k=1
   bench_run "llama-1b throughput" 90 --shape=llama-1b $tput
+  # Programmatic dependent launch against the graphs-on runs above (braidd's
+  # --cuda_pdl): where launch gaps matter most, the small shapes.
+  bench_run "smollm2-135m pdl" 45 --shape=smollm2-135m --top_k=1 --graphs=both --pdl=on
+  bench_run "llama-1b pdl" 60 --shape=llama-1b --top_k=1 --graphs=both --pdl=on
   bench_run llama-8b 120 --shape=llama-8b --top_k=1
   if [ "$(left)" -ge 120 ]; then
     bench_run "llama-8b throughput" 180 --shape=llama-8b $tput --graphs=on
