@@ -104,8 +104,10 @@ TEST(EngineSeamTest, ASecondModelImplementationServesThroughTheEngine) {
 }
 
 // Greedy requests leave the model as each row's largest entry
-// (Model::ForwardTop); a step with a request whose penalties reach anywhere
-// in its row gets whole rows; the tokens are the same either way.
+// (Model::ForwardTop), penalized ones too (the model penalizes the rows
+// first: TopRequest::penalties); a step with a request that reports
+// log-probabilities of the raw row and chooses from the penalized one gets
+// whole rows; the tokens are the same every way.
 TEST(EngineSeamTest, StepsReduceTheirRowsUnlessASamplerNeedsThemWhole) {
   std::unique_ptr<model::Tokenizer> tokenizer = testing::LoadTestTokenizer();
   ASSERT_NE(tokenizer, nullptr);
@@ -121,14 +123,21 @@ TEST(EngineSeamTest, StepsReduceTheirRowsUnlessASamplerNeedsThemWhole) {
     EXPECT_EQ(greedy[i], Expected(requests[i], n_vocab)) << "request " << i;
   }
   // A repetition penalty on one-hot logits (1 stays the largest, 0 stays 0)
-  // changes nothing but the kind of step.
+  // changes no token.
   for (GenerationRequest& r : requests) r.sampling.repetition_penalty = 1.5f;
-  const int top_before = rig.model->top_steps();
+  int top_before = rig.model->top_steps();
   const std::vector<std::vector<int32_t>> penalized =
+      RunTogether(*rig.engine, requests);
+  EXPECT_GT(rig.model->top_steps(), top_before);
+  EXPECT_EQ(rig.model->steps() - rig.model->top_steps(), whole_before);
+  EXPECT_EQ(penalized, greedy);
+  for (GenerationRequest& r : requests) r.sampling.logprobs = true;
+  top_before = rig.model->top_steps();
+  const std::vector<std::vector<int32_t>> whole =
       RunTogether(*rig.engine, requests);
   EXPECT_EQ(rig.model->top_steps(), top_before);
   EXPECT_GT(rig.model->steps() - rig.model->top_steps(), whole_before);
-  EXPECT_EQ(penalized, greedy);
+  EXPECT_EQ(whole, greedy);
   ExpectEngineIdle(*rig.engine);
 }
 

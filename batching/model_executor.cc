@@ -64,9 +64,10 @@ void ModelExecutor::AddSequence(const ScheduledSequence& s,
 }
 
 // The reduction every sample point of `plan` can sample from (the largest k
-// any needs, log Z when any reports log-probabilities, the draws of the
-// rows that draw over their whole row, their u's taken now), or nullopt
-// when one needs its whole row, a drawing row is shared, or none samples.
+// any needs, log Z when any reports log-probabilities, the penalties of
+// the rows that have them, the draws of the rows that draw over their whole
+// row, their u's taken now), or nullopt when one needs its whole row, a
+// drawing or penalized row is shared, or none samples.
 std::optional<model::TopRequest> ModelExecutor::TopNeeded(
     const StepPlan& plan, int n_vocab,
     const std::vector<std::vector<int>>& sample_rows, int n_rows) {
@@ -90,12 +91,15 @@ std::optional<model::TopRequest> ModelExecutor::TopNeeded(
   if (needs.empty()) return std::nullopt;
   model::TopRequest top;
   bool draws = false;
-  for (const Need& n : needs) {
+  for (Need& n : needs) {
     top.k = std::max(top.k, n.request.k);
     top.log_z = top.log_z || n.request.log_z;
-    if (n.request.draws.empty()) continue;
+    if (n.request.draws.empty() && n.request.penalties.empty()) continue;
     if (row_samples[n.row] > 1) return std::nullopt;
-    draws = true;
+    draws = draws || !n.request.draws.empty();
+    if (n.request.penalties.empty()) continue;
+    top.penalties.resize(n_rows);
+    top.penalties[n.row] = std::move(n.request.penalties[0]);
   }
   if (!draws) return top;
   // Only now, sure of the path, do the drawing samplers take their u's.

@@ -31,26 +31,30 @@ bool Sampler::HasPenalties() const {
          options_.presence_penalty != 0.0f;
 }
 
+model::RowPenalties Sampler::Penalties() const {
+  model::RowPenalties p;
+  p.repetition = options_.repetition_penalty;
+  p.frequency = options_.frequency_penalty;
+  p.presence = options_.presence_penalty;
+  // Repetition reaches the prompt's tokens too; frequency and presence only
+  // the output's (a prompt-only token's count is 0).
+  if (p.repetition != 1.0f) {
+    for (const auto& [t, n] : prompt_counts_) {
+      if (output_counts_.count(t)) continue;
+      p.ids.push_back(t);
+      p.output_counts.push_back(0);
+    }
+  }
+  for (const auto& [t, n] : output_counts_) {
+    p.ids.push_back(t);
+    p.output_counts.push_back(n);
+  }
+  return p;
+}
+
 void Sampler::ApplyPenalties(absl::Span<float> logits) const {
-  const int n_vocab = static_cast<int>(logits.size());
-  if (options_.repetition_penalty != 1.0f) {
-    auto penalize = [&](int32_t t) {
-      if (t < 0 || t >= n_vocab) return;
-      float& l = logits[t];
-      l = l > 0 ? l / options_.repetition_penalty
-                : l * options_.repetition_penalty;
-    };
-    for (const auto& [t, n] : prompt_counts_) penalize(t);
-    for (const auto& [t, n] : output_counts_) {
-      if (!prompt_counts_.count(t)) penalize(t);
-    }
-  }
-  if (options_.frequency_penalty != 0.0f || options_.presence_penalty != 0.0f) {
-    for (const auto& [t, n] : output_counts_) {
-      if (t < 0 || t >= n_vocab) continue;
-      logits[t] -= options_.frequency_penalty * n + options_.presence_penalty;
-    }
-  }
+  model::ApplyPenalties(Penalties(), logits.data(),
+                        static_cast<int>(logits.size()));
 }
 
 namespace {
@@ -134,8 +138,10 @@ int32_t Sampler::DrawOrdered() {
 }
 
 std::optional<model::TopRequest> Sampler::RowNeeds(int n_vocab) const {
-  if (HasPenalties()) return std::nullopt;
+  // Log-probabilities are the raw row's, the choice the penalized row's.
+  if (HasPenalties() && options_.logprobs) return std::nullopt;
   model::TopRequest need;
+  if (HasPenalties()) need.penalties = {Penalties()};
   if (options_.temperature > 0.0f) {
     const bool top_k = options_.top_k > 0 && options_.top_k < n_vocab;
     if (top_k) {

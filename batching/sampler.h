@@ -64,8 +64,10 @@ class Sampler {
   // reported) for a greedy choice or a top-k draw, or (draws, one entry)
   // a draw over the whole row made where the row is, for a temperature
   // without top-k, top-p or min-p (its u from NextUniform, once the step
-  // is sure to take that path); nullopt for the whole row (penalties change
-  // entries anywhere in it; a nucleus needs the whole row sorted).
+  // is sure to take that path); with penalties (penalties, one entry), of
+  // the row they changed. nullopt for the whole row: a nucleus needs the
+  // whole row sorted, and penalties with log-probabilities both the raw
+  // row and the penalized one.
   std::optional<model::TopRequest> RowNeeds(int n_vocab) const;
   // The uniform number in [0, 1) of the next draw, from the request's
   // generator (each draw takes one).
@@ -94,6 +96,8 @@ class Sampler {
 
  private:
   bool HasPenalties() const;
+  // The penalties of the next token, as the row's reduction applies them.
+  model::RowPenalties Penalties() const;
   void ApplyPenalties(absl::Span<float> logits) const;
   int32_t Draw(absl::Span<const float> logits);
   // The draw from candidates_ once top-k has cut it and ordered it.

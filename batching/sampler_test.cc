@@ -164,8 +164,26 @@ TEST(SamplerTest, RowNeedsTheTopKUnlessTheWholeRowMatters) {
   o.top_k = 1000;  // keeps everything: top-p over the whole row again
   EXPECT_FALSE(needs(o).has_value());
   o.top_k = 40;
-  o.presence_penalty = 0.5f;  // penalties reach anywhere in the row
-  EXPECT_FALSE(needs(o).has_value());
+  o.presence_penalty = 0.5f;  // the raw row's logprobs, the penalized row's
+  EXPECT_FALSE(needs(o).has_value());  // choice
+  o.logprobs = false;
+  o.top_logprobs = 0;
+  o.repetition_penalty = 1.3f;  // the row penalized first, then reduced
+  ASSERT_TRUE(needs(o).has_value());
+  EXPECT_EQ(needs(o)->k, 40);
+  ASSERT_EQ(needs(o)->penalties.size(), 1u);
+  const std::vector<int32_t> prompt = {7, 7, 9};
+  Sampler penalized(o, prompt);
+  penalized.Accept(9);
+  penalized.Accept(12);
+  penalized.Accept(12);
+  const model::RowPenalties p = penalized.RowNeeds(1000)->penalties[0];
+  EXPECT_FLOAT_EQ(p.repetition, 1.3f);
+  EXPECT_FLOAT_EQ(p.presence, 0.5f);
+  std::map<int32_t, int32_t> counts;
+  for (size_t i = 0; i < p.ids.size(); ++i)
+    counts[p.ids[i]] = p.output_counts[i];
+  EXPECT_EQ(counts, (std::map<int32_t, int32_t>{{7, 0}, {9, 1}, {12, 2}}));
   SamplingOptions wide;
   wide.logprobs = true;
   wide.top_logprobs = model::kMaxTopLogits + 1;
@@ -178,7 +196,7 @@ TEST(SamplerTest, SampleTopEqualsSampleOverTheWholeRow) {
   constexpr int kVocab = 3000;
   std::mt19937 rng(11);
   std::normal_distribution<float> normal(0.0f, 2.0f);
-  std::vector<SamplingOptions> cases(6);
+  std::vector<SamplingOptions> cases(9);
   cases[4].temperature = 0.9f;  // drawn over the whole row
   cases[4].seed = 9;
   cases[5] = cases[4];
@@ -194,12 +212,24 @@ TEST(SamplerTest, SampleTopEqualsSampleOverTheWholeRow) {
   cases[3].min_p = 0.02f;
   cases[3].logprobs = true;
   cases[3].top_logprobs = 60;
+  // Penalties, over a prompt and the tokens sampled so far.
+  cases[6].repetition_penalty = 1.5f;  // greedy
+  cases[7] = cases[4];                 // drawn over the whole row
+  cases[7].frequency_penalty = 0.75f;
+  cases[7].presence_penalty = -0.25f;
+  cases[8] = cases[2];  // top-k
+  cases[8].repetition_penalty = 0.8f;
+  cases[8].frequency_penalty = 0.5f;
+  std::vector<int32_t> prompt;
+  for (int i = 0; i < 200; ++i) prompt.push_back((i * 37) % 400);
   for (const SamplingOptions& o : cases) {
-    Sampler whole(o, {}), top(o, {});
-    model::TopRequest req = *top.RowNeeds(kVocab);
+    Sampler whole(o, prompt), top(o, prompt);
     for (int step = 0; step < 40; ++step) {
       std::vector<float> row(kVocab);
       for (float& v : row) v = std::round(normal(rng) * 8) / 8;  // with ties
+      // The likeliest tokens are the penalized ones.
+      for (int i = 0; i < 400; i += 3) row[i] += 6.0f;
+      model::TopRequest req = *top.RowNeeds(kVocab);
       if (!req.draws.empty()) req.draws[0].u = top.NextUniform();
       model::TopLogits reduced;
       model::ReduceLogits(row.data(), 1, kVocab, req, &reduced);

@@ -82,7 +82,8 @@ class Model {
                                std::vector<float>* logits) = 0;
 
   // Forward whose logits rows leave the model reduced (top_logits.h): each
-  // row's req.k largest entries and, when asked, its log-sum-exp; what the
+  // row (penalized first when req.penalties says) reduced to its req.k
+  // largest entries and, when asked, its log-sum-exp and its draw; what the
   // executor's samplers need when none of them needs a whole row. The
   // default runs Forward and reduces on the host; a model on a device
   // reduces there and copies back only the reduction. Errors: Forward's,

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <utility>
 
 #include "absl/strings/str_cat.h"
 
@@ -13,13 +14,35 @@ absl::Status CheckTopRequest(const TopRequest& req, int n_vocab, int n_rows) {
         absl::StrCat("ForwardTop: k = ", req.k, ", must be in [1, ",
                      std::min(n_vocab, kMaxTopLogits), "]"));
   }
-  if (n_rows >= 0 && !req.draws.empty() &&
-      req.draws.size() != static_cast<size_t>(n_rows)) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("ForwardTop: ", req.draws.size(), " draws for ", n_rows,
-                     " logits rows"));
+  for (const auto& [what, size] :
+       {std::pair<const char*, size_t>{"draws", req.draws.size()},
+        {"penalties", req.penalties.size()}}) {
+    if (n_rows >= 0 && size != 0 && size != static_cast<size_t>(n_rows)) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "ForwardTop: ", size, " ", what, " for ", n_rows, " logits rows"));
+    }
+  }
+  for (const RowPenalties& p : req.penalties) {
+    if (p.ids.size() != p.output_counts.size()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("ForwardTop: penalties of ", p.ids.size(), " ids with ",
+                       p.output_counts.size(), " counts"));
+    }
   }
   return absl::OkStatus();
+}
+
+void ApplyPenalties(const RowPenalties& p, float* row, int n_vocab) {
+  const bool repetition = p.repetition != 1.0f;
+  const bool output = p.frequency != 0.0f || p.presence != 0.0f;
+  for (size_t i = 0; i < p.ids.size(); ++i) {
+    const int32_t t = p.ids[i];
+    if (t < 0 || t >= n_vocab) continue;
+    float& l = row[t];
+    if (repetition) l = l > 0 ? l / p.repetition : l * p.repetition;
+    const int32_t n = p.output_counts[i];
+    if (output && n > 0) l -= p.frequency * n + p.presence;
+  }
 }
 
 int32_t DrawInIdOrder(const float* row, int64_t n, const RowDraw& d) {
@@ -63,6 +86,11 @@ void ReduceLogits(const float* rows, int n_rows, int n_vocab,
   out->drawn_logit.resize(out->drawn.size());
   for (int r = 0; r < n_rows; ++r) {
     const float* row = rows + int64_t{r} * n_vocab;
+    if (!req.penalties.empty() && !req.penalties[r].ids.empty()) {
+      out->penalized.assign(row, row + n_vocab);
+      ApplyPenalties(req.penalties[r], out->penalized.data(), n_vocab);
+      row = out->penalized.data();
+    }
     int32_t* ids = out->ids.data() + int64_t{r} * k;
     float* values = out->values.data() + int64_t{r} * k;
     if (k == 1) {

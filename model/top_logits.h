@@ -24,11 +24,29 @@ struct RowDraw {
   double u = 0.0;
 };
 
+// The penalties of one row, as batching's Sampler orders them (llama.cpp's
+// and vLLM's order): each token of the context the request has seen
+// (prompt and output) has its logit divided by `repetition` when positive,
+// multiplied by it otherwise; then each generated token's logit loses
+// frequency * its output count + presence.
+struct RowPenalties {
+  float repetition = 1.0f;
+  float frequency = 0.0f;
+  float presence = 0.0f;
+  // Distinct token ids, and how many times the output holds each (0: only
+  // in the prompt).
+  std::vector<int32_t> ids;
+  std::vector<int32_t> output_counts;
+};
+
 struct TopRequest {
   int k = 1;           // entries per row, in [1, min(n_vocab, kMaxTopLogits)]
   bool log_z = false;  // also log(sum_i exp(row[i])) of each row
   // Empty, or one per logits row of the step: their draws.
   std::vector<RowDraw> draws;
+  // Empty, or one per logits row: applied to the row before anything else
+  // (its top entries, log-sum-exp and draw are the penalized row's).
+  std::vector<RowPenalties> penalties;
 };
 
 struct TopLogits {
@@ -43,18 +61,25 @@ struct TopLogits {
   // logit there.
   std::vector<int32_t> drawn;
   std::vector<float> drawn_logit;
-  // Scratch of the host reduction (Model::ForwardTop's default).
+  // Scratch of the host reduction (Model::ForwardTop's default: the step's
+  // rows, a penalized row, the sort).
   std::vector<float> rows;
+  std::vector<float> penalized;
   std::vector<int32_t> order;
 
   int num_rows() const { return k == 0 ? 0 : static_cast<int>(ids.size()) / k; }
 };
 
-// InvalidArgument unless 1 <= req.k <= min(n_vocab, kMaxTopLogits), and,
-// once the step's rows are known (n_rows >= 0), req.draws is empty or one
-// per row.
+// InvalidArgument unless 1 <= req.k <= min(n_vocab, kMaxTopLogits), each
+// penalty's ids and counts agree in number, and, once the step's rows are
+// known (n_rows >= 0), req.draws and req.penalties are empty or one per row.
 absl::Status CheckTopRequest(const TopRequest& req, int n_vocab,
                              int n_rows = -1);
+
+// Applies `p` to row [n_vocab] in place (ids outside it are left): the one
+// implementation of the penalties on the host (Sampler's, and the oracle of
+// the device's).
+void ApplyPenalties(const RowPenalties& p, float* row, int n_vocab);
 
 // The draw of `d` from row [n]: p = softmax(row * inv_temperature) (floats
 // of exp / a double sum), walked in id order until the running sum (double)

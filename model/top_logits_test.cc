@@ -82,5 +82,33 @@ TEST(TopLogits, DrawsWalkTheRowInIdOrder) {
   EXPECT_TRUE(CheckTopRequest(req, 4, 1).ok());
 }
 
+// Repetition divides positive logits and multiplies the others; frequency
+// and presence reach only generated tokens; ids outside the row are left.
+// A reduction with penalties is the penalized row's, the input untouched.
+TEST(TopLogits, PenaltiesChangeTheRowBeforeItIsReduced) {
+  const std::vector<float> row = {2.0f, -1.0f, 3.0f, 0.5f, 1.0f};
+  RowPenalties p;
+  p.repetition = 2.0f;
+  p.frequency = 0.5f;
+  p.presence = 0.25f;
+  p.ids = {0, 1, 2, 7};
+  p.output_counts = {0, 2, 1, 1};
+  std::vector<float> penalized = row;
+  ApplyPenalties(p, penalized.data(), 5);
+  EXPECT_EQ(penalized, (std::vector<float>{1.0f, -3.25f, 0.75f, 0.5f, 1.0f}));
+  TopRequest req{2, true};
+  req.penalties = {p};
+  TopLogits out;
+  ReduceLogits(row.data(), 1, 5, req, &out);
+  EXPECT_EQ(out.ids, (std::vector<int32_t>{0, 4}));
+  EXPECT_EQ(out.values, (std::vector<float>{1.0f, 1.0f}));
+  EXPECT_FLOAT_EQ(out.log_z[0], LogSumExp(penalized.data(), 5));
+  EXPECT_EQ(row[0], 2.0f);
+  EXPECT_FALSE(CheckTopRequest(req, 5, 2).ok());  // one penalty, two rows
+  EXPECT_TRUE(CheckTopRequest(req, 5, 1).ok());
+  req.penalties[0].output_counts.pop_back();
+  EXPECT_FALSE(CheckTopRequest(req, 5).ok());
+}
+
 }  // namespace
 }  // namespace braid::model

@@ -231,6 +231,31 @@ __global__ void SoftcapKernel(float* x, int64_t n, float cap) {
   if (i < n) x[i] = cap * tanhf(x[i] * (1.0f / cap));
 }
 
+__global__ void PenaltiesKernel(float* logits, int n_vocab,
+                                const CudaRowPenalties* rows,
+                                const CudaPenaltyEntry* entries) {
+  AwaitPrerequisiteGrids();
+  const CudaRowPenalties p = rows[blockIdx.x];
+  float* row = logits + int64_t{blockIdx.x} * n_vocab;
+  const bool repetition = p.repetition != 1.0f;
+  const bool output = p.frequency != 0.0f || p.presence != 0.0f;
+  for (int i = p.begin + threadIdx.x; i < p.end; i += blockDim.x) {
+    const CudaPenaltyEntry e = entries[i];
+    if (e.id < 0 || e.id >= n_vocab) continue;
+    float l = row[e.id];
+    if (repetition) {
+      l = l > 0.0f ? __fdiv_rn(l, p.repetition) : __fmul_rn(l, p.repetition);
+    }
+    if (output && e.output_count > 0) {
+      const float by =
+          __fadd_rn(__fmul_rn(p.frequency, static_cast<float>(e.output_count)),
+                    p.presence);
+      l = __fsub_rn(l, by);
+    }
+    row[e.id] = l;
+  }
+}
+
 __global__ void F32ToBf16Kernel(const float* x, int64_t n, uint16_t* out) {
   AwaitPrerequisiteGrids();
   const int64_t i = int64_t{blockIdx.x} * blockDim.x + threadIdx.x;
@@ -322,6 +347,15 @@ cudaError_t WriteKvMeta(const CudaEntryMeta* meta, const int64_t* slots, int n,
 cudaError_t Softcap(float* x, int64_t n, float cap, cudaStream_t stream) {
   if (n == 0) return cudaSuccess;
   return Launch(SoftcapKernel, Blocks(n), kThreads, 0, stream, x, n, cap);
+}
+
+cudaError_t ApplyPenalties(float* logits, int n_rows, int n_vocab,
+                           const CudaRowPenalties* rows,
+                           const CudaPenaltyEntry* entries,
+                           cudaStream_t stream) {
+  if (n_rows == 0) return cudaSuccess;
+  return Launch(PenaltiesKernel, n_rows, kThreads, 0, stream, logits, n_vocab,
+                rows, entries);
 }
 
 cudaError_t F32ToBf16(const float* x, int64_t n, uint16_t* out,

@@ -98,6 +98,24 @@ cudaError_t WriteKvMeta(const CudaEntryMeta* meta, const int64_t* slots, int n,
 cudaError_t Softcap(float* x, int64_t n, float cap, cudaStream_t stream);
 
 // out[i] = BF16(x[i]), i < n.
+// Sampling penalties of logits rows in place, as model::ApplyPenalties (the
+// oracle): row r's entries [begin, end) of `entries`, each a distinct id of
+// the row; repetition != 1 divides a positive logit by it and multiplies
+// the others; an entry with output_count > 0 then loses frequency *
+// output_count + presence (no fused multiply-add, as the host computes it);
+// ids outside [0, n_vocab) are left. logits: [n_rows, n_vocab].
+struct CudaRowPenalties {
+  float repetition, frequency, presence;
+  int32_t begin, end;
+};
+struct CudaPenaltyEntry {
+  int32_t id, output_count;
+};
+cudaError_t ApplyPenalties(float* logits, int n_rows, int n_vocab,
+                           const CudaRowPenalties* rows,
+                           const CudaPenaltyEntry* entries,
+                           cudaStream_t stream);
+
 cudaError_t F32ToBf16(const float* x, int64_t n, uint16_t* out,
                       cudaStream_t stream);
 

@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <cmath>
 #include <memory>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -293,6 +294,31 @@ TEST_P(CudaModelGpuTest, DecodeGraphsMatchEagerStepsAndForwardTopReduces) {
                   1e-5 * std::max(1.0f, std::abs(host.log_z[q])))
           << what;
     }
+    // Penalties applied on the device before the reduction: the host's
+    // reduction of the same rows with the same penalties, bit for bit (the
+    // rows' likeliest tokens among those penalized).
+    TopRequest penalized_req{50, true};
+    penalized_req.penalties.resize(3);
+    for (int q = 0; q < 3; ++q) {
+      RowPenalties& p = penalized_req.penalties[q];
+      p.repetition = 1.0f + 0.25f * q;
+      p.frequency = 0.5f;
+      p.presence = q == 1 ? -0.5f : 0.25f;
+      std::set<int32_t> ids(host.ids.begin() + q * 50,
+                            host.ids.begin() + q * 50 + 10);
+      for (int i = 0; i < 64; ++i) ids.insert((i * 131 + q) % n_vocab);
+      for (int32_t id : ids) {
+        p.ids.push_back(id);
+        p.output_counts.push_back(id % 3);
+      }
+    }
+    TopLogits penalized, host_penalized;
+    st = graph->ForwardTop(b, *graph_kv, penalized_req, &penalized);
+    ASSERT_TRUE(st.ok()) << what << ": " << st;
+    ReduceLogits(got.data(), 3, n_vocab, penalized_req, &host_penalized);
+    EXPECT_EQ(penalized.ids, host_penalized.ids) << what;
+    EXPECT_EQ(penalized.values, host_penalized.values) << what;
+    EXPECT_NE(penalized.ids, host.ids) << what;
     // Temperature draws made on the device: the host's draws over the rows
     // Forward returned (u's away from any boundary but by chance).
     TopRequest draw_req{1, false, {{1.0f, 0.3}, {0.0f, 0.0}, {1.25f, 0.77}}};

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "kernels/cuda/draw.h"
+#include "kernels/cuda/ops.h"
 #include "kernels/cuda/status.h"
 #include "kernels/cuda/topk.h"
 #include "model/batch_check.h"
@@ -84,6 +85,49 @@ absl::Status DrawIntoStaging(CudaModel::State& s, int n_rows,
   return absl::OkStatus();
 }
 
+// req.penalties (one per row) applied to kLogits' n_rows rows in place.
+absl::Status PenalizeRows(CudaModel::State& s, int n_rows,
+                          const TopRequest& req) {
+  namespace kc = kernels::cuda;
+  s.penalty_rows.clear();
+  s.penalty_entries.clear();
+  for (int r = 0; r < n_rows; ++r) {
+    const RowPenalties& p = req.penalties[r];
+    const int32_t begin = static_cast<int32_t>(s.penalty_entries.size());
+    for (size_t i = 0; i < p.ids.size(); ++i) {
+      s.penalty_entries.push_back({p.ids[i], p.output_counts[i]});
+    }
+    s.penalty_rows.push_back({p.repetition, p.frequency, p.presence, begin,
+                              static_cast<int32_t>(s.penalty_entries.size())});
+  }
+  const size_t row_bytes =
+      (n_rows * sizeof(kc::CudaRowPenalties) + 255) / 256 * 256;
+  const size_t bytes =
+      row_bytes + s.penalty_entries.size() * sizeof(kc::CudaPenaltyEntry);
+  if (bytes > s.penalties.bytes()) {
+    const size_t grown = std::max(bytes, 2 * s.penalties.bytes());
+    // Freeing the old buffer waits for the steps that read it.
+    s.penalties = kc::DeviceBuffer();
+    BRAID_ASSIGN_OR_RETURN(s.penalties,
+                           kc::DeviceBuffer::Allocate(grown, "penalties"));
+  }
+  auto* rows = s.penalties.as<kc::CudaRowPenalties>();
+  auto* entries = reinterpret_cast<kc::CudaPenaltyEntry*>(
+      static_cast<char*>(s.penalties.data()) + row_bytes);
+  // From pageable memory: the copies have read it when the calls return.
+  BRAID_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(
+      rows, s.penalty_rows.data(), n_rows * sizeof(kc::CudaRowPenalties),
+      cudaMemcpyHostToDevice, s.stream));
+  BRAID_CUDA_RETURN_IF_ERROR(
+      cudaMemcpyAsync(entries, s.penalty_entries.data(),
+                      s.penalty_entries.size() * sizeof(kc::CudaPenaltyEntry),
+                      cudaMemcpyHostToDevice, s.stream));
+  BRAID_CUDA_RETURN_IF_ERROR(kc::ApplyPenalties(s.Buffer<float>(kLogits),
+                                                n_rows, s.config.n_vocab, rows,
+                                                entries, s.stream));
+  return absl::OkStatus();
+}
+
 // Enqueues the reduction of kLogits' n_rows rows and its copy into the
 // next staging buffer; returns which.
 absl::StatusOr<int> ReduceIntoStaging(CudaModel::State& s, int n_rows,
@@ -97,6 +141,9 @@ absl::StatusOr<int> ReduceIntoStaging(CudaModel::State& s, int n_rows,
     // free to fill again only once the step's copy out of it has run.
     BRAID_CUDA_RETURN_IF_ERROR(cudaEventRecord(g.copied, s.stream));
     return turn;
+  }
+  if (!req.penalties.empty()) {
+    BRAID_RETURN_IF_ERROR(PenalizeRows(s, n_rows, req));
   }
   int32_t* ids = s.Buffer<int32_t>(kTopIds);
   float* values = s.Buffer<float>(kTopValues);
@@ -154,7 +201,8 @@ absl::Status Collect(CudaModel::State& s, int turn, int n_rows,
 absl::StatusOr<bool> StartAhead(CudaModel::State& s, const Batch& ahead,
                                 int n_rows, const TopRequest& req,
                                 const CudaKvCache& kv) {
-  if (!req.draws.empty() || !CheckAhead(ahead, n_rows).ok() ||
+  if (!req.draws.empty() || !req.penalties.empty() ||
+      !CheckAhead(ahead, n_rows).ok() ||
       static_cast<int>(ahead.tokens.size()) > s.plan.max_tokens) {
     return false;
   }
@@ -211,7 +259,8 @@ absl::Status CudaModel::ForwardTop(const Batch& batch, KvCache& cache,
   std::optional<std::vector<int>> rows;
   int turn = 0, n_rows = 0;
   if (s.pending.has_value() && s.pending->kv == kv && req.draws.empty() &&
-      s.pending->req.k == req.k && s.pending->req.log_z == req.log_z) {
+      req.penalties.empty() && s.pending->req.k == req.k &&
+      s.pending->req.log_z == req.log_z) {
     rows = MatchAhead(s.pending->batch, batch);
   }
   if (rows.has_value()) {

@@ -15,6 +15,7 @@
 
 #include "kernels/cuda/device_memory.h"
 #include "kernels/cuda/gemm.h"
+#include "kernels/cuda/ops.h"
 #include "model/cuda/cuda_model.h"
 #include "model/cuda/cuda_plan.h"
 #include "model/top_logits.h"
@@ -114,6 +115,11 @@ struct CudaModel::State {
     cudaEvent_t copied = nullptr;
   };
   Staging staging[2];
+  // ForwardTop's penalties: the step's rows and entries, here and on the
+  // device (grown as needed).
+  std::vector<kernels::cuda::CudaRowPenalties> penalty_rows;
+  std::vector<kernels::cuda::CudaPenaltyEntry> penalty_entries;
+  kernels::cuda::DeviceBuffer penalties;
   int staging_turn = 0;
 
   template <typename T>
