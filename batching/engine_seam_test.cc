@@ -70,6 +70,20 @@ std::vector<int32_t> Expected(const GenerationRequest& r, int n_vocab) {
   return out;
 }
 
+// The tokens of `r` sampled by Sample over the toy model's whole rows.
+std::vector<int32_t> ExpectedSampled(const GenerationRequest& r, int n_vocab) {
+  Sampler sampler(r.sampling, r.prompt);
+  std::vector<int32_t> context = r.prompt, out;
+  std::vector<float> row(n_vocab);
+  for (int i = 0; i < r.max_tokens; ++i) {
+    std::fill(row.begin(), row.end(), 0.0f);
+    row[testing::ToyModel::Next(context, n_vocab)] = 1.0f;
+    out.push_back(sampler.Sample(absl::MakeSpan(row)).token_id);
+    context.push_back(out.back());
+  }
+  return out;
+}
+
 using testing::ExpectEngineIdle;
 using testing::RunTogether;
 
@@ -188,6 +202,59 @@ TEST(EngineSeamTest, TemperatureDrawsHappenWhereTheRowsAre) {
   EXPECT_EQ(a, b);
   ExpectEngineIdle(*first.engine);
 }
+
+// A nucleus is drawn on the host from its row's largest entries and the
+// row's softmax denominator (TopRequest::draws with u < 0); one that
+// reaches past them (top-p 0.9 over the toy model's nearly flat rows) is
+// drawn from its whole row: the one a host reduction kept, or, from a model
+// that reduced on its device, the step's run again. Either way the tokens
+// are Sample's over whole rows.
+class NucleusTest : public ::testing::TestWithParam<bool> {};
+
+TEST_P(NucleusTest, NucleiComeFromReducedRowsOrWholeRows) {
+  const bool rows_on_host = GetParam();
+  std::unique_ptr<model::Tokenizer> tokenizer = testing::LoadTestTokenizer();
+  ASSERT_NE(tokenizer, nullptr);
+  const int n_vocab = tokenizer->vocab_size();
+  std::vector<GenerationRequest> requests = Requests(12);
+  for (size_t i = 0; i < requests.size(); ++i) {
+    requests[i].sampling.temperature = 1.0f;
+    requests[i].sampling.seed = 200 + i;
+    if (i % 2 == 0) {
+      requests[i].sampling.min_p = 0.5f;  // the largest entry alone
+    } else {
+      requests[i].sampling.top_p = 0.9f;  // most of the vocabulary
+    }
+  }
+  Rig rig = MakeRig(tokenizer.get(), 128);
+  rig.model->set_rows_on_host(rows_on_host);
+  const std::vector<std::vector<int32_t>> got =
+      RunTogether(*rig.engine, requests);
+  for (size_t i = 0; i < requests.size(); ++i) {
+    EXPECT_EQ(got[i], ExpectedSampled(requests[i], n_vocab)) << "request " << i;
+  }
+  EXPECT_GT(rig.model->draw_steps(), 0);
+  EXPECT_GT(rig.executor->whole_row_samples(), 0);
+  if (rows_on_host) {
+    EXPECT_EQ(rig.executor->whole_row_reruns(), 0);
+  } else {
+    EXPECT_GT(rig.executor->whole_row_reruns(), 0);
+  }
+  std::vector<GenerationRequest> min_p;
+  for (size_t i = 0; i < requests.size(); i += 2) min_p.push_back(requests[i]);
+  const int64_t whole = rig.executor->whole_row_samples();
+  const int top_before = rig.model->top_steps();
+  const std::vector<std::vector<int32_t>> reduced =
+      RunTogether(*rig.engine, min_p);
+  for (size_t i = 0; i < min_p.size(); ++i) {
+    EXPECT_EQ(reduced[i], got[2 * i]) << "request " << 2 * i;
+  }
+  EXPECT_EQ(rig.executor->whole_row_samples(), whole);
+  EXPECT_GT(rig.model->top_steps(), top_before);
+  ExpectEngineIdle(*rig.engine);
+}
+
+INSTANTIATE_TEST_SUITE_P(RowsOnHostOrDevice, NucleusTest, ::testing::Bool());
 
 }  // namespace
 }  // namespace braid::batching

@@ -102,12 +102,13 @@ std::optional<model::TopRequest> ModelExecutor::TopNeeded(
     top.penalties[n.row] = std::move(n.request.penalties[0]);
   }
   if (!draws) return top;
-  // Only now, sure of the path, do the drawing samplers take their u's.
+  // Only now, sure of the path, do the drawing samplers take their u's (a
+  // nucleus draws on the host: its u < 0 stays).
   top.draws.assign(n_rows, model::RowDraw());
   for (const Need& n : needs) {
     if (n.request.draws.empty()) continue;
-    top.draws[n.row] = {n.request.draws[0].inv_temperature,
-                        n.sampler->NextUniform()};
+    top.draws[n.row] = n.request.draws[0];
+    if (top.draws[n.row].u >= 0) top.draws[n.row].u = n.sampler->NextUniform();
   }
   return top;
 }
@@ -161,29 +162,53 @@ absl::StatusOr<StepOutput> ModelExecutor::Execute(const StepPlan& plan) {
   if (!st.ok()) return st;
   StepOutput out;
   out.tokens.resize(plan.sequences.size());
+  // Sample points whose nucleus reached past their reduced rows.
+  std::vector<std::pair<size_t, size_t>> whole;
   for (size_t i = 0; i < plan.sequences.size(); ++i) {
     const ScheduledSequence& s = plan.sequences[i];
+    out.tokens[i].resize(s.samples.size());
     for (size_t j = 0; j < s.samples.size(); ++j) {
       Sampler* sampler = s.samples[j].sampler;
       const int64_t row = sample_rows[i][j];
       if (top.has_value()) {
-        const int k = top_.k;
-        const bool drew = !top_.drawn.empty() && top_.drawn[row] >= 0;
-        out.tokens[i].push_back(sampler->SampleTop(
-            absl::MakeConstSpan(top_.ids.data() + row * k, k),
-            absl::MakeConstSpan(top_.values.data() + row * k, k),
-            top->log_z ? top_.log_z[row] : 0.0f, drew ? top_.drawn[row] : -1,
-            drew ? top_.drawn_logit[row] : 0.0f));
+        std::optional<SampledToken> t =
+            sampler->SampleTop(RowOf(top_, static_cast<int>(row)));
+        if (t.has_value()) {
+          out.tokens[i][j] = *std::move(t);
+        } else {
+          whole.emplace_back(i, j);
+        }
         continue;
       }
-      // Branches may share a row: it stays as it is (the sampler copies it
-      // only for penalties).
-      const float* logits = logits_.data() + row * n_vocab;
-      out.tokens[i].push_back(
-          sampler->Sample(absl::MakeConstSpan(logits, n_vocab), &row_scratch_));
+      SampleWholeRow(sampler, row, &out.tokens[i][j]);
     }
   }
+  if (whole.empty()) return out;
+  whole_row_samples_ += static_cast<int64_t>(whole.size());
+  if (top_.rows.size() == static_cast<size_t>(rows) * n_vocab) {
+    logits_.swap(top_.rows);  // reduced on the host: the rows are here
+  } else {
+    // The step again for its whole rows: its K/V entries are written again
+    // with the same values, its logits are the same.
+    ++whole_row_reruns_;
+    if (absl::Status st = model_->Forward(batch_, *kv_, &logits_); !st.ok()) {
+      return st;
+    }
+  }
+  for (const auto& [i, j] : whole) {
+    SampleWholeRow(plan.sequences[i].samples[j].sampler, sample_rows[i][j],
+                   &out.tokens[i][j]);
+  }
   return out;
+}
+
+void ModelExecutor::SampleWholeRow(Sampler* sampler, int64_t row,
+                                   SampledToken* out) {
+  // Branches may share a row: it stays as it is (the sampler copies it only
+  // for penalties).
+  const int n_vocab = vocab_size();
+  const float* logits = logits_.data() + row * n_vocab;
+  *out = sampler->Sample(absl::MakeConstSpan(logits, n_vocab), &row_scratch_);
 }
 
 }  // namespace braid::batching

@@ -1,11 +1,14 @@
 // The Executor for any model::Model (model/model.h): turns a StepPlan into
 // one model::Batch, runs Model::Forward over the model's KV cache, and
 // samples each sequence that asked for a token from its logits row. When
-// every sampler of the step can do with each row's k largest entries
-// (Sampler::RowNeeds: greedy, top-k draws, no penalties), the step runs
-// Model::ForwardTop instead and only those leave the model; and when the
-// engine expects the next step to be this one a token further and every
-// sampler takes its row's top-1, it tells the model that step in advance
+// every sampler of the step can do with a reduction of its row
+// (Sampler::RowNeeds: its k largest entries, penalized first, with a draw
+// or a nucleus denominator), the step runs Model::ForwardTop instead and
+// only those leave the model (should a nucleus reach past its row's
+// entries, it is drawn from the whole row: the one the host reduction had,
+// or the step's run again); and when the engine
+// expects the next step to be this one a token further and every sampler
+// takes its row's top-1, it tells the model that step in advance
 // (Model::SetLookahead).
 //
 // Owns the KV cache (made by the model, sized at construction); the
@@ -32,6 +35,11 @@ class ModelExecutor : public Executor {
   int vocab_size() const override { return model_->info().n_vocab; }
 
   const model::KvCache& kv_cache() const { return *kv_; }
+  // Tokens drawn from whole rows after a reduction (a nucleus past its
+  // reduced row), and the steps run again for them (a model that reduces
+  // on its device).
+  int64_t whole_row_samples() const { return whole_row_samples_; }
+  int64_t whole_row_reruns() const { return whole_row_reruns_; }
 
  private:
   static std::optional<model::TopRequest> TopNeeded(
@@ -43,6 +51,8 @@ class ModelExecutor : public Executor {
   bool BuildAhead(const StepPlan& plan);
   void AddSequence(const ScheduledSequence& s, std::vector<int>* sample_rows,
                    int* rows);
+  // Sample from row `row` of logits_.
+  void SampleWholeRow(Sampler* sampler, int64_t row, SampledToken* out);
 
   model::Model* const model_;
   const std::unique_ptr<model::KvCache> kv_;
@@ -51,6 +61,7 @@ class ModelExecutor : public Executor {
   model::TopLogits top_;            // the rows reduced (Model::ForwardTop)
   model::Batch ahead_;              // the lookahead step
   std::vector<float> row_scratch_;  // [n_vocab]
+  int64_t whole_row_samples_ = 0, whole_row_reruns_ = 0;
 };
 
 }  // namespace braid::batching

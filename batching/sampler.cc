@@ -102,7 +102,12 @@ double Sampler::NextUniform() {
 }
 
 int32_t Sampler::DrawOrdered() {
-  // Softmax over the survivors, in place (first = probability).
+  ToProbabilities(std::nullopt);
+  return DrawAmong(*NucleusSize(false));
+}
+
+void Sampler::ToProbabilities(std::optional<double> whole_sum) {
+  // In place (first = probability).
   float max_logit = candidates_[0].first;
   for (const auto& c : candidates_) max_logit = std::max(max_logit, c.first);
   double sum = 0;
@@ -110,31 +115,48 @@ int32_t Sampler::DrawOrdered() {
     c.first = std::exp(c.first - max_logit);
     sum += c.first;
   }
+  if (whole_sum.has_value()) sum = *whole_sum;
   for (auto& c : candidates_) c.first = static_cast<float>(c.first / sum);
+}
+
+std::optional<size_t> Sampler::NucleusSize(bool partial) const {
+  size_t n = candidates_.size();
   if (options_.top_p < 1.0f) {
     double cum = 0;
-    size_t n = 0;
-    while (n < candidates_.size()) {
-      cum += candidates_[n++].first;
-      if (cum >= options_.top_p) break;
+    size_t i = 0;
+    bool reached = false;
+    while (i < n && !reached)
+      reached = (cum += candidates_[i++].first) >= options_.top_p;
+    // The entries past the candidates (each at most the last one's
+    // probability) must all come after the cut: the last kept strictly
+    // more likely than the last candidate.
+    if (partial &&
+        (!reached || !(candidates_[i - 1].first > candidates_.back().first))) {
+      return std::nullopt;
     }
-    candidates_.resize(std::max<size_t>(n, 1));
+    n = std::max<size_t>(i, 1);
   }
   if (options_.min_p > 0.0f) {
     const float floor = options_.min_p * candidates_[0].first;
-    size_t n = 1;
-    while (n < candidates_.size() && candidates_[n].first >= floor) ++n;
-    candidates_.resize(n);
+    size_t m = 1;
+    while (m < n && candidates_[m].first >= floor) ++m;
+    // Some candidate below the floor: every entry past them is too.
+    if (partial && m == candidates_.size()) return std::nullopt;
+    n = m;
   }
+  return n;
+}
+
+int32_t Sampler::DrawAmong(size_t n) {
   double total = 0;
-  for (const auto& c : candidates_) total += c.first;
+  for (size_t i = 0; i < n; ++i) total += candidates_[i].first;
   const double u = NextUniform() * total;
   double cum = 0;
-  for (const auto& c : candidates_) {
-    cum += c.first;
-    if (u < cum) return c.second;
+  for (size_t i = 0; i < n; ++i) {
+    cum += candidates_[i].first;
+    if (u < cum) return candidates_[i].second;
   }
-  return candidates_.back().second;
+  return candidates_[n - 1].second;
 }
 
 std::optional<model::TopRequest> Sampler::RowNeeds(int n_vocab) const {
@@ -147,7 +169,9 @@ std::optional<model::TopRequest> Sampler::RowNeeds(int n_vocab) const {
     if (top_k) {
       need.k = options_.top_k;
     } else if (options_.top_p < 1.0f || options_.min_p > 0.0f) {
-      return std::nullopt;  // a nucleus over the whole sorted vocabulary
+      // A nucleus: its largest entries and the whole row's denominator.
+      need.k = std::min(n_vocab, model::kMaxTopLogits);
+      need.draws = {{1.0f / options_.temperature, -1.0}};
     } else {
       need.draws = {{1.0f / options_.temperature, 0.0}};
     }
@@ -163,37 +187,63 @@ bool Sampler::TakesTop1() const {
          (options_.temperature <= 0.0f || options_.top_k == 1);
 }
 
-SampledToken Sampler::SampleTop(absl::Span<const int32_t> ids,
-                                absl::Span<const float> values, float log_z,
-                                int32_t drawn, float drawn_logit) {
+ReducedRow RowOf(const model::TopLogits& top, int r) {
+  ReducedRow row;
+  const size_t k = top.k;
+  row.ids = absl::MakeConstSpan(top.ids.data() + r * k, k);
+  row.values = absl::MakeConstSpan(top.values.data() + r * k, k);
+  if (!top.log_z.empty()) row.log_z = top.log_z[r];
+  if (!top.drawn.empty()) {
+    row.drawn = top.drawn[r];
+    row.drawn_logit = top.drawn_logit[r];
+  }
+  // (Only a row that asked for its denominator and drew nothing has one.)
+  if (!top.sums.empty() && row.drawn < 0) row.sum = top.sums[r];
+  return row;
+}
+
+std::optional<SampledToken> Sampler::SampleTop(const ReducedRow& row) {
+  const absl::Span<const int32_t> ids = row.ids;
+  const absl::Span<const float> values = row.values;
   SampledToken out;
   float logit = values[0];
-  if (drawn >= 0) {
-    out.token_id = drawn;
-    logit = drawn_logit;
+  if (row.drawn >= 0) {
+    out.token_id = row.drawn;
+    logit = row.drawn_logit;
   } else if (options_.temperature <= 0.0f) {
     out.token_id = ids[0];
   } else {
-    // The row's top-k candidates, ordered by the scaled logits as Draw
-    // orders them.
+    // The row's top-k candidates (a nucleus: all its entries), ordered by
+    // the scaled logits as Draw orders them.
     candidates_.clear();
     const float inv_t = 1.0f / options_.temperature;
-    const size_t keep = std::min<size_t>(options_.top_k, ids.size());
+    const bool nucleus = row.sum > 0.0;  // asked for (it is at least 1)
+    const size_t keep =
+        nucleus ? ids.size() : std::min<size_t>(options_.top_k, ids.size());
     for (size_t i = 0; i < keep; ++i) {
       candidates_.emplace_back(values[i] * inv_t, ids[i]);
     }
     std::sort(candidates_.begin(), candidates_.end(), ByLogit);
     // (No candidates only when a caller broke RowNeeds' contract.)
-    out.token_id = candidates_.empty() ? ids[0] : DrawOrdered();
+    if (candidates_.empty()) {
+      out.token_id = ids[0];
+    } else if (!nucleus) {
+      out.token_id = DrawOrdered();
+    } else {
+      ToProbabilities(row.sum);
+      const std::optional<size_t> n = NucleusSize(true);
+      if (!n.has_value()) return std::nullopt;
+      out.token_id = DrawAmong(*n);
+    }
     for (size_t i = 0; i < keep; ++i) {
       if (ids[i] == out.token_id) logit = values[i];
     }
   }
   if (options_.logprobs) {
-    out.logprob = logit - log_z;
+    out.logprob = logit - row.log_z;
     const size_t n = std::min<size_t>(options_.top_logprobs, ids.size());
     for (size_t i = 0; i < n; ++i) {
-      out.top.push_back({ids[i], values[i] - log_z});
+      out.top.push_back({ids[i], values[i] - row.log_z});
     }
   }
   Accept(out.token_id);

@@ -40,6 +40,18 @@ struct SampledToken {
   std::vector<TokenChoice> top;  // most likely first
 };
 
+// One logits row as Model::ForwardTop reduced it (model/top_logits.h).
+struct ReducedRow {
+  absl::Span<const int32_t> ids;  // its largest entries, in TopLogits order
+  absl::Span<const float> values;
+  float log_z = 0.0f;  // when asked
+  int32_t drawn = -1;  // its draw, when it drew
+  float drawn_logit = 0.0f;
+  double sum = 0.0;  // its nucleus denominator when asked (>= 1), else 0
+};
+// Row r of `top`.
+ReducedRow RowOf(const model::TopLogits& top, int r);
+
 // Turns one row of logits into a token. Owns the request's random generator
 // (seeded once, so equal seeds give equal outputs) and the token counts that
 // the penalties need. One per request; not thread-safe.
@@ -61,13 +73,14 @@ class Sampler {
 
   // What the next Sample needs of a logits row of n_vocab entries: its k
   // largest entries (and its log-sum-exp when log-probabilities are
-  // reported) for a greedy choice or a top-k draw, or (draws, one entry)
+  // reported) for a greedy choice or a top-k draw; or (draws, one entry)
   // a draw over the whole row made where the row is, for a temperature
   // without top-k, top-p or min-p (its u from NextUniform, once the step
-  // is sure to take that path); with penalties (penalties, one entry), of
-  // the row they changed. nullopt for the whole row: a nucleus needs the
-  // whole row sorted, and penalties with log-probabilities both the raw
-  // row and the penalized one.
+  // is sure to take that path); or for a nucleus (top-p, min-p, no top-k)
+  // the row's kMaxTopLogits largest entries and its softmax denominator
+  // (draws, one entry with u < 0); with penalties (penalties, one entry),
+  // all of the row they changed. nullopt for the whole row: penalties with
+  // log-probabilities need both the raw row and the penalized one.
   std::optional<model::TopRequest> RowNeeds(int n_vocab) const;
   // The uniform number in [0, 1) of the next draw, from the request's
   // generator (each draw takes one).
@@ -76,12 +89,11 @@ class Sampler {
   // (greedy, or top-k of 1, without penalties).
   bool TakesTop1() const;
   // Sample from a row reduced as RowNeeds asked (at least that many
-  // entries, in TopLogits order; log_z read only when asked; drawn >= 0 the
-  // row's draw and drawn_logit its logit): the token and log-probabilities
-  // Sample would give from the whole row.
-  SampledToken SampleTop(absl::Span<const int32_t> ids,
-                         absl::Span<const float> values, float log_z,
-                         int32_t drawn = -1, float drawn_logit = 0.0f);
+  // entries): the token and log-probabilities Sample would give from the
+  // whole row; nullopt, having changed nothing, when a nucleus reaches past
+  // the row's entries (rare: a flat distribution with top-p near 1), for
+  // Sample over the whole row instead.
+  std::optional<SampledToken> SampleTop(const ReducedRow& row);
 
   // Records a generated token (for penalties). Sample() calls it itself.
   void Accept(int32_t token_id);
@@ -102,6 +114,16 @@ class Sampler {
   int32_t Draw(absl::Span<const float> logits);
   // The draw from candidates_ once top-k has cut it and ordered it.
   int32_t DrawOrdered();
+  // candidates_ (ordered, scaled logits) into their probabilities: the
+  // softmax over them, or over the whole row whose denominator (of exp(x -
+  // max)) is whole_sum.
+  void ToProbabilities(std::optional<double> whole_sum);
+  // How many of candidates_ (probabilities) top-p and min-p keep; nullopt
+  // when `partial` (candidates_ the largest entries of a longer row) and
+  // the cut is not sure to fall among them.
+  std::optional<size_t> NucleusSize(bool partial) const;
+  // The draw among the first n of candidates_ (one u).
+  int32_t DrawAmong(size_t n);
   // Picks from `shaped` (after penalties), logprobs from `raw` (before).
   SampledToken Pick(absl::Span<const float> shaped,
                     absl::Span<const float> raw);

@@ -2,6 +2,7 @@
 
 #include <cmath>
 #include <map>
+#include <optional>
 #include <random>
 #include <vector>
 
@@ -155,14 +156,21 @@ TEST(SamplerTest, RowNeedsTheTopKUnlessTheWholeRowMatters) {
   ASSERT_EQ(needs(o)->draws.size(), 1u);
   EXPECT_FLOAT_EQ(needs(o)->draws[0].inv_temperature, 1.0f / 0.8f);
   EXPECT_EQ(needs(o)->k, 5);
-  o.top_p = 0.9f;  // a nucleus of the whole sorted vocabulary
-  EXPECT_FALSE(needs(o).has_value());
+  EXPECT_GE(needs(o)->draws[0].u, 0.0);
+  o.top_p = 0.9f;  // a nucleus: the largest entries and the denominator
+  ASSERT_TRUE(needs(o).has_value());
+  EXPECT_EQ(needs(o)->k, 1000);
+  ASSERT_EQ(needs(o)->draws.size(), 1u);
+  EXPECT_LT(needs(o)->draws[0].u, 0.0);
+  EXPECT_FLOAT_EQ(needs(o)->draws[0].inv_temperature, 1.0f / 0.8f);
+  EXPECT_EQ(Sampler(o, {}).RowNeeds(1 << 17)->k, model::kMaxTopLogits);
   o.top_k = 40;
   o.min_p = 0.05f;
   EXPECT_EQ(needs(o)->k, 40);
   EXPECT_TRUE(needs(o)->draws.empty());
-  o.top_k = 1000;  // keeps everything: top-p over the whole row again
-  EXPECT_FALSE(needs(o).has_value());
+  o.top_k = 1000;  // keeps everything: a nucleus again
+  EXPECT_EQ(needs(o)->k, 1000);
+  EXPECT_LT(needs(o)->draws[0].u, 0.0);
   o.top_k = 40;
   o.presence_penalty = 0.5f;  // the raw row's logprobs, the penalized row's
   EXPECT_FALSE(needs(o).has_value());  // choice
@@ -196,7 +204,7 @@ TEST(SamplerTest, SampleTopEqualsSampleOverTheWholeRow) {
   constexpr int kVocab = 3000;
   std::mt19937 rng(11);
   std::normal_distribution<float> normal(0.0f, 2.0f);
-  std::vector<SamplingOptions> cases(9);
+  std::vector<SamplingOptions> cases(13);
   cases[4].temperature = 0.9f;  // drawn over the whole row
   cases[4].seed = 9;
   cases[5] = cases[4];
@@ -220,6 +228,17 @@ TEST(SamplerTest, SampleTopEqualsSampleOverTheWholeRow) {
   cases[8] = cases[2];  // top-k
   cases[8].repetition_penalty = 0.8f;
   cases[8].frequency_penalty = 0.5f;
+  // Nuclei, from the row's kMaxTopLogits largest entries.
+  cases[9] = cases[4];
+  cases[9].top_p = 0.8f;
+  cases[10] = cases[4];
+  cases[10].min_p = 0.05f;
+  cases[11] = cases[5];  // with log-probabilities
+  cases[11].top_p = 0.95f;
+  cases[11].min_p = 0.01f;
+  cases[12] = cases[9];  // penalized
+  cases[12].repetition_penalty = 1.2f;
+  cases[12].presence_penalty = 0.4f;
   std::vector<int32_t> prompt;
   for (int i = 0; i < 200; ++i) prompt.push_back((i * 37) % 400);
   for (const SamplingOptions& o : cases) {
@@ -230,14 +249,16 @@ TEST(SamplerTest, SampleTopEqualsSampleOverTheWholeRow) {
       // The likeliest tokens are the penalized ones.
       for (int i = 0; i < 400; i += 3) row[i] += 6.0f;
       model::TopRequest req = *top.RowNeeds(kVocab);
-      if (!req.draws.empty()) req.draws[0].u = top.NextUniform();
+      if (!req.draws.empty() && req.draws[0].u >= 0) {
+        req.draws[0].u = top.NextUniform();
+      }
       model::TopLogits reduced;
       model::ReduceLogits(row.data(), 1, kVocab, req, &reduced);
       const SampledToken a = whole.Sample(absl::MakeSpan(row));
-      const bool drew = !reduced.drawn.empty();
-      const SampledToken b = top.SampleTop(
-          reduced.ids, reduced.values, req.log_z ? reduced.log_z[0] : 0.0f,
-          drew ? reduced.drawn[0] : -1, drew ? reduced.drawn_logit[0] : 0.0f);
+      const std::optional<SampledToken> reduced_b =
+          top.SampleTop(RowOf(reduced, 0));
+      ASSERT_TRUE(reduced_b.has_value()) << "step " << step;
+      const SampledToken& b = *reduced_b;
       ASSERT_EQ(a.token_id, b.token_id) << "step " << step;
       EXPECT_EQ(a.logprob, b.logprob);
       ASSERT_EQ(a.top.size(), b.top.size());
@@ -246,6 +267,30 @@ TEST(SamplerTest, SampleTopEqualsSampleOverTheWholeRow) {
         EXPECT_EQ(a.top[i].logprob, b.top[i].logprob);
       }
     }
+  }
+}
+
+// A nucleus that reaches past the row's largest entries (a flat row, top-p
+// near 1) cannot be drawn from them: SampleTop says so and changes nothing,
+// so the whole row then gives Sample's token.
+TEST(SamplerTest, ANucleusPastTheReducedRowNeedsTheWholeRow) {
+  constexpr int kVocab = 5000;
+  SamplingOptions o;
+  o.temperature = 1.0f;
+  o.top_p = 0.99f;
+  o.seed = 3;
+  Sampler whole(o, {}), top(o, {});
+  std::mt19937 rng(5);
+  std::uniform_real_distribution<float> flat(-0.1f, 0.1f);
+  for (int step = 0; step < 10; ++step) {
+    std::vector<float> row(kVocab);
+    for (float& v : row) v = flat(rng);
+    const model::TopRequest req = *top.RowNeeds(kVocab);
+    model::TopLogits reduced;
+    model::ReduceLogits(row.data(), 1, kVocab, req, &reduced);
+    EXPECT_FALSE(top.SampleTop(RowOf(reduced, 0)).has_value());
+    const SampledToken a = whole.Sample(absl::MakeSpan(row));
+    EXPECT_EQ(top.Sample(absl::MakeSpan(row)).token_id, a.token_id);
   }
 }
 

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <functional>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -66,6 +67,17 @@ int32_t DrawInIdOrder(const float* row, int64_t n, const RowDraw& d) {
   return static_cast<int32_t>(n - 1);
 }
 
+double NucleusSum(const float* row, int64_t n, float inv_temperature,
+                  std::vector<float>* scratch) {
+  scratch->resize(n);
+  for (int64_t i = 0; i < n; ++i) (*scratch)[i] = row[i] * inv_temperature;
+  std::sort(scratch->begin(), scratch->end(), std::greater<float>());
+  const float max = (*scratch)[0];
+  double sum = 0;
+  for (float v : *scratch) sum += std::exp(v - max);
+  return sum;
+}
+
 float LogSumExp(const float* row, int64_t n) {
   const float max = *std::max_element(row, row + n);
   double sum = 0;
@@ -84,6 +96,7 @@ void ReduceLogits(const float* rows, int n_rows, int n_vocab,
   out->log_z.resize(req.log_z ? n_rows : 0);
   out->drawn.resize(req.draws.empty() ? 0 : n_rows);
   out->drawn_logit.resize(out->drawn.size());
+  out->sums.resize(out->drawn.size());
   for (int r = 0; r < n_rows; ++r) {
     const float* row = rows + int64_t{r} * n_vocab;
     if (!req.penalties.empty() && !req.penalties[r].ids.empty()) {
@@ -108,9 +121,13 @@ void ReduceLogits(const float* rows, int n_rows, int n_vocab,
     if (req.log_z) out->log_z[r] = LogSumExp(row, n_vocab);
     if (!req.draws.empty()) {
       const RowDraw& d = req.draws[r];
-      out->drawn[r] =
-          d.inv_temperature > 0.0f ? DrawInIdOrder(row, n_vocab, d) : -1;
+      const bool draws = d.inv_temperature > 0.0f;
+      out->drawn[r] = draws && d.u >= 0 ? DrawInIdOrder(row, n_vocab, d) : -1;
       out->drawn_logit[r] = out->drawn[r] >= 0 ? row[out->drawn[r]] : 0.0f;
+      out->sums[r] =
+          draws && d.u < 0
+              ? NucleusSum(row, n_vocab, d.inv_temperature, &out->scaled)
+              : 0.0;
     }
   }
 }

@@ -17,8 +17,11 @@ namespace braid::model {
 inline constexpr int kMaxTopLogits = 1024;
 
 // A draw over a whole row, made where the row is: batching's Sampler::Draw
-// without top-k, top-p, min-p or penalties (DrawInIdOrder), whose token
-// depends on every entry. u in [0, 1) comes from the request's generator.
+// without top-k, top-p or min-p (DrawInIdOrder), whose token depends on
+// every entry. u in [0, 1) comes from the request's generator; u < 0 draws
+// nothing but asks for the row's softmax denominator at the temperature
+// (TopLogits::sums), with which the host draws a nucleus (top-p, min-p)
+// from the row's largest entries.
 struct RowDraw {
   float inv_temperature = 0.0f;  // 0: this row draws nothing
   double u = 0.0;
@@ -58,14 +61,20 @@ struct TopLogits {
   std::vector<float> values;
   std::vector<float> log_z;  // [rows] when asked, else empty
   // [rows] when draws were asked: each row's drawn id (-1: none) and its
-  // logit there.
+  // logit there, and for the rows that asked for it (u < 0) its softmax
+  // denominator sum_i exp(row[i] * t - max_j row[j] * t) (t the
+  // inv_temperature; NucleusSum on the host; unspecified for the others).
   std::vector<int32_t> drawn;
   std::vector<float> drawn_logit;
-  // Scratch of the host reduction (Model::ForwardTop's default: the step's
-  // rows, a penalized row, the sort).
+  std::vector<double> sums;
+  // The step's whole rows [rows, n_vocab] when the model reduced them on
+  // the host (Model::ForwardTop's default), else empty; the caller may
+  // sample from them where the reduction does not suffice.
   std::vector<float> rows;
+  // Scratch of the host reduction: a penalized row, the sort.
   std::vector<float> penalized;
   std::vector<int32_t> order;
+  std::vector<float> scaled;
 
   int num_rows() const { return k == 0 ? 0 : static_cast<int>(ids.size()) / k; }
 };
@@ -85,6 +94,13 @@ void ApplyPenalties(const RowPenalties& p, float* row, int n_vocab);
 // of exp / a double sum), walked in id order until the running sum (double)
 // passes u * sum(p); the last id when rounding leaves it short.
 int32_t DrawInIdOrder(const float* row, int64_t n, const RowDraw& d);
+
+// sum_i exp(row[i] * inv_temperature - max) (the products in float, each
+// exp a float) summed in double from the largest product down: the
+// denominator of batching's Sampler nucleus over the whole row, bit for bit.
+// `scratch` holds the sorted products.
+double NucleusSum(const float* row, int64_t n, float inv_temperature,
+                  std::vector<float>* scratch);
 
 // log(sum_i exp(row[i])) as max + log(sum exp(x - max)), summed in double
 // in index order.

@@ -37,6 +37,9 @@ class ToyModel : public model::Model {
                           const model::TopRequest& req,
                           model::TopLogits* out) override;
   void SetLookahead(const model::Batch* ahead) override;
+  // false: ForwardTop leaves no whole rows (TopLogits::rows), as a model
+  // on a device.
+  void set_rows_on_host(bool on) { rows_on_host_ = on; }
 
   // Steps run so far (lookahead steps included), how many of them through
   // ForwardTop, and the ForwardTop calls answered by a lookahead step.
@@ -49,6 +52,7 @@ class ToyModel : public model::Model {
  private:
   model::ModelInfo info_;
   int steps_ = 0, top_steps_ = 0, lookahead_hits_ = 0, draw_steps_ = 0;
+  bool rows_on_host_ = true;
   std::optional<model::Batch> ahead_;  // set for the next ForwardTop
   // The lookahead step run, its request and rows.
   std::optional<model::Batch> pending_;

@@ -18,7 +18,8 @@ struct CudaRowDraw {
 namespace internal {
 cudaError_t LaunchDrawRows(const float* logits, int n_rows, int n_vocab,
                            const CudaRowDraw* draws, int32_t* drawn,
-                           float* drawn_logit, cudaStream_t stream);
+                           float* drawn_logit, double* sums,
+                           cudaStream_t stream);
 }  // namespace internal
 
 namespace {
@@ -67,7 +68,7 @@ __device__ double BlockExclusiveSum(double v) {
 // thread order is id order. The row is read four times.
 __global__ void __launch_bounds__(kThreads)
     DrawRowsKernel(const float* logits, int n_vocab, const CudaRowDraw* draws,
-                   int32_t* drawn, float* drawn_logit) {
+                   int32_t* drawn, float* drawn_logit, double* sums) {
   AwaitPrerequisiteGrids();
   __shared__ int s_found;
   const int64_t row = blockIdx.x;
@@ -76,6 +77,7 @@ __global__ void __launch_bounds__(kThreads)
     if (threadIdx.x == 0) {
       drawn[row] = -1;
       drawn_logit[row] = 0.0f;
+      sums[row] = 0.0;
     }
     return;
   }
@@ -91,6 +93,14 @@ __global__ void __launch_bounds__(kThreads)
     e_sum += static_cast<double>(expf(x[i] * d.inv_temperature - m));
   }
   const double sum = BlockReduce<double, false>(e_sum);
+  if (d.u < 0.0) {  // the denominator alone
+    if (threadIdx.x == 0) {
+      drawn[row] = -1;
+      drawn_logit[row] = 0.0f;
+      sums[row] = sum;
+    }
+    return;
+  }
   // The probabilities as the host rounds them (float of e / sum), summed.
   double mass = 0.0;
   for (int i = begin; i < end; ++i) {
@@ -116,6 +126,7 @@ __global__ void __launch_bounds__(kThreads)
   if (threadIdx.x == 0) {
     drawn[row] = s_found;
     drawn_logit[row] = x[s_found];
+    sums[row] = sum;
   }
 }
 
@@ -124,9 +135,9 @@ __global__ void __launch_bounds__(kThreads)
 cudaError_t internal::LaunchDrawRows(const float* logits, int n_rows,
                                      int n_vocab, const CudaRowDraw* draws,
                                      int32_t* drawn, float* drawn_logit,
-                                     cudaStream_t stream) {
+                                     double* sums, cudaStream_t stream) {
   return Launch(DrawRowsKernel, n_rows, kThreads, 0, stream, logits, n_vocab,
-                draws, drawn, drawn_logit);
+                draws, drawn, drawn_logit, sums);
 }
 
 }  // namespace braid::kernels::cuda

@@ -22,7 +22,8 @@
 namespace braid::kernels::cuda {
 
 // One row's draw: inv_temperature 0 draws nothing (the row's token comes
-// from elsewhere).
+// from elsewhere); u < 0 draws nothing but the row's softmax denominator
+// (a nucleus the host draws).
 struct CudaRowDraw {
   float inv_temperature = 0.0f;
   double u = 0.0;
@@ -31,11 +32,14 @@ struct CudaRowDraw {
 // For each of n_rows rows of logits [n_rows, n_vocab] (f32, row-major, no
 // NaN) and its draws[row] (device memory): the drawn id into drawn[row] and
 // the row's logit there into drawn_logit[row] (-1 and 0 where the row draws
-// nothing). One kernel launch on `stream`, asynchronous, no allocation:
-// capturable. InvalidArgument for n_rows < 0, n_vocab < 1 or a null array.
+// nothing), and into sums[row] its softmax denominator at the temperature,
+// sum_i exp(x_i * t - max_j x_j * t) in double (0 where inv_temperature is
+// 0; model::NucleusSum is the host's, summed in another order). One kernel
+// launch on `stream`, asynchronous, no allocation: capturable.
+// InvalidArgument for n_rows < 0, n_vocab < 1 or a null array.
 absl::Status DrawRows(const float* logits, int n_rows, int n_vocab,
                       const CudaRowDraw* draws, int32_t* drawn,
-                      float* drawn_logit, cudaStream_t stream);
+                      float* drawn_logit, double* sums, cudaStream_t stream);
 
 }  // namespace braid::kernels::cuda
 

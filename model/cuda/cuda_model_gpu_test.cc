@@ -319,6 +319,25 @@ TEST_P(CudaModelGpuTest, DecodeGraphsMatchEagerStepsAndForwardTopReduces) {
     EXPECT_EQ(penalized.ids, host_penalized.ids) << what;
     EXPECT_EQ(penalized.values, host_penalized.values) << what;
     EXPECT_NE(penalized.ids, host.ids) << what;
+    // A nucleus's request: each row's largest entries (as many as a
+    // reduction holds) and its softmax denominator at the temperature (the
+    // host's but for the order of the sum).
+    TopRequest nucleus_req{std::min(n_vocab, kMaxTopLogits),
+                           false,
+                           {{1.0f, -1.0}, {0.0f, 0.0}, {1.25f, -1.0}}};
+    TopLogits nucleus, host_nucleus;
+    st = graph->ForwardTop(b, *graph_kv, nucleus_req, &nucleus);
+    ASSERT_TRUE(st.ok()) << what << ": " << st;
+    ReduceLogits(got.data(), 3, n_vocab, nucleus_req, &host_nucleus);
+    EXPECT_EQ(nucleus.ids, host_nucleus.ids) << what;
+    EXPECT_EQ(nucleus.values, host_nucleus.values) << what;
+    EXPECT_EQ(nucleus.drawn, std::vector<int32_t>(3, -1)) << what;
+    ASSERT_EQ(nucleus.sums.size(), 3u);
+    for (int q : {0, 2}) {
+      EXPECT_NEAR(nucleus.sums[q], host_nucleus.sums[q],
+                  1e-5 * host_nucleus.sums[q])
+          << what;
+    }
     // Temperature draws made on the device: the host's draws over the rows
     // Forward returned (u's away from any boundary but by chance).
     TopRequest draw_req{1, false, {{1.0f, 0.3}, {0.0f, 0.0}, {1.25f, 0.77}}};

@@ -37,9 +37,10 @@ absl::Status EnsureStaging(Staging& g, int64_t rows, int k) {
   if (entries <= g.entries && rows <= g.rows) return absl::OkStatus();
   const int64_t new_entries = std::max(entries, 2 * g.entries);
   const int64_t new_rows = std::max(rows, 2 * g.rows);
-  for (void* p : {static_cast<void*>(g.ids), static_cast<void*>(g.values),
-                  static_cast<void*>(g.log_z), static_cast<void*>(g.drawn),
-                  static_cast<void*>(g.drawn_logit)}) {
+  for (void* p :
+       {static_cast<void*>(g.ids), static_cast<void*>(g.values),
+        static_cast<void*>(g.log_z), static_cast<void*>(g.drawn),
+        static_cast<void*>(g.drawn_logit), static_cast<void*>(g.sums)}) {
     if (p != nullptr) cudaFreeHost(p);
   }
   const cudaEvent_t copied = g.copied;
@@ -54,13 +55,14 @@ absl::Status EnsureStaging(Staging& g, int64_t rows, int k) {
   BRAID_CUDA_RETURN_IF_ERROR(alloc(&g.log_z, new_rows));
   BRAID_CUDA_RETURN_IF_ERROR(alloc(&g.drawn, new_rows));
   BRAID_CUDA_RETURN_IF_ERROR(alloc(&g.drawn_logit, new_rows));
+  BRAID_CUDA_RETURN_IF_ERROR(alloc(&g.sums, new_rows));
   g.entries = new_entries;
   g.rows = new_rows;
   return absl::OkStatus();
 }
 
-// The rows' draws (req.draws, one per row) on the device into kDrawn and
-// kDrawnLogit, copied into g.
+// The rows' draws (req.draws, one per row) on the device into kDrawn,
+// kDrawnLogit and kDrawSums, copied into g.
 absl::Status DrawIntoStaging(CudaModel::State& s, int n_rows,
                              const TopRequest& req, Staging& g) {
   static_assert(sizeof(RowDraw) == sizeof(kernels::cuda::CudaRowDraw) &&
@@ -69,19 +71,22 @@ absl::Status DrawIntoStaging(CudaModel::State& s, int n_rows,
   auto* draws = s.Buffer<kernels::cuda::CudaRowDraw>(kDraws);
   int32_t* drawn = s.Buffer<int32_t>(kDrawn);
   float* drawn_logit = s.Buffer<float>(kDrawnLogit);
+  double* sums = s.Buffer<double>(kDrawSums);
   // From pageable memory: the copy has read it when the call returns.
   BRAID_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(draws, req.draws.data(),
                                              n_rows * sizeof(RowDraw),
                                              cudaMemcpyHostToDevice, s.stream));
-  BRAID_RETURN_IF_ERROR(kernels::cuda::DrawRows(s.Buffer<float>(kLogits),
-                                                n_rows, s.config.n_vocab, draws,
-                                                drawn, drawn_logit, s.stream));
+  BRAID_RETURN_IF_ERROR(kernels::cuda::DrawRows(
+      s.Buffer<float>(kLogits), n_rows, s.config.n_vocab, draws, drawn,
+      drawn_logit, sums, s.stream));
   BRAID_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(g.drawn, drawn,
                                              n_rows * sizeof(int32_t),
                                              cudaMemcpyDeviceToHost, s.stream));
   BRAID_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(g.drawn_logit, drawn_logit,
                                              n_rows * sizeof(float),
                                              cudaMemcpyDeviceToHost, s.stream));
+  BRAID_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(
+      g.sums, sums, n_rows * sizeof(double), cudaMemcpyDeviceToHost, s.stream));
   return absl::OkStatus();
 }
 
@@ -172,6 +177,7 @@ absl::StatusOr<int> ReduceIntoStaging(CudaModel::State& s, int n_rows,
 absl::Status Collect(CudaModel::State& s, int turn, int n_rows,
                      const TopRequest& req, const std::vector<int>* rows,
                      TopLogits* out) {
+  out->rows.clear();  // the rows stay on the device
   const Staging& g = s.staging[turn];
   BRAID_CUDA_RETURN_IF_ERROR(cudaEventSynchronize(g.copied));
   const size_t entries = static_cast<size_t>(n_rows) * req.k;
@@ -183,6 +189,7 @@ absl::Status Collect(CudaModel::State& s, int turn, int n_rows,
     out->log_z.assign(g.log_z, g.log_z + (req.log_z ? n_rows : 0));
     out->drawn.assign(g.drawn, g.drawn + n_drawn);
     out->drawn_logit.assign(g.drawn_logit, g.drawn_logit + n_drawn);
+    out->sums.assign(g.sums, g.sums + n_drawn);
     return absl::OkStatus();
   }
   TopLogits all;

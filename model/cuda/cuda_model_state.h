@@ -110,6 +110,7 @@ struct CudaModel::State {
     float* log_z = nullptr;
     int32_t* drawn = nullptr;
     float* drawn_logit = nullptr;
+    double* sums = nullptr;
     int64_t entries = 0;  // rows x k they hold
     int64_t rows = 0;
     cudaEvent_t copied = nullptr;

@@ -60,6 +60,7 @@ CudaPlan PlanCudaModel(const LlamaConfig& c, bool tied_output, int max_tokens) {
       16 * t,
       4 * t,
       4 * t,
+      8 * t,
   };
   int64_t off = 0;
   for (int b = 0; b < kNumCudaBuffers; ++b) {

@@ -50,6 +50,7 @@ enum CudaBuffer {
   kDraws,       // kernels::cuda::CudaRowDraw [T] the rows' draws (ForwardTop)
   kDrawn,       // int32 [T]
   kDrawnLogit,  // f32 [T]
+  kDrawSums,    // f64 [T] the rows' softmax denominators (a nucleus's)
   kNumCudaBuffers
 };
 
