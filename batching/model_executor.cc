@@ -84,6 +84,9 @@ std::optional<model::TopRequest> ModelExecutor::TopNeeded(
       Sampler* sampler = s.samples[j].sampler;
       std::optional<model::TopRequest> r = sampler->RowNeeds(n_vocab);
       if (!r.has_value()) return std::nullopt;
+      // A nucleus from a reduction only where that spares copying rows.
+      const bool nucleus = !r->draws.empty() && r->draws[0].u < 0;
+      if (nucleus && !model_->ReducesOnDevice()) return std::nullopt;
       needs.push_back({sampler, sample_rows[i][j], *std::move(r)});
       ++row_samples[sample_rows[i][j]];
     }
@@ -184,16 +187,12 @@ absl::StatusOr<StepOutput> ModelExecutor::Execute(const StepPlan& plan) {
     }
   }
   if (whole.empty()) return out;
+  // The step again for its whole rows: its K/V entries are written again
+  // with the same values, its logits are the same.
   whole_row_samples_ += static_cast<int64_t>(whole.size());
-  if (top_.rows.size() == static_cast<size_t>(rows) * n_vocab) {
-    logits_.swap(top_.rows);  // reduced on the host: the rows are here
-  } else {
-    // The step again for its whole rows: its K/V entries are written again
-    // with the same values, its logits are the same.
-    ++whole_row_reruns_;
-    if (absl::Status st = model_->Forward(batch_, *kv_, &logits_); !st.ok()) {
-      return st;
-    }
+  ++whole_row_reruns_;
+  if (absl::Status st = model_->Forward(batch_, *kv_, &logits_); !st.ok()) {
+    return st;
   }
   for (const auto& [i, j] : whole) {
     SampleWholeRow(plan.sequences[i].samples[j].sampler, sample_rows[i][j],

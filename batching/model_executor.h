@@ -4,9 +4,9 @@
 // every sampler of the step can do with a reduction of its row
 // (Sampler::RowNeeds: its k largest entries, penalized first, with a draw
 // or a nucleus denominator), the step runs Model::ForwardTop instead and
-// only those leave the model (should a nucleus reach past its row's
-// entries, it is drawn from the whole row: the one the host reduction had,
-// or the step's run again); and when the engine
+// only those leave the model (a nucleus only from a model that reduces on
+// its device; should it reach past its row's entries, the step runs again
+// for whole rows); and when the engine
 // expects the next step to be this one a token further and every sampler
 // takes its row's top-1, it tells the model that step in advance
 // (Model::SetLookahead).
@@ -36,13 +36,12 @@ class ModelExecutor : public Executor {
 
   const model::KvCache& kv_cache() const { return *kv_; }
   // Tokens drawn from whole rows after a reduction (a nucleus past its
-  // reduced row), and the steps run again for them (a model that reduces
-  // on its device).
+  // reduced row), and the steps run again for them.
   int64_t whole_row_samples() const { return whole_row_samples_; }
   int64_t whole_row_reruns() const { return whole_row_reruns_; }
 
  private:
-  static std::optional<model::TopRequest> TopNeeded(
+  std::optional<model::TopRequest> TopNeeded(
       const StepPlan& plan, int n_vocab,
       const std::vector<std::vector<int>>& sample_rows, int n_rows);
   // The lookahead of `plan` (model::Model::SetLookahead) into ahead_, when

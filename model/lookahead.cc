@@ -78,7 +78,6 @@ void SelectRows(const TopLogits& from, const std::vector<int>& rows,
                 TopLogits* out) {
   const size_t k = from.k;
   out->k = from.k;
-  out->rows.clear();
   out->ids.resize(rows.size() * k);
   out->values.resize(rows.size() * k);
   out->log_z.resize(from.log_z.empty() ? 0 : rows.size());

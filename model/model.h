@@ -90,6 +90,11 @@ class Model {
   // and InvalidArgument for a request CheckTopRequest refuses.
   virtual absl::Status ForwardTop(const Batch& batch, KvCache& kv,
                                   const TopRequest& req, TopLogits* out);
+  // Whether ForwardTop reduces where the rows are computed, so that a
+  // reduction spares copying them (a device). Not the default's: there a
+  // nucleus is cheaper drawn from the whole row than from a reduction,
+  // which would sort the row for its denominator.
+  virtual bool ReducesOnDevice() const { return false; }
 
   // Lookahead for greedy decoding (model/lookahead.h), or null for none:
   // the step the caller expects after the next ForwardTop if each of its

@@ -67,11 +67,9 @@ struct TopLogits {
   std::vector<int32_t> drawn;
   std::vector<float> drawn_logit;
   std::vector<double> sums;
-  // The step's whole rows [rows, n_vocab] when the model reduced them on
-  // the host (Model::ForwardTop's default), else empty; the caller may
-  // sample from them where the reduction does not suffice.
+  // Scratch of the host reduction (Model::ForwardTop's default: the step's
+  // rows, a penalized row, the sorts).
   std::vector<float> rows;
-  // Scratch of the host reduction: a penalized row, the sort.
   std::vector<float> penalized;
   std::vector<int32_t> order;
   std::vector<float> scaled;

@@ -37,9 +37,10 @@ class ToyModel : public model::Model {
                           const model::TopRequest& req,
                           model::TopLogits* out) override;
   void SetLookahead(const model::Batch* ahead) override;
-  // false: ForwardTop leaves no whole rows (TopLogits::rows), as a model
-  // on a device.
-  void set_rows_on_host(bool on) { rows_on_host_ = on; }
+  // Model's default reduction either way; `on` says it is a device's
+  // (Model::ReducesOnDevice).
+  bool ReducesOnDevice() const override { return on_device_; }
+  void set_reduces_on_device(bool on) { on_device_ = on; }
 
   // Steps run so far (lookahead steps included), how many of them through
   // ForwardTop, and the ForwardTop calls answered by a lookahead step.
@@ -52,7 +53,7 @@ class ToyModel : public model::Model {
  private:
   model::ModelInfo info_;
   int steps_ = 0, top_steps_ = 0, lookahead_hits_ = 0, draw_steps_ = 0;
-  bool rows_on_host_ = true;
+  bool on_device_ = false;
   std::optional<model::Batch> ahead_;  // set for the next ForwardTop
   // The lookahead step run, its request and rows.
   std::optional<model::Batch> pending_;

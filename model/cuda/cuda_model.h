@@ -88,6 +88,7 @@ class CudaModel : public Model {
                           const TopRequest& req, TopLogits* out) override;
   // Decode lookahead steps through the graphs (cuda_model_lookahead.cc).
   void SetLookahead(const Batch* ahead) override;
+  bool ReducesOnDevice() const override { return true; }
   // ForwardTop calls answered by a lookahead step so far.
   int64_t LookaheadHits() const;
 

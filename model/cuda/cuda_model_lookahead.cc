@@ -177,7 +177,6 @@ absl::StatusOr<int> ReduceIntoStaging(CudaModel::State& s, int n_rows,
 absl::Status Collect(CudaModel::State& s, int turn, int n_rows,
                      const TopRequest& req, const std::vector<int>* rows,
                      TopLogits* out) {
-  out->rows.clear();  // the rows stay on the device
   const Staging& g = s.staging[turn];
   BRAID_CUDA_RETURN_IF_ERROR(cudaEventSynchronize(g.copied));
   const size_t entries = static_cast<size_t>(n_rows) * req.k;
