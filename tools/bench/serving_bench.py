@@ -62,10 +62,12 @@ def own_cpu(procs):
     return sum(p.cpu_seconds() for p in procs) + t.user + t.system
 
 
-async def phase(name, backend, args, what, procs):
+async def phase(name, backend, args, what, procs, rnd=0):
     """One measurement phase on one backend, repeated (up to --retries times)
-    when other work took more than --max-other-cpu of the machine during it."""
-    for attempt in range(args.retries + 1):
+    when other work took more than --max-other-cpu of the machine during it.
+    `rnd` (--rounds) picks fresh prompts."""
+    for i in range(args.retries + 1):
+        attempt = rnd * (args.retries + 1) + i
         busy0 = wait_quiet(args)
         t0, b0 = cpu_times()
         own0 = own_cpu(procs)
@@ -74,11 +76,11 @@ async def phase(name, backend, args, what, procs):
         other = max(0.0, (b1 - b0) - (own_cpu(procs) - own0)) / max(1e-9, t1 - t0)
         r["cpu_busy_before"] = busy0
         r["other_cpu_during"] = other
-        r["attempt"] = attempt + 1
+        r["attempt"] = i + 1
         if other <= args.max_other_cpu:
             break
         print(f"    other work took {100 * other:.0f}% of the CPUs during this phase; "
-              + ("repeating it" if attempt < args.retries else "keeping it anyway"),
+              + ("repeating it" if i < args.retries else "keeping it anyway"),
               flush=True)
     return r
 
@@ -109,9 +111,27 @@ async def _phase(name, backend, args, what, attempt):
     return r
 
 
+def merge_rounds(rounds):
+    """One level's --rounds phases of one backend as one: their requests
+    together over their summed durations."""
+    if len(rounds) == 1:
+        return rounds[0]
+    from metrics import RequestResult, summarize
+    requests = [q for r in rounds for q in r["requests"]]
+    duration = sum(r["summary"]["duration_s"] for r in rounds)
+    summary = summarize([RequestResult(**q) for q in requests], duration)
+    summary["concurrency"] = rounds[0]["summary"]["concurrency"]
+    return {"summary": summary, "requests": requests,
+            "errors": sorted({e for r in rounds for e in r["errors"]}),
+            "other_cpu_during": max(r["other_cpu_during"] for r in rounds),
+            "rounds": [r["summary"] for r in rounds]}
+
+
 async def drive(backends, procs, args):
     """Phases in order (c=1, 4, 16, isolation), each on every backend back to
-    back, so that outside load falls on both alike. The servers are all up;
+    back, so that outside load falls on both alike; with --rounds R each
+    level R times over, the backends' order turning every round so that
+    none always runs first, pooled per backend. The servers are all up;
     only the one being measured has work."""
     res = {name: {"levels": {}} for name in backends}
     for b in backends.values():  # warm-up: page in the weights
@@ -119,13 +139,19 @@ async def drive(backends, procs, args):
     whats = list(zip(args.levels, args.num_prompts))
     if args.long_prompt_len:
         whats.append("isolation")
+    names = list(backends)
     for what in whats:
-        for name, b in backends.items():
-            r = await phase(name, b, args, what, list(procs.values()))
+        rounds = {name: [] for name in names}
+        for rnd in range(1 if what == "isolation" else args.rounds):
+            order = names[rnd % len(names):] + names[:rnd % len(names)]
+            for name in order:
+                rounds[name].append(await phase(name, backends[name], args, what,
+                                                list(procs.values()), rnd))
+        for name in names:
             if what == "isolation":
-                res[name]["isolation"] = r
+                res[name]["isolation"] = rounds[name][0]
             else:
-                res[name]["levels"][str(what[0])] = r
+                res[name]["levels"][str(what[0])] = merge_rounds(rounds[name])
     return res
 
 
@@ -250,6 +276,8 @@ def main():
                         "OpenAI-compatible HTTP API), llama.cpp")
     p.add_argument("--levels", default="1,4,16", help="concurrency levels")
     p.add_argument("--num-prompts", default="8,16,32", help="requests per level")
+    p.add_argument("--rounds", type=int, default=1,
+                   help="each level this many times, the backends interleaved, pooled")
     p.add_argument("--prompt-len", type=int, default=256)
     p.add_argument("--output-len", type=int, default=128)
     p.add_argument("--parallel", type=int, default=16,
