@@ -25,11 +25,11 @@ else
   echo "test: could not write the architecture test models (see above)" >&2
 fi
 
-bazel test //... \
-  --test_env=BRAID_MODEL="$MODEL" \
-  --test_env=BRAID_PYTHON="$CACHE/venv/bin/python" \
-  --test_env=BRAID_CACHE="$CACHE" \
-  "$@"
+# What the tests that need the model or the Python clients read.
+test_env=(--test_env=BRAID_MODEL="$MODEL"
+          --test_env=BRAID_PYTHON="$CACHE/venv/bin/python"
+          --test_env=BRAID_CACHE="$CACHE")
+bazel test //... "${test_env[@]}" "$@"
 rc=$?
 
 # The CUDA executor (docs/TESTING.md "CUDA"): every CUDA target built with
@@ -42,7 +42,7 @@ if [ -x "${BRAID_NVCC:-/usr/local/cuda/bin/nvcc}" ]; then
   gpu_targets="$(bazel query 'attr(tags, "\bgpu\b", //...)' 2>/dev/null)"
   cuda_tests="$(bazel query 'tests(attr(tags, "\bcuda\b", //...))' 2>/dev/null)"
   bazel build --config=cuda //server:braidd $gpu_targets "$@" &&
-    bazel test --config=cuda $cuda_tests "$@"
+    bazel test --config=cuda $cuda_tests "${test_env[@]}" "$@"
   cuda_rc=$?
   [ "$rc" -ne 0 ] || rc=$cuda_rc
 else
