@@ -164,10 +164,11 @@ class Daemon:
     service reports SERVING over a plaintext channel. `model` is the GGUF to
     serve, $BRAID_MODEL by default. With `http` the OpenAI-compatible HTTP
     API listens on a free loopback port too (`http_port`, `base_url`), with
-    `agent` the HAProxy agent check (`agent_port`)."""
+    `agent` the HAProxy agent check (`agent_port`). `env`: variables added
+    to braidd's environment."""
 
     def __init__(self, *flags, wait_serving=True, model=None, http=False,
-                 agent=False):
+                 agent=False, env=None):
         model = model or require_env(
             "BRAID_MODEL",
             "path of SmolLM2-135M-Instruct.Q4_1.gguf (`make test` sets it)")
@@ -193,6 +194,7 @@ class Daemon:
             [runfile("server/braidd"), f"--model={model}",
              "--listen=127.0.0.1:0", f"--port_file={port_file}",
              f"--metrics_port_file={metrics_port_file}", *extra, *flags],
+            env={**os.environ, **(env or {})},
             stdout=self.log, stderr=subprocess.STDOUT)
         deadline = time.time() + 120
         while not os.path.exists(port_file):
