@@ -55,11 +55,12 @@ install -m 0755 "$BRAIDD" "$ROOTFS/usr/local/bin/braidd"
 echo "braid:x:10001:10001:braidd:/nonexistent:/usr/sbin/nologin" >> "$ROOTFS/etc/passwd"
 echo "braid:x:10001:" >> "$ROOTFS/etc/group"
 mkdir -p "$ROOTFS/models" "$ROOTFS/etc/braid"
-if ldd "$BRAIDD" | grep -q 'libcudart\.so'; then
-  missing="$(ldd "$BRAIDD" | awk '/lib(cudart|cublas|cublasLt)\.so.*not found/ {print $1}')"
+libs="$(ldd "$BRAIDD")"
+if grep -q 'libcudart\.so' <<<"$libs"; then
+  missing="$(awk '/lib(cudart|cublas|cublasLt)\.so.*not found/ {print $1}' <<<"$libs")"
   [ -z "$missing" ] || { echo "build_rootfs: $BRAIDD needs $missing: install the CUDA toolkit (TOOLCHAIN.md)" >&2; exit 1; }
   mkdir -p "$ROOTFS/usr/local/cuda/lib64"
-  ldd "$BRAIDD" | awk '$1 ~ /^lib(cudart|cublas|cublasLt)\.so/ {print $1, $3}' |
+  awk '$1 ~ /^lib(cudart|cublas|cublasLt)\.so/ {print $1, $3}' <<<"$libs" |
     while read -r name path; do cp -L "$path" "$ROOTFS/usr/local/cuda/lib64/$name"; done
   echo /usr/local/cuda/lib64 > "$ROOTFS/etc/ld.so.conf.d/cuda.conf"
   ldconfig -r "$ROOTFS"

@@ -35,9 +35,6 @@ class ImageTest(unittest.TestCase):
     ENV = []
     DEVICE = "cpu"
 
-    def braidd(self):
-        return harness.runfile("server/braidd")
-
     def check_rootfs(self, root, spec):
         """What the image kind adds (nothing for the CPU image)."""
 
@@ -58,7 +55,7 @@ class ImageTest(unittest.TestCase):
         rootfs, oci, bundle = (os.path.join(work, d)
                                for d in ("rootfs", "oci", "bundle"))
         subprocess.run([harness.runfile("deploy/image/build_rootfs.sh"),
-                        rootfs, self.braidd()], check=True)
+                        rootfs, harness.runfile("server/braidd")], check=True)
         out = subprocess.run(
             [sys.executable, harness.runfile("deploy/image/pack_oci.py"),
              rootfs, oci, "--tag", self.TAG,
