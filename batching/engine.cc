@@ -52,6 +52,7 @@ SessionOptions RequestSession(GenerationRequest& r) {
   o.priority = r.priority;
   o.tenant = std::move(r.tenant);
   o.tpot_objective = r.tpot_objective;
+  o.ttft_objective = r.ttft_objective;
   o.request = true;
   return o;
 }
@@ -101,6 +102,7 @@ Engine::Engine(Executor* executor, const model::Tokenizer* tokenizer,
       scheduler_(options.scheduler, std::move(queues)),
       pacer_(options.max_decode_slowdown, 1,
              absl::ToDoubleSeconds(options.tpot_objective)) {
+  pacer_.UseDeadlines(options.ttft_objective > absl::ZeroDuration());
   PublishStats();
   thread_ = std::thread([this] { Loop(); });
 }
@@ -273,10 +275,42 @@ absl::Duration Engine::StepObjective() const {
                                                : objective;
 }
 
+absl::Span<const PrefillPacer::DuePrompt> Engine::PromptsDue(absl::Time now) {
+  due_.clear();
+  if (options_.ttft_objective <= absl::ZeroDuration()) return due_;
+  for (auto& [handle, w] : work_) {
+    if (!scheduler_.Contains(handle) ||
+        scheduler_.queue(handle) != QueueKind::kPrompt) {
+      w.prompt_since = absl::InfinitePast();
+      w.prompt_done = 0;
+      w.prompt_work_s = 0;
+      continue;
+    }
+    const int left = scheduler_.num_entries(handle) -
+                     scheduler_.num_computed_tokens(handle);
+    if (left <= 0) continue;
+    if (w.prompt_since == absl::InfinitePast()) {
+      const bool arrived =
+          w.request != nullptr && w.request->arrival != absl::InfinitePast();
+      w.prompt_since = arrived ? std::min(w.request->arrival, now) : now;
+    }
+    const double rest =
+        pacer_.RestOfPrompt(w.prompt_done, w.prompt_work_s, left);
+    if (rest <= 0) continue;  // nothing measured: steps are not paced
+    const absl::Duration own = w.session->options().ttft_objective;
+    const absl::Time due =
+        w.prompt_since +
+        (own > absl::ZeroDuration() ? own : options_.ttft_objective) +
+        absl::Seconds(options_.prompt_slowdown * (w.prompt_work_s + rest));
+    due_.push_back({absl::ToDoubleSeconds(due - now), left});
+  }
+  return due_;
+}
+
 void Engine::RunStep() {
   step_objective_ = StepObjective();
   pacer_.SetStepObjective(absl::ToDoubleSeconds(step_objective_));
-  scheduler_.SetPacedPrefillCap(pacer_.Cap());
+  scheduler_.SetPacedPrefillCap(pacer_.Cap(PromptsDue(absl::Now())));
   StepPlan plan = scheduler_.Schedule();
   if (plan.empty()) {
     pacer_.Reset();
@@ -353,6 +387,15 @@ void Engine::EndStep(const StepPlan& plan, absl::Time start) {
   }
   RecordStep(plan, decode_tokens, prefill_tokens, took);
   pacer_.Observe(decode_tokens, prefill_tokens, absl::ToDoubleSeconds(took));
+  if (prefill_tokens > 0 && options_.ttft_objective > absl::ZeroDuration()) {
+    const double per_token = pacer_.PrefillSeconds(1);
+    for (const ScheduledSequence& s : plan.sequences) {
+      if (s.queue != QueueKind::kPrompt) continue;
+      Work& w = work_.at(s.request_id);
+      w.prompt_done += static_cast<int>(s.tokens.size());
+      w.prompt_work_s += per_token * static_cast<double>(s.tokens.size());
+    }
+  }
 }
 
 void Engine::FailStep(const StepPlan& plan, const absl::Status& status) {

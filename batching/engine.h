@@ -55,6 +55,18 @@ struct EngineOptions {
   // state none (SessionOptions::tpot_objective); each step is held to the
   // tightest objective of the work decoding in it.
   absl::Duration tpot_objective = absl::ZeroDuration();
+  // Prompt deadlines: a prompt's first token (a session's bulk input's
+  // last entry) is due ttft_objective (or the request's own) after it
+  // arrived plus prompt_slowdown times what its prefill alone takes, as
+  // the pacer estimates it (what its tokens computed so far cost, plus
+  // those left, PrefillPacer::RestOfPrompt). While requests decode, a step then
+  // takes only as many prompt tokens as keep every waiting prompt on time,
+  // earliest due first: at least max_decode_slowdown's and at most the TPOT
+  // objective's, so decoding streams see short steps whenever the prompts
+  // can afford them. absl::ZeroDuration(): off (prompts always take all the
+  // TPOT objective allows).
+  absl::Duration ttft_objective = absl::ZeroDuration();
+  double prompt_slowdown = 2.5;
   // Thinking markers: reasoning routing (the reasoning queue) and budgets
   // of Generate requests and session streams.
   ReasoningMarkers reasoning;
@@ -202,6 +214,11 @@ class Engine {
   struct Work {
     std::unique_ptr<Session> session;
     std::unique_ptr<Request> request;  // null for a client's session
+    // While it is in the prompt queue: since when, and what its prompt
+    // tokens computed so far cost by the pacer's estimates (seconds).
+    absl::Time prompt_since = absl::InfinitePast();
+    int prompt_done = 0;
+    double prompt_work_s = 0;
   };
   struct SessionCommand {
     enum class Kind { kOpen, kAppend, kInterrupt, kClose, kResume } kind;
@@ -233,6 +250,9 @@ class Engine {
   // session's own or options_.tpot_objective; options_.tpot_objective when
   // nothing decodes.
   absl::Duration StepObjective() const;
+  // The prompts waiting for or in prefill with their due times, for the
+  // pacer (empty with prompt deadlines off).
+  absl::Span<const PrefillPacer::DuePrompt> PromptsDue(absl::Time now);
   // Before the executor runs a step begun at `now`: each sample point gets
   // its request's or stream's sampler; requests starting now stop counting
   // as waiting; the stats show the step and the objective it is paced to.
@@ -304,6 +324,7 @@ class Engine {
   Scheduler scheduler_;
   PrefillPacer pacer_;
   absl::Duration step_objective_ = absl::ZeroDuration();  // StepObjective()
+  std::vector<PrefillPacer::DuePrompt> due_;  // PromptsDue()'s
   absl::flat_hash_map<uint64_t, Work> work_;              // by handle
   // Kept sessions by handle, and their handles least recently kept first.
   absl::flat_hash_map<uint64_t, std::unique_ptr<Session>> kept_;

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdlib>
+#include <vector>
 
 namespace braid::batching {
 namespace {
@@ -76,7 +77,28 @@ void PrefillPacer::Reset() {
   decode_tokens_ = 0;
 }
 
-int PrefillPacer::Cap() const {
+double PrefillPacer::PrefillSeconds(int tokens) const {
+  if (per_token_s_ > 0) return tokens * per_token_s_;
+  if (decode_s_ > 0 && decode_tokens_ > 0) {
+    return tokens * decode_s_ / decode_tokens_;
+  }
+  return 0;
+}
+
+double PrefillPacer::RestOfPrompt(int done, double done_seconds,
+                                  int left) const {
+  const double now = PrefillSeconds(1);  // the cost of token `done`
+  if (done <= 0 || done_seconds <= 0 || now <= 0) return PrefillSeconds(left);
+  // cost(x) = a + b x: done_seconds = a done + b done^2 / 2, now = a + b done;
+  // b kept in [0, now / done] (a >= 0).
+  const double k = done;
+  const double b = std::clamp(2 * (k * now - done_seconds) / (k * k), 0.0,
+                              now / k);
+  const double a = now - b * k;
+  return a * left + b * ((k + left) * (k + left) - k * k) / 2;
+}
+
+int PrefillPacer::Cap(absl::Span<const DuePrompt> prompts) const {
   if (max_slowdown_ <= 1) return 0;
   // Also before any decode-only step was seen (prompts arriving without a
   // pause): a probe gives the estimate.
@@ -89,9 +111,32 @@ int PrefillPacer::Cap() const {
   // decode steps, the longest gap of the isolation benchmark).
   const double per_token =
       per_token_s_ > 0 ? per_token_s_ : decode_s_ / decode_tokens_;
-  const double budget =
-      std::max((max_slowdown_ - 1) * decode_s_, step_objective_s_ - decode_s_);
-  const double tokens = std::floor(budget / per_token);
+  const double slowdown = (max_slowdown_ - 1) * decode_s_;
+  const double low = std::floor(slowdown / per_token);
+  const double high = std::floor(
+      std::max(slowdown, step_objective_s_ - decode_s_) / per_token);
+  double tokens = high;
+  if (deadlines_) {
+    // Earliest due first: by each due time, every prompt due by then must
+    // be done; the steepest of those rates (tokens a second) is the one to
+    // keep. p prompt tokens in a step of decode_s_ + p x per_token seconds
+    // make p / (decode_s_ + p x per_token) tokens a second.
+    std::vector<DuePrompt> due(prompts.begin(), prompts.end());
+    std::sort(due.begin(), due.end(),
+              [](const DuePrompt& a, const DuePrompt& b) {
+                return a.seconds_left < b.seconds_left;
+              });
+    double rate = 0, sum = 0;
+    for (const DuePrompt& d : due) {
+      sum += d.tokens;
+      rate = d.seconds_left <= 0 ? HUGE_VAL
+                                 : std::max(rate, sum / d.seconds_left);
+    }
+    const double share = rate * per_token;  // of each step, prompt work
+    const double need =
+        share >= 1 ? high : std::ceil(rate * decode_s_ / (1 - share));
+    tokens = std::clamp(need, low, high);
+  }
   return static_cast<int>(
       std::clamp<double>(tokens, min_tokens_, static_cast<double>(kMaxCap)));
 }

@@ -4,17 +4,30 @@
 // adds to it, and allows as many prefill tokens per step as keep a step within
 // `max_slowdown` times the decode-only step, or within a step-time objective
 // (a TPOT objective: the time each decoding stream may wait for its next
-// token) when that allows more. The estimates follow the work
+// token) when that allows more. With prompt deadlines on, the objective is a
+// bound rather than a target: a step takes only as many more prompt tokens
+// as the waiting prompts need to meet their due times (earliest first), so
+// decoding streams see short steps whenever the prompts can afford them.
+// The estimates follow the work
 // as it changes (a prompt's tokens cost more as its context grows): both are
 // exponential moving averages. Pure bookkeeping; not thread-safe (the engine
 // thread owns it).
 #ifndef BRAID_BATCHING_PREFILL_PACER_H_
 #define BRAID_BATCHING_PREFILL_PACER_H_
 
+#include "absl/types/span.h"
+
 namespace braid::batching {
 
 class PrefillPacer {
  public:
+  // A prompt waiting for or in prefill: seconds until its first token is
+  // due (<= 0: late) and its entries left to compute.
+  struct DuePrompt {
+    double seconds_left = 0;
+    int tokens = 0;
+  };
+
   // max_slowdown <= 1 turns pacing off (Cap() is always 0). Caps are at
   // least min_tokens (prompt chunks keep making progress). A step may also
   // take up to `step_objective_seconds` (0 = none) when that is more than
@@ -40,8 +53,28 @@ class PrefillPacer {
   // for one step after every 15 steps with prefill in a row, to measure the
   // decode-only step (also when none was ever seen: prompts that keep
   // arriving) and re-measure it as the decoding requests' contexts grow.
-  int Cap() const;
+  //
+  // With deadlines on (UseDeadlines), the cap between the slowdown's and
+  // the objective's is the fewest tokens a step that keep every prompt of
+  // `prompts` on time, earliest due first, at the current estimates; a
+  // late prompt (or one that cannot be on time) gets the objective's.
+  int Cap(absl::Span<const DuePrompt> prompts = {}) const;
   static constexpr int kProbe = -1;
+
+  // Whether Cap() weighs the prompts' due times (off: prompts always get
+  // what the objective allows).
+  void UseDeadlines(bool on) { deadlines_ = on; }
+
+  // What computing `tokens` prompt tokens takes at the current per-token
+  // estimate (a decode token's share of the decode step before one was
+  // measured); 0 while nothing is measured.
+  double PrefillSeconds(int tokens) const;
+  // What the `left` tokens of a prompt still take, `done` of whose tokens
+  // took `done_seconds` (by these estimates as they ran): a prompt token's
+  // cost grows linearly with its position (its attention), so the cost per
+  // token now and the mean so far give the line, extrapolated; with none
+  // done, PrefillSeconds(left).
+  double RestOfPrompt(int done, double done_seconds, int left) const;
 
   // The step-time objective from now on (0 = none); the engine sets the
   // tightest of the decoding requests' TPOT objectives before each step.
@@ -54,6 +87,7 @@ class PrefillPacer {
   const double max_slowdown_;
   const int min_tokens_;
   double step_objective_s_;
+  bool deadlines_ = false;
   double decode_s_ = 0;     // decode-only step (0 = not seen yet)
   double per_token_s_ = 0;  // added per prefill token (0 = not seen yet)
   int mixed_steps_ = 0;     // steps with prefill since a decode-only one

@@ -86,6 +86,48 @@ TEST(PrefillPacerTest, StepObjectiveCanChangeBetweenSteps) {
   EXPECT_EQ(p.Cap(), 100);
 }
 
+// With deadlines, the objective bounds the cap instead of setting it: a
+// step takes as many prompt tokens as the waiting prompts need to be on
+// time (earliest due first), at least the slowdown's 5 and at most the
+// objective's 44 (10 ms decode steps, 0.9 ms a prompt token).
+TEST(PrefillPacerTest, DeadlinesTakeOnlyWhatThePromptsNeed) {
+  PrefillPacer p(1.5, 2, /*step_objective_seconds=*/0.050);
+  p.UseDeadlines(true);
+  p.Observe(4, 0, StepSeconds(0, 0));
+  RunSteps(p, 12, 8, 0.0009);
+  using Due = PrefillPacer::DuePrompt;
+  EXPECT_NEAR(p.PrefillSeconds(100), 0.090, 1e-6);
+  EXPECT_EQ(p.Cap(), 5);                     // nothing waits
+  EXPECT_EQ(p.Cap({Due{10.0, 100}}), 5);     // 10 tok/s: the slowdown's
+  // 500 tokens in 1 s: p / (10 ms + p x 0.9 ms) >= 500 from p = 9.1 on.
+  EXPECT_EQ(p.Cap({Due{1.0, 500}}), 10);
+  // Earliest first: 100 due in 0.5 s, then 400 more by 1 s; in any order.
+  EXPECT_EQ(p.Cap({Due{1.0, 400}, Due{0.5, 100}}), 10);
+  EXPECT_EQ(p.Cap({Due{0.5, 100}, Due{1.0, 400}}), 10);
+  // Late, or more than the machine can do in time: all the objective allows.
+  EXPECT_EQ(p.Cap({Due{10.0, 100}, Due{-0.1, 10}}), 44);
+  EXPECT_EQ(p.Cap({Due{1.0, 2000}}), 44);
+  // Without deadlines the objective's budget is taken whatever waits.
+  p.UseDeadlines(false);
+  EXPECT_EQ(p.Cap({Due{10.0, 100}}), 44);
+}
+
+// The rest of a prompt, from the line through its mean cost so far and its
+// cost now: tokens at 1 ms + 0.01 ms per position.
+TEST(PrefillPacerTest, RestOfPromptExtrapolatesTheGrowingCost) {
+  PrefillPacer p(1.5, 2);
+  p.Observe(4, 0, StepSeconds(0, 0));
+  for (int i = 0; i < 40; ++i) p.Observe(4, 10, StepSeconds(10, 0.002));
+  ASSERT_NEAR(p.PrefillSeconds(1), 0.002, 1e-9);  // now: at position 100
+  // 100 done took 100 x 1 ms + 0.01 ms x 99 x 100 / 2 = 0.1495 s.
+  const double rest = p.RestOfPrompt(100, 0.1495, 100);
+  // Positions 100..199: 100 x 1 ms + 0.01 ms x (100 + ... + 199).
+  EXPECT_NEAR(rest, 0.100 + 0.00001 * 14950, 0.002);
+  EXPECT_NEAR(p.RestOfPrompt(0, 0, 100), 0.200, 1e-9);  // none done: flat
+  // A cost that fell (noise) is taken as flat, never as negative.
+  EXPECT_NEAR(p.RestOfPrompt(100, 0.5, 100), 0.200, 1e-9);
+}
+
 // A prompt's tokens get dearer as its context grows: the cap follows within
 // a few steps, and never drops below the minimum chunk.
 TEST(PrefillPacerTest, FollowsRisingCostDownToTheMinimum) {

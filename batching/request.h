@@ -34,6 +34,9 @@ struct GenerationRequest {
   // The time per output token this request asks for while it decodes
   // (EngineOptions::tpot_objective when zero; SessionOptions::tpot_objective).
   absl::Duration tpot_objective = absl::ZeroDuration();
+  // The time to first token it asks for (EngineOptions::ttft_objective when
+  // zero; SessionOptions::ttft_objective).
+  absl::Duration ttft_objective = absl::ZeroDuration();
 };
 
 enum class FinishReason {

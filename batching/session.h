@@ -121,6 +121,10 @@ struct SessionOptions {
   // step below it); zero: EngineOptions::tpot_objective. The engine holds
   // every step to the tightest objective of the work decoding in it.
   absl::Duration tpot_objective = absl::ZeroDuration();
+  // The time to first token the session's prompts (and bulk input) ask
+  // for, before EngineOptions::prompt_slowdown's share; zero:
+  // EngineOptions::ttft_objective. See there.
+  absl::Duration ttft_objective = absl::ZeroDuration();
   // A Generate request (Engine::Submit): one output stream whose turn
   // starts on the prefix (the prompt) when the session opens. Its entries
   // carry the prefix's tag (stream 0 at y = context index): the context is

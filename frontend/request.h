@@ -69,6 +69,7 @@ struct GenerateSpec {
   std::string tenant;
   int32_t priority = 0;
   int64_t tpot_objective_ms = 0;  // 0 = the daemon's
+  int64_t ttft_objective_ms = 0;  // 0 = the daemon's
   std::optional<PromptSpec> prompt;
   SamplingSpec sampling;
 };
@@ -121,6 +122,7 @@ struct SessionOpenSpec {
   std::string tenant;
   bool resume = false;
   int64_t tpot_objective_ms = 0;  // 0 = the daemon's
+  int64_t ttft_objective_ms = 0;  // 0 = the daemon's
 };
 
 }  // namespace braid::frontend

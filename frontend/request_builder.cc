@@ -60,14 +60,25 @@ bool Finite(float x) { return std::isfinite(x); }
 
 }  // namespace
 
-absl::StatusOr<absl::Duration> TpotObjective(int64_t ms,
-                                             absl::string_view field) {
-  if (ms < 0 || ms > 60000) {
-    return Invalid(field,
-                   "must be in [0, 60000] (milliseconds; 0 = the "
-                   "daemon's --tpot_objective_ms)");
+absl::StatusOr<absl::Duration> Objective(int64_t ms, int64_t max_ms,
+                                         absl::string_view field,
+                                         absl::string_view flag) {
+  if (ms < 0 || ms > max_ms) {
+    return Invalid(field, absl::StrCat("must be in [0, ", max_ms,
+                                       "] (milliseconds; 0 = the daemon's --",
+                                       flag, ")"));
   }
   return absl::Milliseconds(ms);
+}
+
+absl::StatusOr<absl::Duration> TpotObjective(int64_t ms,
+                                             absl::string_view field) {
+  return Objective(ms, 60000, field, "tpot_objective_ms");
+}
+
+absl::StatusOr<absl::Duration> TtftObjective(int64_t ms,
+                                             absl::string_view field) {
+  return Objective(ms, 3600000, field, "ttft_objective_ms");
 }
 
 bool IsValidUtf8(absl::string_view s) { return CheckUtf8(s, "").ok(); }
@@ -365,6 +376,9 @@ absl::StatusOr<batching::GenerationRequest> RequestBuilder::BuildGenerate(
   BRAID_ASSIGN_OR_RETURN(
       out.tpot_objective,
       TpotObjective(request.tpot_objective_ms, "tpot_objective_ms"));
+  BRAID_ASSIGN_OR_RETURN(
+      out.ttft_objective,
+      TtftObjective(request.ttft_objective_ms, "ttft_objective_ms"));
   if (!request.prompt.has_value()) return Invalid("prompt", "is required");
   absl::StatusOr<std::vector<int32_t>> prompt =
       PromptTokens(*request.prompt, /*starts_context=*/true);

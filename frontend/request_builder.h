@@ -22,6 +22,10 @@ namespace braid::frontend {
 // tpot_objective), or INVALID_ARGUMENT naming `field` outside [0, 60000].
 absl::StatusOr<absl::Duration> TpotObjective(int64_t ms,
                                              absl::string_view field);
+// Its TTFT objective likewise (batching::SessionOptions::ttft_objective),
+// within [0, 3600000].
+absl::StatusOr<absl::Duration> TtftObjective(int64_t ms,
+                                             absl::string_view field);
 
 // Validates requests (frontend/request.h, whatever front end parsed them)
 // and turns them into engine requests. Every rejection is INVALID_ARGUMENT

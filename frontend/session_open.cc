@@ -160,6 +160,9 @@ absl::StatusOr<BuiltSession> BuildSession(const SessionOpenSpec& open,
   BRAID_ASSIGN_OR_RETURN(
       out->tpot_objective,
       TpotObjective(open.tpot_objective_ms, "open.tpot_objective_ms"));
+  BRAID_ASSIGN_OR_RETURN(
+      out->ttft_objective,
+      TtftObjective(open.ttft_objective_ms, "open.ttft_objective_ms"));
   switch (open.duplex_policy) {
     case kDuplexUnspecified:
     case kDuplexInterject:
@@ -212,7 +215,8 @@ absl::Status CheckResume(const SessionOpenSpec& open) {
   }
   if (open.prefix.has_value() || !open.streams.empty() ||
       open.duplex_policy != kDuplexUnspecified || open.priority != 0 ||
-      !open.tenant.empty() || open.tpot_objective_ms != 0) {
+      !open.tenant.empty() || open.tpot_objective_ms != 0 ||
+      open.ttft_objective_ms != 0) {
     return InvalidField("open",
                         "with resume only session_id may be set: a resumed "
                         "session keeps its prefix, streams and settings");

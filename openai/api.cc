@@ -506,6 +506,9 @@ absl::StatusOr<ApiRequest> ParseRequest(Endpoint endpoint,
   BRAID_ASSIGN_OR_RETURN(std::optional<int64_t> tpot,
                          IntegerField(json, "tpot_objective_ms"));
   out.tpot_objective_ms = tpot.value_or(0);
+  BRAID_ASSIGN_OR_RETURN(std::optional<int64_t> ttft,
+                         IntegerField(json, "ttft_objective_ms"));
+  out.ttft_objective_ms = ttft.value_or(0);
   if (endpoint == Endpoint::kCompletions) {
     BRAID_RETURN_IF_ERROR(ParsePrompt(json, &out));
   } else {

@@ -40,6 +40,7 @@ struct ApiRequest {
   bool include_usage = false;     // stream_options.include_usage
   std::string user;               // the tenant
   int64_t tpot_objective_ms = 0;  // braid's extension; 0 = the daemon's
+  int64_t ttft_objective_ms = 0;  // likewise
   // Chat with `tools` (and tool_choice "auto"): the model's <tool_call>
   // blocks are returned as tool_calls (openai/tools.h).
   bool tools = false;

@@ -70,7 +70,8 @@ TEST(ApiTest, SamplingFields) {
       "presence_penalty":-0.2,"repetition_penalty":1.1,"seed":42,
       "stop":["\n","END"],"logprobs":3,"ignore_eos":true,"n":3,"user":"u1",
       "stream":true,"stream_options":{"include_usage":true},
-      "cache_prompt":false,"some_extension":{"x":1},"tpot_objective_ms":25})");
+      "cache_prompt":false,"some_extension":{"x":1},"tpot_objective_ms":25,
+      "ttft_objective_ms":1500})");
   ASSERT_TRUE(r.ok()) << r.status();
   const frontend::SamplingSpec& s = r->sampling;
   EXPECT_EQ(s.max_tokens, 7);
@@ -91,6 +92,7 @@ TEST(ApiTest, SamplingFields) {
   EXPECT_TRUE(r->stream);
   EXPECT_TRUE(r->include_usage);
   EXPECT_EQ(r->tpot_objective_ms, 25);
+  EXPECT_EQ(r->ttft_objective_ms, 1500);
 
   // null means unset; an integral float is an integer; top_k -1 is off.
   auto nulls = Completion(
@@ -126,6 +128,9 @@ TEST(ApiTest, WrongTypesNameTheField) {
   EXPECT_THAT(
       Refusal(Completion(R"({"prompt":"x","tpot_objective_ms":"fast"})")),
       HasSubstr("tpot_objective_ms:"));
+  EXPECT_THAT(
+      Refusal(Completion(R"({"prompt":"x","ttft_objective_ms":-1.5})")),
+      HasSubstr("ttft_objective_ms:"));
   EXPECT_THAT(Refusal(Completion(R"({"prompt":"x","top_p":0})")),
               HasSubstr("top_p:"));
   EXPECT_THAT(Refusal(Completion(

@@ -507,6 +507,7 @@ absl::StatusOr<std::shared_ptr<RequestRun>> HttpServer::Impl::StartRun(
     frontend::GenerateSpec spec;
     spec.tenant = api.user;
     spec.tpot_objective_ms = api.tpot_objective_ms;
+    spec.ttft_objective_ms = api.ttft_objective_ms;
     spec.prompt = api.prompts[p];
     spec.sampling = api.sampling;
     absl::StatusOr<batching::GenerationRequest> built =

@@ -117,6 +117,7 @@ batching::SessionOptions BranchOptions(const batching::GenerationRequest& r,
   o.priority = r.priority;
   o.tenant = r.tenant;
   o.tpot_objective = r.tpot_objective;
+  o.ttft_objective = r.ttft_objective;
   o.streams.push_back(batching::SessionStreamOptions{.name = "prompt"});
   for (int i = 0; i < n; ++i) {
     batching::SessionStreamOptions s;

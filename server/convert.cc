@@ -59,6 +59,7 @@ frontend::GenerateSpec FromProto(const v1::GenerateRequest& r) {
   g.tenant = r.tenant();
   g.priority = r.priority();
   g.tpot_objective_ms = r.tpot_objective_ms();
+  g.ttft_objective_ms = r.ttft_objective_ms();
   if (r.has_prompt()) g.prompt = FromProto(r.prompt());
   g.sampling = FromProto(r.sampling());
   return g;
@@ -82,6 +83,7 @@ frontend::SessionOpenSpec FromProto(const v1::SessionOpen& open) {
   o.tenant = open.tenant();
   o.resume = open.resume();
   o.tpot_objective_ms = open.tpot_objective_ms();
+  o.ttft_objective_ms = open.ttft_objective_ms();
   return o;
 }
 

@@ -96,6 +96,16 @@ absl::StatusOr<batching::EngineOptions> MakeEngineOptions(
         "--tpot_objective_ms must be in [0, 60000] (0 = none)");
   }
   o.tpot_objective = absl::Milliseconds(flags.tpot_objective_ms);
+  if (flags.ttft_objective_ms < 0 || flags.ttft_objective_ms > 3600000) {
+    return absl::InvalidArgumentError(
+        "--ttft_objective_ms must be in [0, 3600000] (0 = off)");
+  }
+  o.ttft_objective = absl::Milliseconds(flags.ttft_objective_ms);
+  if (!(flags.prompt_slowdown >= 0 && flags.prompt_slowdown <= 1000)) {
+    return absl::InvalidArgumentError(
+        "--prompt_slowdown must be in [0, 1000]");
+  }
+  o.prompt_slowdown = flags.prompt_slowdown;
   s.max_num_seqs = flags.max_num_seqs;
   s.queue_shares = flags.queue_shares;
   BRAID_ASSIGN_OR_RETURN(

@@ -68,6 +68,16 @@ ABSL_FLAG(int, tpot_objective_ms, 60,
           "that lets more prompt tokens in than --max_decode_slowdown does; "
           "trades decoding streams' ITL for time to first token under load "
           "(0 = none: --max_decode_slowdown alone).");
+ABSL_FLAG(int, ttft_objective_ms, 500,
+          "Stream isolation: a prompt's first token is due this many "
+          "milliseconds after it arrives plus --prompt_slowdown times what "
+          "its prefill alone takes; while requests decode, steps take only "
+          "as many prompt tokens as keep every waiting prompt on time "
+          "(earliest due first), between what --max_decode_slowdown and "
+          "--tpot_objective_ms allow (0 = off: prompts always take all "
+          "--tpot_objective_ms allows).");
+ABSL_FLAG(double, prompt_slowdown, 2.5,
+          "See --ttft_objective_ms.");
 ABSL_FLAG(int, max_num_seqs, 64,
           "Sequences per engine step, and requests holding KV blocks at once.");
 ABSL_FLAG(int, max_running, 0, "Deprecated alias of --max_num_seqs.");
@@ -234,6 +244,8 @@ EngineFlags ReadEngineFlags() {
       absl::GetFlag(FLAGS_prefill_tokens_per_decode_token);
   e.max_decode_slowdown = absl::GetFlag(FLAGS_max_decode_slowdown);
   e.tpot_objective_ms = absl::GetFlag(FLAGS_tpot_objective_ms);
+  e.ttft_objective_ms = absl::GetFlag(FLAGS_ttft_objective_ms);
+  e.prompt_slowdown = absl::GetFlag(FLAGS_prompt_slowdown);
   e.max_num_seqs = absl::GetFlag(FLAGS_max_running) > 0
                        ? absl::GetFlag(FLAGS_max_running)
                        : absl::GetFlag(FLAGS_max_num_seqs);

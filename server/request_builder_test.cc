@@ -75,6 +75,11 @@ TEST_F(RequestBuilderTest, DefaultsFillTheContext) {
   built = Builder().BuildGenerate(FromProto(r));
   ASSERT_TRUE(built.ok()) << built.status();
   EXPECT_EQ(built->tpot_objective, absl::Milliseconds(25));
+  EXPECT_EQ(built->ttft_objective, absl::ZeroDuration());  // the daemon's
+  r.set_ttft_objective_ms(2500);
+  built = Builder().BuildGenerate(FromProto(r));
+  ASSERT_TRUE(built.ok()) << built.status();
+  EXPECT_EQ(built->ttft_objective, absl::Milliseconds(2500));
 }
 
 TEST_F(RequestBuilderTest, RejectsEachBadField) {
@@ -106,6 +111,9 @@ TEST_F(RequestBuilderTest, RejectsEachBadField) {
   r = Text("hi");
   r.set_tpot_objective_ms(60001);
   ExpectInvalid(r, "tpot_objective_ms: must be in [0, 60000]");
+  r = Text("hi");
+  r.set_ttft_objective_ms(3600001);
+  ExpectInvalid(r, "ttft_objective_ms: must be in [0, 3600000]");
   std::string long_text;
   for (int i = 0; i < 100; ++i) long_text += " x";  // 100 tokens > 64
   r = Text(long_text);
@@ -115,19 +123,28 @@ TEST_F(RequestBuilderTest, RejectsEachBadField) {
   ExpectInvalid(r, "chat template is not recognised");
 }
 
-// A session's TPOT objective travels to the engine's options; out of range
-// it is refused naming the field, and a resume may not set it.
-TEST_F(RequestBuilderTest, SessionTpotObjective) {
+// A session's TPOT and TTFT objectives travel to the engine's options; out
+// of range they are refused naming the field, and a resume may not set them.
+TEST_F(RequestBuilderTest, SessionObjectives) {
   v1::SessionOpen open;
   open.mutable_prefix()->set_text("Hello");
   v1::StreamSpec* s = open.add_streams();
   s->set_stream_id("out");
   s->set_kind(v1::STREAM_KIND_OUTPUT);
   open.set_tpot_objective_ms(40);
+  open.set_ttft_objective_ms(900);
   auto built = frontend::BuildSession(FromProto(open), Builder(),
                                       frontend::ModelStreams{});
   ASSERT_TRUE(built.ok()) << built.status();
   EXPECT_EQ(built->options.tpot_objective, absl::Milliseconds(40));
+  EXPECT_EQ(built->options.ttft_objective, absl::Milliseconds(900));
+  open.set_ttft_objective_ms(3600001);
+  built = frontend::BuildSession(FromProto(open), Builder(),
+                                 frontend::ModelStreams{});
+  EXPECT_NE(built.status().message().find("open.ttft_objective_ms"),
+            std::string::npos)
+      << built.status();
+  open.set_ttft_objective_ms(0);
   open.set_tpot_objective_ms(70000);
   built = frontend::BuildSession(FromProto(open), Builder(),
                                  frontend::ModelStreams{});
@@ -140,6 +157,9 @@ TEST_F(RequestBuilderTest, SessionTpotObjective) {
   resume.set_resume(true);
   EXPECT_TRUE(frontend::CheckResume(FromProto(resume)).ok());
   resume.set_tpot_objective_ms(40);
+  EXPECT_FALSE(frontend::CheckResume(FromProto(resume)).ok());
+  resume.set_tpot_objective_ms(0);
+  resume.set_ttft_objective_ms(900);
   EXPECT_FALSE(frontend::CheckResume(FromProto(resume)).ok());
 }
 

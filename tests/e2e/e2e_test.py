@@ -310,6 +310,8 @@ class E2ETest(harness.DaemonTestCase):
                  pb.ChatMessage(role="wizard", content=b"hi")])))),
             ("TPOT objective over a minute", "tpot_objective_ms",
              dict(prompt=ok, tpot_objective_ms=60001)),
+            ("TTFT objective over an hour", "ttft_objective_ms",
+             dict(prompt=ok, ttft_objective_ms=3600001)),
         ]
         for name, substring, kw in cases:
             with self.subTest(name):

@@ -201,16 +201,20 @@ class OpenAITest(harness.DaemonTestCase):
                                            prompt="x", top_p=3)
         self.assertEqual(e.exception.status_code, 400)
         self.assertEqual(e.exception.body["param"], "top_p")
-        # braid's TPOT objective: in range it is served, out of range named.
+        # braid's TPOT and TTFT objectives: in range served, out of range
+        # named.
         ok = self.client.completions.create(
             model="SmolLM2-135M-Instruct.Q4_1", prompt="x", max_tokens=2,
-            extra_body={"tpot_objective_ms": 25, "ignore_eos": True})
+            extra_body={"tpot_objective_ms": 25, "ttft_objective_ms": 2000,
+                        "ignore_eos": True})
         self.assertEqual(ok.usage.completion_tokens, 2)
-        with self.assertRaises(openai.BadRequestError) as e:
-            self.client.completions.create(
-                model="SmolLM2-135M-Instruct.Q4_1", prompt="x",
-                extra_body={"tpot_objective_ms": 70000})
-        self.assertEqual(e.exception.body["param"], "tpot_objective_ms")
+        for field, value in (("tpot_objective_ms", 70000),
+                             ("ttft_objective_ms", 3600001)):
+            with self.assertRaises(openai.BadRequestError) as e:
+                self.client.completions.create(
+                    model="SmolLM2-135M-Instruct.Q4_1", prompt="x",
+                    extra_body={field: value})
+            self.assertEqual(e.exception.body["param"], field)
         with self.assertRaises(openai.NotFoundError):
             self.client.completions.create(model="gpt-4", prompt="x")
         # 429: a prompt over the waiting-token bound (--max_waiting_tokens).
