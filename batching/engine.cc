@@ -302,7 +302,7 @@ absl::Span<const PrefillPacer::DuePrompt> Engine::PromptsDue(absl::Time now) {
         w.prompt_since +
         (own > absl::ZeroDuration() ? own : options_.ttft_objective) +
         absl::Seconds(options_.prompt_slowdown * (w.prompt_work_s + rest));
-    due_.push_back({absl::ToDoubleSeconds(due - now), left});
+    due_.push_back({absl::ToDoubleSeconds(due - now), rest});
   }
   return due_;
 }

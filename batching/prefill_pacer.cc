@@ -117,24 +117,27 @@ int PrefillPacer::Cap(absl::Span<const DuePrompt> prompts) const {
       std::max(slowdown, step_objective_s_ - decode_s_) / per_token);
   double tokens = high;
   if (deadlines_) {
-    // Earliest due first: by each due time, every prompt due by then must
-    // be done; the steepest of those rates (tokens a second) is the one to
-    // keep. p prompt tokens in a step of decode_s_ + p x per_token seconds
-    // make p / (decode_s_ + p x per_token) tokens a second.
+    // Earliest due first: by each due time, the work of every prompt due
+    // by then must be done; the largest of those shares of the time left
+    // is the one to keep. p prompt tokens in a step of decode_s_ + p x
+    // per_token seconds give them the share p x per_token / (decode_s_ +
+    // p x per_token). A share of time rather than a rate of tokens: a
+    // prompt's later tokens cost more (their attention), and its work
+    // (RestOfPrompt) counts them so.
     std::vector<DuePrompt> due(prompts.begin(), prompts.end());
     std::sort(due.begin(), due.end(),
               [](const DuePrompt& a, const DuePrompt& b) {
                 return a.seconds_left < b.seconds_left;
               });
-    double rate = 0, sum = 0;
+    double share = 0, work = 0;
     for (const DuePrompt& d : due) {
-      sum += d.tokens;
-      rate = d.seconds_left <= 0 ? HUGE_VAL
-                                 : std::max(rate, sum / d.seconds_left);
+      work += d.work_seconds;
+      share = d.seconds_left <= 0 ? HUGE_VAL
+                                  : std::max(share, work / d.seconds_left);
     }
-    const double share = rate * per_token;  // of each step, prompt work
     const double need =
-        share >= 1 ? high : std::ceil(rate * decode_s_ / (1 - share));
+        share >= 1 ? high
+                   : std::ceil(share * decode_s_ / ((1 - share) * per_token));
     tokens = std::clamp(need, low, high);
   }
   return static_cast<int>(

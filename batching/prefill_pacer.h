@@ -22,10 +22,11 @@ namespace braid::batching {
 class PrefillPacer {
  public:
   // A prompt waiting for or in prefill: seconds until its first token is
-  // due (<= 0: late) and its entries left to compute.
+  // due (<= 0: late) and what computing its entries left takes alone
+  // (seconds, RestOfPrompt).
   struct DuePrompt {
     double seconds_left = 0;
-    int tokens = 0;
+    double work_seconds = 0;
   };
 
   // max_slowdown <= 1 turns pacing off (Cap() is always 0). Caps are at
@@ -56,8 +57,10 @@ class PrefillPacer {
   //
   // With deadlines on (UseDeadlines), the cap between the slowdown's and
   // the objective's is the fewest tokens a step that keep every prompt of
-  // `prompts` on time, earliest due first, at the current estimates; a
-  // late prompt (or one that cannot be on time) gets the objective's.
+  // `prompts` on time, earliest due first: the share of each step's time
+  // that prompt work must take from now on, as prompt tokens at the current
+  // cost; a late prompt (or more work than can be on time) gets the
+  // objective's.
   int Cap(absl::Span<const DuePrompt> prompts = {}) const;
   static constexpr int kProbe = -1;
 

@@ -97,19 +97,24 @@ TEST(PrefillPacerTest, DeadlinesTakeOnlyWhatThePromptsNeed) {
   RunSteps(p, 12, 8, 0.0009);
   using Due = PrefillPacer::DuePrompt;
   EXPECT_NEAR(p.PrefillSeconds(100), 0.090, 1e-6);
-  EXPECT_EQ(p.Cap(), 5);                     // nothing waits
-  EXPECT_EQ(p.Cap({Due{10.0, 100}}), 5);     // 10 tok/s: the slowdown's
-  // 500 tokens in 1 s: p / (10 ms + p x 0.9 ms) >= 500 from p = 9.1 on.
-  EXPECT_EQ(p.Cap({Due{1.0, 500}}), 10);
-  // Earliest first: 100 due in 0.5 s, then 400 more by 1 s; in any order.
-  EXPECT_EQ(p.Cap({Due{1.0, 400}, Due{0.5, 100}}), 10);
-  EXPECT_EQ(p.Cap({Due{0.5, 100}, Due{1.0, 400}}), 10);
+  EXPECT_EQ(p.Cap(), 5);                   // nothing waits
+  EXPECT_EQ(p.Cap({Due{10.0, 0.09}}), 5);  // 0.9% of the time: the slowdown's
+  // 0.45 s of work in 1 s: p x 0.9 ms / (10 ms + p x 0.9 ms) >= 0.45 from
+  // p = 9.1 on.
+  EXPECT_EQ(p.Cap({Due{1.0, 0.45}}), 10);
+  // Earliest first: 0.09 s due in 0.5 s, then 0.36 s more by 1 s; in any
+  // order.
+  EXPECT_EQ(p.Cap({Due{1.0, 0.36}, Due{0.5, 0.09}}), 10);
+  EXPECT_EQ(p.Cap({Due{0.5, 0.09}, Due{1.0, 0.36}}), 10);
+  // 0.2 s due in 0.25 s: 80%, p = 0.8 x 10 / (0.2 x 0.9) = 44.4 -> the
+  // objective's 44.
+  EXPECT_EQ(p.Cap({Due{0.25, 0.2}}), 44);
   // Late, or more than the machine can do in time: all the objective allows.
-  EXPECT_EQ(p.Cap({Due{10.0, 100}, Due{-0.1, 10}}), 44);
-  EXPECT_EQ(p.Cap({Due{1.0, 2000}}), 44);
+  EXPECT_EQ(p.Cap({Due{10.0, 0.09}, Due{-0.1, 0.01}}), 44);
+  EXPECT_EQ(p.Cap({Due{1.0, 1.8}}), 44);
   // Without deadlines the objective's budget is taken whatever waits.
   p.UseDeadlines(false);
-  EXPECT_EQ(p.Cap({Due{10.0, 100}}), 44);
+  EXPECT_EQ(p.Cap({Due{10.0, 0.09}}), 44);
 }
 
 // The rest of a prompt, from the line through its mean cost so far and its

@@ -24,7 +24,7 @@ struct EngineFlags {
   int prefill_tokens_per_decode_token = 4;
   double max_decode_slowdown = 1.5;
   int tpot_objective_ms = 60;  // 0: none
-  int ttft_objective_ms = 500;  // 0: prompt deadlines off
+  int ttft_objective_ms = 1000;  // 0: prompt deadlines off
   double prompt_slowdown = 2.5;
   int max_num_seqs = 64;
   int max_waiting_requests = 256;

@@ -68,7 +68,7 @@ ABSL_FLAG(int, tpot_objective_ms, 60,
           "that lets more prompt tokens in than --max_decode_slowdown does; "
           "trades decoding streams' ITL for time to first token under load "
           "(0 = none: --max_decode_slowdown alone).");
-ABSL_FLAG(int, ttft_objective_ms, 500,
+ABSL_FLAG(int, ttft_objective_ms, 1000,
           "Stream isolation: a prompt's first token is due this many "
           "milliseconds after it arrives plus --prompt_slowdown times what "
           "its prefill alone takes; while requests decode, steps take only "

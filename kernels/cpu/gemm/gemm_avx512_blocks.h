@@ -1,7 +1,8 @@
 // The weight formats of the AVX-512 GEMM tiles (gemm_tile_avx512.cc: rows
 // as in the GGUF file; gemm_quads_avx512.cc: the quad layout): how a tile
 // loads a block's scales and quants and forms a block's exact integer sums.
-// Q4_1 x Q8_1, Q4_0 x Q8_0 and Q8_0 x Q8_0 (AVX-512 F/BW/VL/DQ and VNNI).
+// Q4_1 x Q8_1, Q4_0 x Q8_0 and Q8_0 x Q8_0 (AVX-512 F/BW/VL/DQ and VNNI);
+// Q5_0 x Q8_0 and Q5_1 x Q8_1 in the row tiles only.
 //
 // Signed weights (Q8_0) go through dpbusd, which wants one unsigned operand:
 // as w + 128 against x, sum((w + 128) * x) - 128 * sum(x) is the same exact
@@ -56,6 +57,20 @@ BRAID_AVX512 inline __m512i UnpackRowPairNibbles(const uint8_t* p,
   const __m512i shift = _mm512_set_epi64(4, 4, 0, 0, 4, 4, 0, 0);
   return _mm512_and_si512(_mm512_srlv_epi64(dup, shift),
                           _mm512_set1_epi8(0x0F));
+}
+
+// Rows r and r + 1's 5-bit values (Q5_0, Q5_1: the nibbles at p and p +
+// row_bytes, each row's 32 fifth bits in the 4 bytes before them) as
+// unsigned bytes in UnpackRowPairNibbles' order: element e's fifth bit is
+// bit e of its row's qh.
+BRAID_AVX512 inline __m512i UnpackRowPairFives(const uint8_t* p,
+                                               size_t row_bytes) {
+  const uint64_t fifth = uint64_t{Load32Bits(p - 4)} |
+                         uint64_t{Load32Bits(p + row_bytes - 4)} << 32;
+  return _mm512_or_si512(
+      UnpackRowPairNibbles(p, row_bytes),
+      _mm512_maskz_mov_epi8(static_cast<__mmask64>(fifth),
+                            _mm512_set1_epi8(0x10)));
 }
 
 // The 4 rows' d (f16, 8 bytes at b) as f32 [d0 0 d1 0 d2 0 d3 0] in lanes
@@ -152,6 +167,37 @@ struct Q80 {
         _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + row_bytes));
     const __m512i q = _mm512_inserti64x4(_mm512_castsi256_si512(q0), q1, 1);
     return _mm512_xor_si512(q, _mm512_set1_epi8(static_cast<char>(0x80)));
+  }
+};
+
+// Q5_0 x Q8_0 (row tiles): values q - 16 of 5-bit q, signed like Q4_0's,
+// as q + 112 (= (q - 16) + 128) against x. ggml's integer sums, as
+// DotQ5_0Q8_0.
+struct Q50 {
+  static constexpr DType kType = DType::kQ5_0;
+  using W = BlockQ5_0;
+  using X = BlockQ8_0;
+  static constexpr bool kMin = false;
+  static constexpr bool kSigned = true;
+  static constexpr int kQsOffset = 6;  // offsetof(BlockQ5_0, qs)
+  static constexpr int kXQsOffset = 2;
+  BRAID_AVX512 static __m512i Pair(const uint8_t* p, size_t row_bytes) {
+    return _mm512_add_epi8(UnpackRowPairFives(p, row_bytes),
+                           _mm512_set1_epi8(112));
+  }
+};
+
+// Q5_1 x Q8_1 (row tiles): unsigned 5-bit values and a min term, as Q4_1.
+struct Q51 {
+  static constexpr DType kType = DType::kQ5_1;
+  using W = BlockQ5_1;
+  using X = BlockQ8_1;
+  static constexpr bool kMin = true;
+  static constexpr bool kSigned = false;
+  static constexpr int kQsOffset = 8;  // offsetof(BlockQ5_1, qs)
+  static constexpr int kXQsOffset = 4;
+  BRAID_AVX512 static __m512i Pair(const uint8_t* p, size_t row_bytes) {
+    return UnpackRowPairFives(p, row_bytes);
   }
 };
 

@@ -17,166 +17,15 @@
 #include <cstring>
 #include <vector>
 
+#include "kernels/cpu/gemm/gemm_octets.h"
 #include "kernels/cpu/gemm/gemm_tile.h"
 #include "kernels/cpu/quant/quant.h"
-
-#define BRAID_AVX2 __attribute__((target("avx2,fma,f16c")))
 
 namespace braid::kernels::cpu::internal {
 
 namespace {
 
-// Q4_K: one super-block of 8 rows is their d, their dmin, their 12 scale
-// bytes as three 32-bit words (word w of row l at kWords + (8 * w + l) * 4),
-// then the quants: row l's qs[32 * g + 4 * k .. + 3] at kQuants + ((8 * g +
-// k) * 8 + l) * 4 (g = the pair of sub-blocks 2g, 2g + 1 in its low and high
-// nibbles, k = the 4-byte group within it).
-constexpr size_t kDs = 0, kDmins = 16, kWords = 32, kQuants = 128;
-constexpr size_t kOctetBlock = kQuants + 8 * kQK_K / 2;
-static_assert(kOctetBlock == 8 * sizeof(BlockQ4_K), "same bytes as 8 rows");
-
-// Q5_K: as Q4_K, with the fifth bits between the scale words and the
-// quants: row l's qh[4 * k .. + 3] at kQh5 + (8 * k + l) * 4.
-constexpr size_t kQh5 = kQuants, kQuants5 = kQh5 + 8 * kQK_K / 8;
-constexpr size_t kOctetBlock5 = kQuants5 + 8 * kQK_K / 2;
-static_assert(kOctetBlock5 == 8 * sizeof(BlockQ5_K), "same bytes as 8 rows");
-
-// Q6_K: their d, their 16 scales (4 vectors of 4 sub-blocks each: rows 0-3
-// in the low 128 bits, 4-7 in the high, so a shuffle within each half picks
-// one sub-block's scale for every row's lane), then ql: row l's ql[64 * h +
-// 32 * p + 4 * m .. + 3] at kQl6 + (((2 * h + p) * 8 + m) * 8 + l) * 4, then
-// qh: row l's qh[32 * h + 4 * m .. + 3] at kQh6 + ((8 * h + m) * 8 + l) * 4.
-constexpr size_t kScales6 = 16, kQl6 = 144, kQh6 = kQl6 + 8 * kQK_K / 2;
-constexpr size_t kOctetBlock6 = kQh6 + 8 * kQK_K / 4;
-static_assert(kOctetBlock6 == 8 * sizeof(BlockQ6_K), "same bytes as 8 rows");
-
-// Where byte b of row l's block goes in its octet block.
-size_t OctetOffsetQ4K(int l, size_t b) {
-  if (b < 2) return kDs + 2 * l + b;
-  if (b < 4) return kDmins + 2 * l + (b - 2);
-  if (b < 16) return kWords + (8 * ((b - 4) / 4) + l) * 4 + (b - 4) % 4;
-  const size_t c = b - 16;
-  return kQuants + ((8 * (c / 32) + (c % 32) / 4) * 8 + l) * 4 + c % 4;
-}
-size_t OctetOffsetQ5K(int l, size_t b) {
-  if (b < 16) return OctetOffsetQ4K(l, b);
-  if (b < 48) return kQh5 + (8 * ((b - 16) / 4) + l) * 4 + (b - 16) % 4;
-  const size_t c = b - 48;
-  return kQuants5 + ((8 * (c / 32) + (c % 32) / 4) * 8 + l) * 4 + c % 4;
-}
-size_t OctetOffsetQ6K(int l, size_t b) {
-  if (b < 128) {  // ql
-    return kQl6 +
-           (((2 * (b / 64) + (b % 64) / 32) * 8 + (b % 32) / 4) * 8 + l) * 4 +
-           b % 4;
-  }
-  if (b < 192) {  // qh
-    const size_t c = b - 128;
-    return kQh6 + ((8 * (c / 32) + (c % 32) / 4) * 8 + l) * 4 + c % 4;
-  }
-  if (b < 208) {  // scales
-    const size_t j = b - 192;
-    return kScales6 + 32 * (j / 4) + 16 * (l / 4) + 4 * (j % 4) + l % 4;
-  }
-  return kDs + 2 * l + (b - 208);  // d
-}
-
-// The octet layout of a type: its GGUF block's bytes and where they go.
-struct OctetFormat {
-  size_t block;  // bytes of one row's super-block
-  size_t (*offset)(int l, size_t b);
-};
-OctetFormat FormatOf(DType type) {
-  switch (type) {
-    case DType::kQ4_K:
-      return {sizeof(BlockQ4_K), OctetOffsetQ4K};
-    case DType::kQ5_K:
-      return {sizeof(BlockQ5_K), OctetOffsetQ5K};
-    default:
-      return {sizeof(BlockQ6_K), OctetOffsetQ6K};
-  }
-}
-
-BRAID_AVX2 inline __m256i Load(const uint8_t* p) {
-  return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p));
-}
-
-// Byte `b` of every 32-bit lane of v as the lane's two 16-bit halves.
-BRAID_AVX2 inline __m256i ByteAsPair(__m256i v, int b) {
-  const char z = static_cast<char>(0x80);
-  const char b0 = static_cast<char>(b), b1 = static_cast<char>(4 + b),
-             b2 = static_cast<char>(8 + b), b3 = static_cast<char>(12 + b);
-  return _mm256_shuffle_epi8(
-      v,
-      _mm256_setr_epi8(b0, z, b0, z, b1, z, b1, z, b2, z, b2, z, b3, z, b3, z,
-                       b0, z, b0, z, b1, z, b1, z, b2, z, b2, z, b3, z, b3, z));
-}
-
-// Bytes `a` and `b` of every 32-bit lane of v as the lane's 16-bit halves.
-BRAID_AVX2 inline __m256i BytesAsPair(__m256i v, int a, int b) {
-  const char z = static_cast<char>(0x80);
-  const char a0 = static_cast<char>(a), a1 = static_cast<char>(4 + a),
-             a2 = static_cast<char>(8 + a), a3 = static_cast<char>(12 + a);
-  const char b0 = static_cast<char>(b), b1 = static_cast<char>(4 + b),
-             b2 = static_cast<char>(8 + b), b3 = static_cast<char>(12 + b);
-  return _mm256_shuffle_epi8(
-      v,
-      _mm256_setr_epi8(a0, z, b0, z, a1, z, b1, z, a2, z, b2, z, a3, z, b3, z,
-                       a0, z, b0, z, a1, z, b1, z, a2, z, b2, z, a3, z, b3, z));
-}
-
-// Helpers of the tiles, inlined into them (their vectors stay in registers).
-#define BRAID_AVX2_INLINE BRAID_AVX2 inline __attribute__((always_inline))
-
-// Super-block i of T tokens' Q8_K rows from x.
-template <int T>
-BRAID_AVX2_INLINE void TokenBlocks(const uint8_t* x, size_t x_row_bytes,
-                                   int64_t i, const BlockQ8_K** xs) {
-#pragma GCC unroll 4
-  for (int t = 0; t < T; ++t) {
-    xs[t] = reinterpret_cast<const BlockQ8_K*>(x + t * x_row_bytes) + i;
-  }
-}
-
-// The 8 rows' f16 values at p (their d or dmin) times each token's d.
-BRAID_AVX2_INLINE __m256 RowScales(const uint8_t* p, float xd) {
-  return _mm256_mul_ps(
-      _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p))),
-      _mm256_set1_ps(xd));
-}
-
-// out[t * ld_y + l] (= or +=) for row l's lane of sums[t].
-template <int T>
-BRAID_AVX2_INLINE void StoreRows(__m256* sums, float* out, int64_t ld_y,
-                                 bool accumulate) {
-#pragma GCC unroll 4
-  for (int t = 0; t < T; ++t) {
-    float* o = out + t * ld_y;
-    if (accumulate) sums[t] = _mm256_add_ps(_mm256_loadu_ps(o), sums[t]);
-    _mm256_storeu_ps(o, sums[t]);
-  }
-}
-
-// ScalesMinsQ4K's fields for the 8 rows' lanes: bytes 0-3 of each lane are
-// that row's scales 0-3 (lo) or 4-7 (hi), likewise its mins.
-struct ScalesMins8 {
-  __m256i sc_lo, sc_hi, m_lo, m_hi;
-};
-BRAID_AVX2_INLINE ScalesMins8 DecodeScalesMins(const uint8_t* b) {
-  const __m256i low6 = _mm256_set1_epi32(0x3f3f3f3f);
-  const __m256i low4 = _mm256_set1_epi32(0x0f0f0f0f);
-  const __m256i top2 = _mm256_set1_epi32(0x03030303);
-  const __m256i u0 = Load(b + kWords), u1 = Load(b + kWords + 32),
-                u2 = Load(b + kWords + 64);
-  auto high = [&](__m256i low_nibbles, __m256i top_bits) BRAID_AVX2 {
-    return _mm256_or_si256(
-        _mm256_and_si256(low_nibbles, low4),
-        _mm256_slli_epi32(
-            _mm256_and_si256(_mm256_srli_epi32(top_bits, 6), top2), 4));
-  };
-  return {_mm256_and_si256(u0, low6), high(u2, u0), _mm256_and_si256(u1, low6),
-          high(_mm256_srli_epi32(u2, 4), u1)};
-}
+using namespace octets;  // NOLINT: the layout this file implements
 
 // Row l's 4 quants of sub-block j, 4-byte group k, of Q4_K / Q5_K block b.
 template <bool kQ5>
@@ -230,26 +79,6 @@ BRAID_AVX2_INLINE void SumsQ45K(const uint8_t* b, const ScalesMins8& s,
   }
 }
 
-// The mins' sum of the 8 rows against one token: m_j times the sub-block's
-// activation sum, in pairs of sub-blocks.
-BRAID_AVX2_INLINE __m256i MinsSum(const ScalesMins8& s, const BlockQ8_K& x) {
-  const __m256i bs =
-      _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x.bsums));
-  alignas(16) int32_t pair_sums[4];
-  _mm_store_si128(reinterpret_cast<__m128i*>(pair_sums),
-                  _mm_hadd_epi16(_mm256_castsi256_si128(bs),
-                                 _mm256_extracti128_si256(bs, 1)));
-  __m256i msum = _mm256_setzero_si256();
-#pragma GCC unroll 4
-  for (int p = 0; p < 4; ++p) {
-    const __m256i m =
-        BytesAsPair(p < 2 ? s.m_lo : s.m_hi, (2 * p) % 4, (2 * p + 1) % 4);
-    msum = _mm256_add_epi32(
-        msum, _mm256_madd_epi16(m, _mm256_set1_epi32(pair_sums[p])));
-  }
-  return msum;
-}
-
 // Q4_K (kQ5 false) or Q5_K super-block b of 8 rows against T tokens' blocks
 // xs[t]: sums[t] after it (KQuantAccumulate's two steps in every lane).
 template <bool kQ5>
@@ -273,21 +102,6 @@ struct Q45K {
     }
   }
 };
-
-// Sub-block scales of Q6_K as 16-bit pairs, from one of its 4 scale
-// vectors (kScales6): (s_a, s_b) in every row's lane, sign-extended.
-BRAID_AVX2 inline __m256i ScalePairQ6K(__m256i v, int a, int b) {
-  const char z = static_cast<char>(0x80);
-  auto at = [](int s, int q) { return static_cast<char>(4 * s + q); };
-  return _mm256_srai_epi16(
-      _mm256_shuffle_epi8(
-          v,
-          _mm256_setr_epi8(z, at(a, 0), z, at(b, 0), z, at(a, 1), z, at(b, 1),
-                           z, at(a, 2), z, at(b, 2), z, at(a, 3), z, at(b, 3),
-                           z, at(a, 0), z, at(b, 0), z, at(a, 1), z, at(b, 1),
-                           z, at(a, 2), z, at(b, 2), z, at(a, 3), z, at(b, 3))),
-      8);
-}
 
 // Row l's 6-bit values (0-63) of 4-byte group m of the k-th 32 of half h of
 // Q6_K block b.
@@ -337,22 +151,6 @@ BRAID_AVX2_INLINE void SumsQ6K(const uint8_t* b, const BlockQ8_K* const* xs,
       }
     }
   }
-}
-
-// The -32 of every value of block b against one token: its scales times the
-// activations' 16-element sums.
-BRAID_AVX2_INLINE __m256i OffsetsQ6K(const uint8_t* b, const BlockQ8_K& x) {
-  alignas(32) int32_t pair_sums[8];
-  std::memcpy(pair_sums, x.bsums, 32);
-  __m256i corr = _mm256_setzero_si256();
-#pragma GCC unroll 8
-  for (int p = 0; p < 8; ++p) {
-    const __m256i sc2 = ScalePairQ6K(Load(b + kScales6 + 32 * (p / 2)),
-                                     (2 * p) % 4, (2 * p + 1) % 4);
-    corr = _mm256_add_epi32(
-        corr, _mm256_madd_epi16(sc2, _mm256_set1_epi32(pair_sums[p])));
-  }
-  return _mm256_slli_epi32(corr, 5);
 }
 
 // Q6_K super-block b (as Q45K::Add), the row dot's integers: the values'

@@ -131,8 +131,9 @@ void GemmTileQuads(const QuadWeights& w, const uint8_t* x, size_t x_row_bytes,
   const int64_t a = std::min((r0 + g - 1) / g * g, r1),
                 b = std::max(r1 / g * g, a);
   if (a < b && internal::IsOctetType(w.type)) {
-    internal::GemmOctetsAvx2(w.type, w.data.get(), w.cols, x, x_row_bytes, a, b,
-                             n_tok, y, ld_y, accumulate);
+    (UseAvx512() ? internal::GemmOctetsAvx512 : internal::GemmOctetsAvx2)(
+        w.type, w.data.get(), w.cols, x, x_row_bytes, a, b, n_tok, y, ld_y,
+        accumulate);
   } else if (a < b) {
     internal::GemmTileAvx512(w.type, w.data.get(),
                              DTypeRowBytes(w.type, w.cols), x, x_row_bytes,

@@ -62,7 +62,8 @@ bool PrepareGemmTileActivations(DType type, const uint8_t* x,
 // the activations x (rows of x_row_bytes, already in ActivationDType(type)),
 // n = columns. Any type; tiled kernels for Q4_1, Q4_0 and Q8_0 on AVX-512 (with
 // VNNI), for F32, F16 and BF16 on AVX-512 or AVX2 (n a multiple of 16), for
-// Q4_0, Q4_1, Q8_0, Q5_0, Q5_1 and IQ4_NL on AVX2, for the K-quants on AVX2
+// Q5_0 and Q5_1 on AVX-512 too, for Q4_0, Q4_1, Q8_0, Q5_0, Q5_1 and IQ4_NL
+// on AVX2, for the K-quants on AVX2
 // (each row's blocks unpacked once for up to 16 tokens), DotRow otherwise.
 // `prepared`, when given, holds x's tables (PrepareGemmTileActivations).
 // Rows below prefetch_end (when past r1) may be prefetched as the range's
@@ -90,7 +91,8 @@ struct QuadWeights {
 
 // Q4_K, Q5_K and Q6_K matrices have an octet layout in the same struct (8 rows
 // a group, the same bytes interleaved so each 32-bit lane of an AVX2 vector is
-// one row: gemm_octets_avx2.cc), also bit for bit the row dot's products.
+// one row: gemm_octets.h, with AVX2 and AVX-512 tiles), also bit for bit the
+// row dot's products.
 //
 // Whether this CPU's kernels take the quad layout for such a matrix:
 // AVX-512 with VNNI, Q4_1, Q4_0 or Q8_0, rows a multiple of 4, at most 4096
@@ -156,6 +158,11 @@ void GemmOctetsAvx2(DType type, const uint8_t* octets, int64_t cols,
                     const uint8_t* x, size_t x_row_bytes, int64_t r0,
                     int64_t r1, int64_t n_tok, float* y, int64_t ld_y,
                     bool accumulate);
+// Its AVX-512 + VNNI form (gemm_octets_avx512.cc), the same bits.
+void GemmOctetsAvx512(DType type, const uint8_t* octets, int64_t cols,
+                      const uint8_t* x, size_t x_row_bytes, int64_t r0,
+                      int64_t r1, int64_t n_tok, float* y, int64_t ld_y,
+                      bool accumulate);
 bool PrepareGemmTileActivationsAvx512(DType type, const uint8_t* x,
                                       size_t x_row_bytes, int64_t n,
                                       int64_t n_tok, uint8_t* buf,

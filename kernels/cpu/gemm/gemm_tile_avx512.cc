@@ -1,5 +1,5 @@
-// AVX-512 tiles for GemmTile (Q4_1, Q4_0 and Q8_0 weights; AVX-512 F/BW/VL/DQ
-// and VNNI). Each 512-bit accumulator holds the 8-lane accumulators of two
+// AVX-512 tiles for GemmTile (Q4_1, Q4_0, Q8_0, Q5_0 and Q5_1 weights;
+// AVX-512 F/BW/VL/DQ and VNNI). Each 512-bit accumulator holds the 8-lane accumulators of two
 // output elements, rows r and r + 1 of one token: lanes are independent, so
 // every element still gets, per block and in block order, its exact integer
 // block sum (dpbusd), converted to float, times the float product d_w * d_x,
@@ -435,6 +435,14 @@ bool GemmTileAvx512(DType type, const uint8_t* w, size_t w_row_bytes,
       Run<Q40>(w, w_row_bytes, x, x_row_bytes, n, r0, r1, n_tok, y, ld_y,
                accumulate, type, prepared, quad_layout, prefetch_end);
       return true;
+    case DType::kQ5_0:  // GGUF rows only (no quad layout)
+      Run<Q50>(w, w_row_bytes, x, x_row_bytes, n, r0, r1, n_tok, y, ld_y,
+               accumulate, type, prepared, false, prefetch_end);
+      return true;
+    case DType::kQ5_1:
+      Run<Q51>(w, w_row_bytes, x, x_row_bytes, n, r0, r1, n_tok, y, ld_y,
+               accumulate, type, prepared, false, prefetch_end);
+      return true;
     default:
       return false;
   }
@@ -444,7 +452,8 @@ namespace {
 
 // Whether the AVX-512 tiles take prepared tables for this call.
 bool TakesPrepared(DType type, int64_t n, int64_t n_tok) {
-  if (type != DType::kQ4_1 && type != DType::kQ8_0 && type != DType::kQ4_0) {
+  if (type != DType::kQ4_1 && type != DType::kQ8_0 && type != DType::kQ4_0 &&
+      type != DType::kQ5_0 && type != DType::kQ5_1) {
     return false;
   }
   const int64_t nb = n / kQK;
@@ -470,11 +479,16 @@ BRAID_AVX512 bool PrepareGemmTileActivationsAvx512(
   if (!TakesPrepared(type, n, n_tok)) return false;
   uint8_t* p = Align64(buf);
   const int64_t nb = n / kQK;
-  *out = type == DType::kQ4_1
-             ? PrepareChunk<Q41>(x, x_row_bytes, n_tok, nb, quad_layout, p, t0,
-                                 t1, b0, b1)
-             : PrepareChunk<Q80>(x, x_row_bytes, n_tok, nb, quad_layout, p, t0,
-                                 t1, b0, b1);
+  // The row tiles' tables depend only on the activations' type (Q8_1's
+  // sums beside Q8_0's d); Q5_0 and Q5_1 have no quad layout.
+  const bool q8_1 = type == DType::kQ4_1 || type == DType::kQ5_1;
+  if (quad_layout && (type == DType::kQ5_0 || type == DType::kQ5_1)) {
+    return false;
+  }
+  *out = q8_1 ? PrepareChunk<Q41>(x, x_row_bytes, n_tok, nb, quad_layout, p, t0,
+                                  t1, b0, b1)
+              : PrepareChunk<Q80>(x, x_row_bytes, n_tok, nb, quad_layout, p,
+                                  t0, t1, b0, b1);
   return true;
 }
 

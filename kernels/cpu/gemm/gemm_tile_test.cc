@@ -209,7 +209,8 @@ TEST(GemmTileTest, QuadLayoutBitIdenticalToDotRow) {
 }
 
 // The octet layout of Q4_K, Q5_K and Q6_K (RepackQuads on AVX2): every row
-// comes back unpacked, and GemmTileQuads equals DotRow bit for bit for every
+// comes back unpacked, and GemmTileQuads (its AVX-512 tiles where the CPU
+// has them, and its AVX2 tiles) equals DotRow bit for bit for every
 // token group (4, 2, 1), ranges of whole octets and cutting them, = and +=, on
 // quantized rows and on raw random bytes (every bit of the 6-bit scales and
 // mins set somewhere).
@@ -257,17 +258,22 @@ TEST(GemmTileTest, KQuantOctetsBitIdenticalToDotRow) {
                                 {32, 40},
                                 {3, 37},
                                 {5, 7}}) {
-            std::vector<float> y(n_tok * rows, 7.0f);
-            GemmTileQuads(q, x.data(), x_bytes, r0, r1, tok, y.data(), rows,
-                          /*accumulate=*/false);
-            ASSERT_TRUE(MatchesRowDots(type, w, w_bytes, x, x_bytes, cols, rows,
-                                       tok, r0, r1, y, 1.0f))
-                << "raw " << raw;
-            GemmTileQuads(q, x.data(), x_bytes, r0, r1, tok, y.data(), rows,
-                          /*accumulate=*/true);
-            ASSERT_TRUE(MatchesRowDots(type, w, w_bytes, x, x_bytes, cols, rows,
-                                       tok, r0, r1, y, 2.0f))
-                << "raw " << raw;
+            // The AVX-512 tiles (where the CPU has them), then AVX2's.
+            for (int mode : {0, 1}) {
+              SetMode(mode);
+              std::vector<float> y(n_tok * rows, 7.0f);
+              GemmTileQuads(q, x.data(), x_bytes, r0, r1, tok, y.data(), rows,
+                            /*accumulate=*/false);
+              ASSERT_TRUE(MatchesRowDots(type, w, w_bytes, x, x_bytes, cols,
+                                         rows, tok, r0, r1, y, 1.0f))
+                  << "raw " << raw << " mode " << mode;
+              GemmTileQuads(q, x.data(), x_bytes, r0, r1, tok, y.data(), rows,
+                            /*accumulate=*/true);
+              ASSERT_TRUE(MatchesRowDots(type, w, w_bytes, x, x_bytes, cols,
+                                         rows, tok, r0, r1, y, 2.0f))
+                  << "raw " << raw << " mode " << mode;
+            }
+            SetMode(0);
           }
         }
         // The scalar row dot gives the same bits.
