@@ -1,12 +1,14 @@
 // K-quant weights (Q4_K, Q5_K, Q6_K) in the octet layout (gemm_octets.h) on
-// AVX-512 with VNNI. One 64-byte load holds two 4-byte quant groups of each
-// of the 8 rows (group 2p in the low half, 2p + 1 in the high: the layout's
-// consecutive groups), so each 32-bit lane is still one row's, and dpbusd
-// sums the 4 products of a group into it directly: no 16-bit step. The
-// activations meet them as the token's two groups, each repeated over its
-// half (one permute). After a sub-block, the lanes' sums are multiplied by
-// the rows' scale (mullo), and after a super-block the two halves are added
-// and the float steps run on 8 rows as on AVX2.
+// AVX-512 with VNNI. Octets go in pairs: one 512-bit vector holds a 4-byte
+// quant group of the first octet's 8 rows in its low half and of the
+// second's in its high half (two 32-byte loads), so each 32-bit lane is one
+// of 16 rows, and dpbusd sums the group's 4 products against the token's 4
+// activation bytes, broadcast, into it directly: no 16-bit step and no
+// shuffle of the activations. After a sub-block the lanes' sums are
+// multiplied by their rows' scales (mullo); after a super-block each half
+// takes the 8-row float steps of the AVX2 tiles. An octet left over takes
+// the same steps with two groups of one octet per load (a permute places
+// the token's two groups).
 //
 // The integers are exact, as the AVX2 tiles' (gemm_octets_avx2.cc) and the
 // row dot's are, only grouped differently, and the float steps are the same
@@ -19,6 +21,7 @@
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 
 #include <cstdint>
+#include <cstring>
 #include <type_traits>
 
 #include "kernels/cpu/gemm/gemm_avx512_blocks.h"
@@ -214,6 +217,185 @@ struct Q6K {
   }
 };
 
+// Two octets at once (16 rows): each 512-bit vector holds a quant group of
+// octet a's 8 rows in its low half and octet b's in its high half, so every
+// token's 4 activation bytes of the group meet all 16 rows as one broadcast
+// (no permute); the sums and float steps are the 8-row tiles' for each half.
+BRAID_AVX512_INLINE __m512i Join(__m256i a, __m256i b) {
+  return _mm512_inserti64x4(_mm512_castsi256_si512(a), b, 1);
+}
+BRAID_AVX512_INLINE __m512i Join(const uint8_t* a, const uint8_t* b) {
+  return Join(Load(a), Load(b));
+}
+BRAID_AVX512_INLINE __m512i Broadcast4(const int8_t* p) {
+  int32_t v;
+  std::memcpy(&v, p, 4);
+  return _mm512_set1_epi32(v);
+}
+
+// isum[t] += the scaled sums of Q4_K / Q5_K blocks a (low half) and b.
+template <bool kQ5, int T>
+BRAID_AVX512_INLINE void SumsQ45KPair(const uint8_t* a, const uint8_t* b,
+                                      const ScalesMins8& sa,
+                                      const ScalesMins8& sb,
+                                      const BlockQ8_K* const* xs,
+                                      __m512i* isum) {
+  constexpr size_t kQs = kQ5 ? kQuants5 : kQuants;
+  const __m512i low4 = _mm512_set1_epi8(0x0F);
+#pragma GCC unroll 8
+  for (int j = 0; j < 8; ++j) {  // the sub-block
+    const __m512i sc =
+        Join(_mm512_castsi512_si256(ByteAsLane(j < 4 ? sa.sc_lo : sa.sc_hi,
+                                               j % 4)),
+             _mm512_castsi512_si256(ByteAsLane(j < 4 ? sb.sc_lo : sb.sc_hi,
+                                               j % 4)));
+    __m512i acc[T];
+#pragma GCC unroll 4
+    for (int t = 0; t < T; ++t) acc[t] = _mm512_setzero_si512();
+#pragma GCC unroll 8
+    for (int k = 0; k < 8; ++k) {  // the 4-byte group
+      const size_t at = kQs + (j / 2) * 256 + 32 * k;
+      const __m512i bits = Join(a + at, b + at);
+      __m512i v = j % 2 == 0
+                      ? _mm512_and_si512(bits, low4)
+                      : _mm512_and_si512(_mm512_srli_epi16(bits, 4), low4);
+      if constexpr (kQ5) {
+        const __m512i qh = Join(a + kQh5 + 32 * k, b + kQh5 + 32 * k);
+        const __m512i at4 = j < 4    ? _mm512_slli_epi16(qh, 4 - j)
+                            : j == 4 ? qh
+                                     : _mm512_srli_epi16(qh, j - 4);
+        v = _mm512_or_si512(v,
+                            _mm512_and_si512(at4, _mm512_set1_epi8(0x10)));
+      }
+#pragma GCC unroll 4
+      for (int t = 0; t < T; ++t) {
+        acc[t] = _mm512_dpbusd_epi32(acc[t], v,
+                                     Broadcast4(xs[t]->qs + 32 * j + 4 * k));
+      }
+    }
+#pragma GCC unroll 4
+    for (int t = 0; t < T; ++t) {
+      isum[t] = _mm512_add_epi32(isum[t], _mm512_mullo_epi32(acc[t], sc));
+    }
+  }
+}
+
+// isum[t] += the scaled sums of Q6_K blocks a (low half) and b.
+template <int T>
+BRAID_AVX512_INLINE void SumsQ6KPair(const uint8_t* a, const uint8_t* b,
+                                     const BlockQ8_K* const* xs,
+                                     __m512i* isum) {
+  const __m512i low4 = _mm512_set1_epi8(0x0F);
+  const __m512i bits45 = _mm512_set1_epi8(0x30);
+#pragma GCC unroll 16
+  for (int j = 0; j < 16; ++j) {  // the sub-block of 16
+    const int h = j / 8, k = (j % 8) / 2, half = j % 2;
+    const size_t s = kScales6 + 32 * (j / 4);
+    const __m512i sc =
+        Join(_mm512_castsi512_si256(ScaleQ6K(Load(a + s), j % 4)),
+             _mm512_castsi512_si256(ScaleQ6K(Load(b + s), j % 4)));
+    __m512i acc[T];
+#pragma GCC unroll 4
+    for (int t = 0; t < T; ++t) acc[t] = _mm512_setzero_si512();
+#pragma GCC unroll 4
+    for (int e = 0; e < 4; ++e) {
+      const int m = 4 * half + e;  // the 4-byte group
+      const size_t l = kQl6 + (2 * h + k % 2) * 256 + 32 * m;
+      const size_t q = kQh6 + h * 256 + 32 * m;
+      const __m512i lbits = Join(a + l, b + l);
+      const __m512i hbits = Join(a + q, b + q);
+      const __m512i low =
+          k < 2 ? _mm512_and_si512(lbits, low4)
+                : _mm512_and_si512(_mm512_srli_epi16(lbits, 4), low4);
+      const __m512i top = k == 0   ? _mm512_slli_epi16(hbits, 4)
+                          : k == 1 ? _mm512_slli_epi16(hbits, 2)
+                          : k == 2 ? hbits
+                                   : _mm512_srli_epi16(hbits, 2);
+      const __m512i u = _mm512_or_si512(low, _mm512_and_si512(top, bits45));
+#pragma GCC unroll 4
+      for (int t = 0; t < T; ++t) {
+        acc[t] = _mm512_dpbusd_epi32(
+            acc[t], u, Broadcast4(xs[t]->qs + 128 * h + 32 * k + 4 * m));
+      }
+    }
+#pragma GCC unroll 4
+    for (int t = 0; t < T; ++t) {
+      isum[t] = _mm512_add_epi32(isum[t], _mm512_mullo_epi32(acc[t], sc));
+    }
+  }
+}
+
+// The two octets' float steps, as Q45K::Add's and Q6K::Add's.
+template <bool kQ5>
+struct Q45KPair {
+  static constexpr size_t kBlock = Q45K<kQ5>::kBlock;
+  template <int T>
+  BRAID_AVX512_INLINE static void Add(const uint8_t* a, const uint8_t* b,
+                                      const BlockQ8_K* const* xs, __m256* sa,
+                                      __m256* sb) {
+    const ScalesMins8 ma = DecodeScalesMins(a), mb = DecodeScalesMins(b);
+    __m512i isum[T];
+#pragma GCC unroll 4
+    for (int t = 0; t < T; ++t) isum[t] = _mm512_setzero_si512();
+    SumsQ45KPair<kQ5, T>(a, b, ma, mb, xs, isum);
+#pragma GCC unroll 4
+    for (int t = 0; t < T; ++t) {
+      const __m256i ia = _mm512_castsi512_si256(isum[t]);
+      const __m256i ib = _mm512_extracti64x4_epi64(isum[t], 1);
+      sa[t] = _mm256_fmadd_ps(RowScales(a + kDs, xs[t]->d),
+                              _mm256_cvtepi32_ps(ia), sa[t]);
+      sa[t] = _mm256_fnmadd_ps(RowScales(a + kDmins, xs[t]->d),
+                               _mm256_cvtepi32_ps(MinsSum(ma, *xs[t])), sa[t]);
+      sb[t] = _mm256_fmadd_ps(RowScales(b + kDs, xs[t]->d),
+                              _mm256_cvtepi32_ps(ib), sb[t]);
+      sb[t] = _mm256_fnmadd_ps(RowScales(b + kDmins, xs[t]->d),
+                               _mm256_cvtepi32_ps(MinsSum(mb, *xs[t])), sb[t]);
+    }
+  }
+};
+struct Q6KPair {
+  static constexpr size_t kBlock = kOctetBlock6;
+  template <int T>
+  BRAID_AVX512_INLINE static void Add(const uint8_t* a, const uint8_t* b,
+                                      const BlockQ8_K* const* xs, __m256* sa,
+                                      __m256* sb) {
+    __m512i isum[T];
+#pragma GCC unroll 4
+    for (int t = 0; t < T; ++t) isum[t] = _mm512_setzero_si512();
+    SumsQ6KPair<T>(a, b, xs, isum);
+#pragma GCC unroll 4
+    for (int t = 0; t < T; ++t) {
+      const __m256i ta = _mm256_sub_epi32(_mm512_castsi512_si256(isum[t]),
+                                          OffsetsQ6K(a, *xs[t]));
+      const __m256i tb = _mm256_sub_epi32(_mm512_extracti64x4_epi64(isum[t], 1),
+                                          OffsetsQ6K(b, *xs[t]));
+      sa[t] = _mm256_fmadd_ps(RowScales(a + kDs, xs[t]->d),
+                              _mm256_cvtepi32_ps(ta), sa[t]);
+      sb[t] = _mm256_fmadd_ps(RowScales(b + kDs, xs[t]->d),
+                              _mm256_cvtepi32_ps(tb), sb[t]);
+    }
+  }
+};
+
+// 16 rows: the octet at w and the next (group_bytes on), as OctetTile.
+template <typename F, int T>
+BRAID_AVX512 void OctetPairTile(const uint8_t* w, size_t group_bytes,
+                                int64_t nb, const uint8_t* x,
+                                size_t x_row_bytes, float* out, int64_t ld_y,
+                                bool accumulate) {
+  __m256 sa[T], sb[T];
+#pragma GCC unroll 4
+  for (int t = 0; t < T; ++t) sa[t] = sb[t] = _mm256_setzero_ps();
+  for (int64_t i = 0; i < nb; ++i) {
+    const BlockQ8_K* xs[T];
+    TokenBlocks<T>(x, x_row_bytes, i, xs);
+    F::template Add<T>(w + i * F::kBlock, w + group_bytes + i * F::kBlock, xs,
+                       sa, sb);
+  }
+  StoreRows<T>(sa, out, ld_y, accumulate);
+  StoreRows<T>(sb, out + 8, ld_y, accumulate);
+}
+
 // 8 rows of format F (the group at w, nb super-blocks) x T tokens of Q8_K
 // activations from x (rows x_row_bytes apart): out[t * ld_y + l] for row l.
 template <typename F, int T>
@@ -245,7 +427,28 @@ BRAID_AVX512 void GemmOctetsAvx512(DType type, const uint8_t* octets,
   auto groups = [&](auto width, int64_t* t0) BRAID_AVX512 {
     constexpr int kT = decltype(width)::value;
     for (; *t0 + kT <= n_tok; *t0 += kT) {
-      for (int64_t r = r0; r < r1; r += 8) {
+      int64_t r = r0;
+      for (; r + 16 <= r1; r += 16) {  // octet pairs
+        const uint8_t* g = octets + (r / 8) * group_bytes;
+        const uint8_t* xt = x + *t0 * x_row_bytes;
+        float* out = y + *t0 * ld_y + r;
+        switch (type) {
+          case DType::kQ4_K:
+            OctetPairTile<Q45KPair<false>, kT>(g, group_bytes, nb, xt,
+                                               x_row_bytes, out, ld_y,
+                                               accumulate);
+            break;
+          case DType::kQ5_K:
+            OctetPairTile<Q45KPair<true>, kT>(g, group_bytes, nb, xt,
+                                              x_row_bytes, out, ld_y,
+                                              accumulate);
+            break;
+          default:
+            OctetPairTile<Q6KPair, kT>(g, group_bytes, nb, xt, x_row_bytes,
+                                       out, ld_y, accumulate);
+        }
+      }
+      for (; r < r1; r += 8) {  // an octet left over
         const uint8_t* g = octets + (r / 8) * group_bytes;
         const uint8_t* xt = x + *t0 * x_row_bytes;
         float* out = y + *t0 * ld_y + r;
