@@ -12,6 +12,7 @@
 
 #include <cstdint>
 #include <cstring>
+#include <type_traits>
 
 #include "kernels/cpu/quant/quant.h"
 
@@ -219,6 +220,50 @@ BRAID_AVX2_INLINE __m256i OffsetsQ6K(const uint8_t* b, const BlockQ8_K& x) {
         corr, _mm256_madd_epi16(sc2, _mm256_set1_epi32(pair_sums[p])));
   }
   return _mm256_slli_epi32(corr, 5);
+}
+
+// One tile's operands: the octet group from row r (its bytes at w, the
+// next group group_bytes on, nb super-blocks a row) against tokens from t0
+// (their Q8_K rows at x, x_row_bytes apart; outputs at out, ld_y apart).
+struct TileArgs {
+  const uint8_t* w;
+  size_t group_bytes;
+  int64_t nb;
+  const uint8_t* x;
+  size_t x_row_bytes;
+  float* out;
+  int64_t ld_y;
+  bool accumulate;
+};
+
+// The product of octets [r0 / 8, r1 / 8) with n_tok tokens, tile by tile:
+// tokens in groups of 4 (then 2, 1), each group over the range's rows, so
+// the group's activations stay in L1 and the rows stream from L2.
+// tile(std::integral_constant<int, T>{}, args, rows_left) runs one tile of
+// T tokens and returns the rows it took (8 or 16).
+template <typename Tile>
+inline void ForEachTile(DType type, const uint8_t* octets, int64_t cols,
+                        const uint8_t* x, size_t x_row_bytes, int64_t r0,
+                        int64_t r1, int64_t n_tok, float* y, int64_t ld_y,
+                        bool accumulate, Tile tile) {
+  const int64_t nb = cols / kQK_K;
+  const size_t group_bytes = nb * 8 * FormatOf(type).block;
+  auto groups = [&](auto width, int64_t* t0) {
+    constexpr int kT = decltype(width)::value;
+    for (; *t0 + kT <= n_tok; *t0 += kT) {
+      for (int64_t r = r0; r < r1;) {
+        r += tile(width,
+                  TileArgs{octets + (r / 8) * group_bytes, group_bytes, nb,
+                           x + *t0 * x_row_bytes, x_row_bytes,
+                           y + *t0 * ld_y + r, ld_y, accumulate},
+                  r1 - r);
+      }
+    }
+  };
+  int64_t t0 = 0;
+  groups(std::integral_constant<int, 4>{}, &t0);
+  groups(std::integral_constant<int, 2>{}, &t0);
+  groups(std::integral_constant<int, 1>{}, &t0);
 }
 
 }  // namespace braid::kernels::cpu::internal::octets

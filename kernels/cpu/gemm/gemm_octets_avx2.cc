@@ -177,18 +177,16 @@ struct Q6K {
 // 8 rows of format F (the group at w, nb super-blocks) x T tokens of Q8_K
 // activations from x (rows x_row_bytes apart): out[t * ld_y + l] for row l.
 template <typename F, int T>
-BRAID_AVX2 void OctetTile(const uint8_t* w, int64_t nb, const uint8_t* x,
-                          size_t x_row_bytes, float* out, int64_t ld_y,
-                          bool accumulate) {
+BRAID_AVX2 void OctetTile(const TileArgs& a) {
   __m256 sums[T];
 #pragma GCC unroll 4
   for (int t = 0; t < T; ++t) sums[t] = _mm256_setzero_ps();
-  for (int64_t i = 0; i < nb; ++i) {
+  for (int64_t i = 0; i < a.nb; ++i) {
     const BlockQ8_K* xs[T];
-    TokenBlocks<T>(x, x_row_bytes, i, xs);
-    F::template Add<T>(w + i * F::kBlock, xs, sums);
+    TokenBlocks<T>(a.x, a.x_row_bytes, i, xs);
+    F::template Add<T>(a.w + i * F::kBlock, xs, sums);
   }
-  StoreRows<T>(sums, out, ld_y, accumulate);
+  StoreRows<T>(sums, a.out, a.ld_y, a.accumulate);
 }
 
 }  // namespace
@@ -252,36 +250,22 @@ BRAID_AVX2 void GemmOctetsAvx2(DType type, const uint8_t* octets, int64_t cols,
                                const uint8_t* x, size_t x_row_bytes, int64_t r0,
                                int64_t r1, int64_t n_tok, float* y,
                                int64_t ld_y, bool accumulate) {
-  const int64_t nb = cols / kQK_K;
-  const size_t group_bytes = nb * 8 * FormatOf(type).block;
-  // Tokens in groups of 4 (then 2, 1), each group over the range's rows:
-  // the group's activations stay in L1, the rows stream from L2.
-  auto groups = [&](auto width, int64_t* t0) BRAID_AVX2 {
-    constexpr int kT = decltype(width)::value;
-    for (; *t0 + kT <= n_tok; *t0 += kT) {
-      for (int64_t r = r0; r < r1; r += 8) {
-        const uint8_t* g = octets + (r / 8) * group_bytes;
-        const uint8_t* xt = x + *t0 * x_row_bytes;
-        float* out = y + *t0 * ld_y + r;
-        switch (type) {
-          case DType::kQ4_K:
-            OctetTile<Q45K<false>, kT>(g, nb, xt, x_row_bytes, out, ld_y,
-                                       accumulate);
-            break;
-          case DType::kQ5_K:
-            OctetTile<Q45K<true>, kT>(g, nb, xt, x_row_bytes, out, ld_y,
-                                      accumulate);
-            break;
-          default:
-            OctetTile<Q6K, kT>(g, nb, xt, x_row_bytes, out, ld_y, accumulate);
-        }
-      }
-    }
-  };
-  int64_t t0 = 0;
-  groups(std::integral_constant<int, 4>{}, &t0);
-  groups(std::integral_constant<int, 2>{}, &t0);
-  groups(std::integral_constant<int, 1>{}, &t0);
+  ForEachTile(type, octets, cols, x, x_row_bytes, r0, r1, n_tok, y, ld_y,
+              accumulate,
+              [type](auto width, const TileArgs& a, int64_t) BRAID_AVX2 {
+                constexpr int kT = decltype(width)::value;
+                switch (type) {
+                  case DType::kQ4_K:
+                    OctetTile<Q45K<false>, kT>(a);
+                    break;
+                  case DType::kQ5_K:
+                    OctetTile<Q45K<true>, kT>(a);
+                    break;
+                  default:
+                    OctetTile<Q6K, kT>(a);
+                }
+                return int64_t{8};
+              });
 }
 
 }  // namespace braid::kernels::cpu::internal
