@@ -125,7 +125,7 @@ BRAID_AVX2 inline __m256i BytesAsPair(__m256i v, int a, int b) {
 template <int T>
 BRAID_AVX2_INLINE void TokenBlocks(const uint8_t* x, size_t x_row_bytes,
                                    int64_t i, const BlockQ8_K** xs) {
-#pragma GCC unroll 4
+#pragma GCC unroll 8
   for (int t = 0; t < T; ++t) {
     xs[t] = reinterpret_cast<const BlockQ8_K*>(x + t * x_row_bytes) + i;
   }
@@ -142,7 +142,7 @@ BRAID_AVX2_INLINE __m256 RowScales(const uint8_t* p, float xd) {
 template <int T>
 BRAID_AVX2_INLINE void StoreRows(__m256* sums, float* out, int64_t ld_y,
                                  bool accumulate) {
-#pragma GCC unroll 4
+#pragma GCC unroll 8
   for (int t = 0; t < T; ++t) {
     float* o = out + t * ld_y;
     if (accumulate) sums[t] = _mm256_add_ps(_mm256_loadu_ps(o), sums[t]);
@@ -181,7 +181,7 @@ BRAID_AVX2_INLINE __m256i MinsSum(const ScalesMins8& s, const BlockQ8_K& x) {
                   _mm_hadd_epi16(_mm256_castsi256_si128(bs),
                                  _mm256_extracti128_si256(bs, 1)));
   __m256i msum = _mm256_setzero_si256();
-#pragma GCC unroll 4
+#pragma GCC unroll 8
   for (int p = 0; p < 4; ++p) {
     const __m256i m =
         BytesAsPair(p < 2 ? s.m_lo : s.m_hi, (2 * p) % 4, (2 * p + 1) % 4);
@@ -237,11 +237,12 @@ struct TileArgs {
 };
 
 // The product of octets [r0 / 8, r1 / 8) with n_tok tokens, tile by tile:
-// tokens in groups of 4 (then 2, 1), each group over the range's rows, so
-// the group's activations stay in L1 and the rows stream from L2.
+// tokens in groups of kMaxT (8 or 4; then 4, 2, 1), each group over the
+// range's rows, so the group's activations stay in L1 and the rows stream
+// from L2.
 // tile(std::integral_constant<int, T>{}, args, rows_left) runs one tile of
 // T tokens and returns the rows it took (8 or 16).
-template <typename Tile>
+template <int kMaxT, typename Tile>
 inline void ForEachTile(DType type, const uint8_t* octets, int64_t cols,
                         const uint8_t* x, size_t x_row_bytes, int64_t r0,
                         int64_t r1, int64_t n_tok, float* y, int64_t ld_y,
@@ -261,6 +262,7 @@ inline void ForEachTile(DType type, const uint8_t* octets, int64_t cols,
     }
   };
   int64_t t0 = 0;
+  if constexpr (kMaxT == 8) groups(std::integral_constant<int, 8>{}, &t0);
   groups(std::integral_constant<int, 4>{}, &t0);
   groups(std::integral_constant<int, 2>{}, &t0);
   groups(std::integral_constant<int, 1>{}, &t0);

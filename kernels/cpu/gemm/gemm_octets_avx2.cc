@@ -250,7 +250,7 @@ BRAID_AVX2 void GemmOctetsAvx2(DType type, const uint8_t* octets, int64_t cols,
                                const uint8_t* x, size_t x_row_bytes, int64_t r0,
                                int64_t r1, int64_t n_tok, float* y,
                                int64_t ld_y, bool accumulate) {
-  ForEachTile(type, octets, cols, x, x_row_bytes, r0, r1, n_tok, y, ld_y,
+  ForEachTile<4>(type, octets, cols, x, x_row_bytes, r0, r1, n_tok, y, ld_y,
               accumulate,
               [type](auto width, const TileArgs& a, int64_t) BRAID_AVX2 {
                 constexpr int kT = decltype(width)::value;

@@ -95,12 +95,12 @@ BRAID_AVX512_INLINE void SumsQ45K(const uint8_t* b, const ScalesMins8& s,
   for (int j = 0; j < 8; ++j) {  // the sub-block
     const __m512i sc = ByteAsLane(j < 4 ? s.sc_lo : s.sc_hi, j % 4);
     __m512i x[T], acc[T];
-#pragma GCC unroll 4
+#pragma GCC unroll 8
     for (int t = 0; t < T; ++t) {
       x[t] = Groups(xs[t]->qs + 32 * j);
       acc[t] = _mm512_setzero_si512();
     }
-#pragma GCC unroll 4
+#pragma GCC unroll 8
     for (int p = 0; p < 4; ++p) {  // groups 2p, 2p + 1
       const __m512i bits = Load512(b + kQs + (j / 2) * 256 + 64 * p);
       __m512i v = j % 2 == 0
@@ -115,12 +115,12 @@ BRAID_AVX512_INLINE void SumsQ45K(const uint8_t* b, const ScalesMins8& s,
         v = _mm512_or_si512(v,
                             _mm512_and_si512(at4, _mm512_set1_epi8(0x10)));
       }
-#pragma GCC unroll 4
+#pragma GCC unroll 8
       for (int t = 0; t < T; ++t) {
         acc[t] = _mm512_dpbusd_epi32(acc[t], v, GroupPair(x[t], p));
       }
     }
-#pragma GCC unroll 4
+#pragma GCC unroll 8
     for (int t = 0; t < T; ++t) {
       isum[t] = _mm512_add_epi32(isum[t], _mm512_mullo_epi32(acc[t], sc));
     }
@@ -138,10 +138,10 @@ struct Q45K {
                                       __m256* sums) {
     const ScalesMins8 s = DecodeScalesMins(b);
     __m512i isum[T];
-#pragma GCC unroll 4
+#pragma GCC unroll 8
     for (int t = 0; t < T; ++t) isum[t] = _mm512_setzero_si512();
     SumsQ45K<kQ5, T>(b, s, xs, isum);
-#pragma GCC unroll 4
+#pragma GCC unroll 8
     for (int t = 0; t < T; ++t) {
       sums[t] = _mm256_fmadd_ps(RowScales(b + kDs, xs[t]->d),
                                 _mm256_cvtepi32_ps(Halves(isum[t])), sums[t]);
@@ -163,7 +163,7 @@ BRAID_AVX512_INLINE void SumsQ6K(const uint8_t* b, const BlockQ8_K* const* xs,
     const int h = j / 8, k = (j % 8) / 2, half = j % 2;
     const __m512i sc = ScaleQ6K(Load(b + kScales6 + 32 * (j / 4)), j % 4);
     __m512i x[T], acc[T];
-#pragma GCC unroll 4
+#pragma GCC unroll 8
     for (int t = 0; t < T; ++t) {
       x[t] = Groups(xs[t]->qs + 128 * h + 32 * k);
       acc[t] = _mm512_setzero_si512();
@@ -182,12 +182,12 @@ BRAID_AVX512_INLINE void SumsQ6K(const uint8_t* b, const BlockQ8_K* const* xs,
                           : k == 2 ? hbits
                                    : _mm512_srli_epi16(hbits, 2);
       const __m512i u = _mm512_or_si512(low, _mm512_and_si512(top, bits45));
-#pragma GCC unroll 4
+#pragma GCC unroll 8
       for (int t = 0; t < T; ++t) {
         acc[t] = _mm512_dpbusd_epi32(acc[t], u, GroupPair(x[t], m / 2));
       }
     }
-#pragma GCC unroll 4
+#pragma GCC unroll 8
     for (int t = 0; t < T; ++t) {
       isum[t] = _mm512_add_epi32(isum[t], _mm512_mullo_epi32(acc[t], sc));
     }
@@ -203,10 +203,10 @@ struct Q6K {
                                       const BlockQ8_K* const* xs,
                                       __m256* sums) {
     __m512i isum[T];
-#pragma GCC unroll 4
+#pragma GCC unroll 8
     for (int t = 0; t < T; ++t) isum[t] = _mm512_setzero_si512();
     SumsQ6K<T>(b, xs, isum);
-#pragma GCC unroll 4
+#pragma GCC unroll 8
     for (int t = 0; t < T; ++t) {
       const __m256i total =
           _mm256_sub_epi32(Halves(isum[t]), OffsetsQ6K(b, *xs[t]));
@@ -250,7 +250,7 @@ BRAID_AVX512_INLINE void SumsQ45KPair(const uint8_t* a, const uint8_t* b,
              _mm512_castsi512_si256(ByteAsLane(j < 4 ? sb.sc_lo : sb.sc_hi,
                                                j % 4)));
     __m512i acc[T];
-#pragma GCC unroll 4
+#pragma GCC unroll 8
     for (int t = 0; t < T; ++t) acc[t] = _mm512_setzero_si512();
 #pragma GCC unroll 8
     for (int k = 0; k < 8; ++k) {  // the 4-byte group
@@ -267,13 +267,13 @@ BRAID_AVX512_INLINE void SumsQ45KPair(const uint8_t* a, const uint8_t* b,
         v = _mm512_or_si512(v,
                             _mm512_and_si512(at4, _mm512_set1_epi8(0x10)));
       }
-#pragma GCC unroll 4
+#pragma GCC unroll 8
       for (int t = 0; t < T; ++t) {
         acc[t] = _mm512_dpbusd_epi32(acc[t], v,
                                      Broadcast4(xs[t]->qs + 32 * j + 4 * k));
       }
     }
-#pragma GCC unroll 4
+#pragma GCC unroll 8
     for (int t = 0; t < T; ++t) {
       isum[t] = _mm512_add_epi32(isum[t], _mm512_mullo_epi32(acc[t], sc));
     }
@@ -295,9 +295,9 @@ BRAID_AVX512_INLINE void SumsQ6KPair(const uint8_t* a, const uint8_t* b,
         Join(_mm512_castsi512_si256(ScaleQ6K(Load(a + s), j % 4)),
              _mm512_castsi512_si256(ScaleQ6K(Load(b + s), j % 4)));
     __m512i acc[T];
-#pragma GCC unroll 4
+#pragma GCC unroll 8
     for (int t = 0; t < T; ++t) acc[t] = _mm512_setzero_si512();
-#pragma GCC unroll 4
+#pragma GCC unroll 8
     for (int e = 0; e < 4; ++e) {
       const int m = 4 * half + e;  // the 4-byte group
       const size_t l = kQl6 + (2 * h + k % 2) * 256 + 32 * m;
@@ -312,13 +312,13 @@ BRAID_AVX512_INLINE void SumsQ6KPair(const uint8_t* a, const uint8_t* b,
                           : k == 2 ? hbits
                                    : _mm512_srli_epi16(hbits, 2);
       const __m512i u = _mm512_or_si512(low, _mm512_and_si512(top, bits45));
-#pragma GCC unroll 4
+#pragma GCC unroll 8
       for (int t = 0; t < T; ++t) {
         acc[t] = _mm512_dpbusd_epi32(
             acc[t], u, Broadcast4(xs[t]->qs + 128 * h + 32 * k + 4 * m));
       }
     }
-#pragma GCC unroll 4
+#pragma GCC unroll 8
     for (int t = 0; t < T; ++t) {
       isum[t] = _mm512_add_epi32(isum[t], _mm512_mullo_epi32(acc[t], sc));
     }
@@ -335,10 +335,10 @@ struct Q45KPair {
                                       __m256* sb) {
     const ScalesMins8 ma = DecodeScalesMins(a), mb = DecodeScalesMins(b);
     __m512i isum[T];
-#pragma GCC unroll 4
+#pragma GCC unroll 8
     for (int t = 0; t < T; ++t) isum[t] = _mm512_setzero_si512();
     SumsQ45KPair<kQ5, T>(a, b, ma, mb, xs, isum);
-#pragma GCC unroll 4
+#pragma GCC unroll 8
     for (int t = 0; t < T; ++t) {
       const __m256i ia = _mm512_castsi512_si256(isum[t]);
       const __m256i ib = _mm512_extracti64x4_epi64(isum[t], 1);
@@ -360,10 +360,10 @@ struct Q6KPair {
                                       const BlockQ8_K* const* xs, __m256* sa,
                                       __m256* sb) {
     __m512i isum[T];
-#pragma GCC unroll 4
+#pragma GCC unroll 8
     for (int t = 0; t < T; ++t) isum[t] = _mm512_setzero_si512();
     SumsQ6KPair<T>(a, b, xs, isum);
-#pragma GCC unroll 4
+#pragma GCC unroll 8
     for (int t = 0; t < T; ++t) {
       const __m256i ta = _mm256_sub_epi32(_mm512_castsi512_si256(isum[t]),
                                           OffsetsQ6K(a, *xs[t]));
@@ -381,7 +381,7 @@ struct Q6KPair {
 template <typename F, int T>
 BRAID_AVX512 void OctetPairTile(const TileArgs& a) {
   __m256 sa[T], sb[T];
-#pragma GCC unroll 4
+#pragma GCC unroll 8
   for (int t = 0; t < T; ++t) sa[t] = sb[t] = _mm256_setzero_ps();
   for (int64_t i = 0; i < a.nb; ++i) {
     const BlockQ8_K* xs[T];
@@ -398,7 +398,7 @@ BRAID_AVX512 void OctetPairTile(const TileArgs& a) {
 template <typename F, int T>
 BRAID_AVX512 void OctetTile(const TileArgs& a) {
   __m256 sums[T];
-#pragma GCC unroll 4
+#pragma GCC unroll 8
   for (int t = 0; t < T; ++t) sums[t] = _mm256_setzero_ps();
   for (int64_t i = 0; i < a.nb; ++i) {
     const BlockQ8_K* xs[T];
@@ -415,7 +415,7 @@ BRAID_AVX512 void GemmOctetsAvx512(DType type, const uint8_t* octets,
                                    size_t x_row_bytes, int64_t r0, int64_t r1,
                                    int64_t n_tok, float* y, int64_t ld_y,
                                    bool accumulate) {
-  ForEachTile(
+  ForEachTile<8>(
       type, octets, cols, x, x_row_bytes, r0, r1, n_tok, y, ld_y, accumulate,
       [type](auto width, const TileArgs& a, int64_t rows) BRAID_AVX512 {
         constexpr int kT = decltype(width)::value;
