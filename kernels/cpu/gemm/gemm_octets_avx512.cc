@@ -6,9 +6,8 @@
 // activation bytes, broadcast, into it directly: no 16-bit step and no
 // shuffle of the activations. After a sub-block the lanes' sums are
 // multiplied by their rows' scales (mullo); after a super-block each half
-// takes the 8-row float steps of the AVX2 tiles. An octet left over takes
-// the same steps with two groups of one octet per load (a permute places
-// the token's two groups).
+// takes the 8-row float steps of the AVX2 tiles. An octet left over goes
+// through the same tile as both halves, one half's results dropped.
 //
 // The integers are exact, as the AVX2 tiles' (gemm_octets_avx2.cc) and the
 // row dot's are, only grouped differently, and the float steps are the same
@@ -37,185 +36,29 @@ using namespace octets;  // NOLINT: the layout this file implements
 
 #define BRAID_AVX512_INLINE BRAID_AVX512 inline __attribute__((always_inline))
 
-BRAID_AVX512_INLINE __m512i Load512(const uint8_t* p) {
-  return _mm512_loadu_si512(p);
-}
-
-// A token's 32 activation bytes at p (8 groups of 4) in the low half.
-BRAID_AVX512_INLINE __m512i Groups(const int8_t* p) {
-  return _mm512_zextsi256_si512(
-      _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)));
-}
-
-// Groups 2p and 2p + 1 of x (Groups) repeated over the low and high half.
-BRAID_AVX512_INLINE __m512i GroupPair(__m512i x, int p) {
-  const int a = 2 * p, b = 2 * p + 1;
-  return _mm512_permutexvar_epi32(
-      _mm512_set_epi32(b, b, b, b, b, b, b, b, a, a, a, a, a, a, a, a), x);
-}
-
 // Byte `b` of every 32-bit lane of v (unsigned scales) as the lane's
-// 32-bit value, in both halves.
-BRAID_AVX512_INLINE __m512i ByteAsLane(__m256i v, int b) {
+// 32-bit value.
+BRAID_AVX512_INLINE __m256i ByteAsLane(__m256i v, int b) {
   const char z = static_cast<char>(0x80);
   const char b0 = static_cast<char>(b), b1 = static_cast<char>(4 + b),
              b2 = static_cast<char>(8 + b), b3 = static_cast<char>(12 + b);
-  return _mm512_broadcast_i64x4(_mm256_shuffle_epi8(
+  return _mm256_shuffle_epi8(
       v, _mm256_setr_epi8(b0, z, z, z, b1, z, z, z, b2, z, z, z, b3, z, z, z,
-                          b0, z, z, z, b1, z, z, z, b2, z, z, z, b3, z, z,
-                          z)));
+                          b0, z, z, z, b1, z, z, z, b2, z, z, z, b3, z, z, z));
 }
 
 // Q6_K's signed scale of sub-block a of one of its scale vectors (v, as
-// ScalePairQ6K reads them) as every row's 32-bit value, in both halves.
-BRAID_AVX512_INLINE __m512i ScaleQ6K(__m256i v, int a) {
+// ScalePairQ6K reads them) as every row's 32-bit value.
+BRAID_AVX512_INLINE __m256i ScaleQ6K(__m256i v, int a) {
   const char z = static_cast<char>(0x80);
   auto at = [a](int q) { return static_cast<char>(4 * a + q); };
-  return _mm512_broadcast_i64x4(_mm256_srai_epi32(
+  return _mm256_srai_epi32(
       _mm256_shuffle_epi8(
           v, _mm256_setr_epi8(z, z, z, at(0), z, z, z, at(1), z, z, z, at(2),
                               z, z, z, at(3), z, z, z, at(0), z, z, z, at(1),
                               z, z, z, at(2), z, z, z, at(3))),
-      24));
+      24);
 }
-
-// The 8 rows' sums: the two halves' lanes added.
-BRAID_AVX512_INLINE __m256i Halves(__m512i v) {
-  return _mm256_add_epi32(_mm512_castsi512_si256(v),
-                          _mm512_extracti64x4_epi64(v, 1));
-}
-
-// isum[t] += the scaled integer sums of Q4_K / Q5_K block b against xs[t].
-template <bool kQ5, int T>
-BRAID_AVX512_INLINE void SumsQ45K(const uint8_t* b, const ScalesMins8& s,
-                                  const BlockQ8_K* const* xs, __m512i* isum) {
-  constexpr size_t kQs = kQ5 ? kQuants5 : kQuants;
-  const __m512i low4 = _mm512_set1_epi8(0x0F);
-#pragma GCC unroll 8
-  for (int j = 0; j < 8; ++j) {  // the sub-block
-    const __m512i sc = ByteAsLane(j < 4 ? s.sc_lo : s.sc_hi, j % 4);
-    __m512i x[T], acc[T];
-#pragma GCC unroll 8
-    for (int t = 0; t < T; ++t) {
-      x[t] = Groups(xs[t]->qs + 32 * j);
-      acc[t] = _mm512_setzero_si512();
-    }
-#pragma GCC unroll 8
-    for (int p = 0; p < 4; ++p) {  // groups 2p, 2p + 1
-      const __m512i bits = Load512(b + kQs + (j / 2) * 256 + 64 * p);
-      __m512i v = j % 2 == 0
-                      ? _mm512_and_si512(bits, low4)
-                      : _mm512_and_si512(_mm512_srli_epi16(bits, 4), low4);
-      if constexpr (kQ5) {
-        // Bit j of the fifth bits' bytes, at bit 4.
-        const __m512i qh = Load512(b + kQh5 + 64 * p);
-        const __m512i at4 = j < 4    ? _mm512_slli_epi16(qh, 4 - j)
-                            : j == 4 ? qh
-                                     : _mm512_srli_epi16(qh, j - 4);
-        v = _mm512_or_si512(v,
-                            _mm512_and_si512(at4, _mm512_set1_epi8(0x10)));
-      }
-#pragma GCC unroll 8
-      for (int t = 0; t < T; ++t) {
-        acc[t] = _mm512_dpbusd_epi32(acc[t], v, GroupPair(x[t], p));
-      }
-    }
-#pragma GCC unroll 8
-    for (int t = 0; t < T; ++t) {
-      isum[t] = _mm512_add_epi32(isum[t], _mm512_mullo_epi32(acc[t], sc));
-    }
-  }
-}
-
-// Q4_K (kQ5 false) or Q5_K super-block b of 8 rows against T tokens' blocks
-// xs[t]: sums[t] after it (KQuantAccumulate's two steps in every lane).
-template <bool kQ5>
-struct Q45K {
-  static constexpr size_t kBlock = kQ5 ? kOctetBlock5 : kOctetBlock;
-  template <int T>
-  BRAID_AVX512_INLINE static void Add(const uint8_t* b,
-                                      const BlockQ8_K* const* xs,
-                                      __m256* sums) {
-    const ScalesMins8 s = DecodeScalesMins(b);
-    __m512i isum[T];
-#pragma GCC unroll 8
-    for (int t = 0; t < T; ++t) isum[t] = _mm512_setzero_si512();
-    SumsQ45K<kQ5, T>(b, s, xs, isum);
-#pragma GCC unroll 8
-    for (int t = 0; t < T; ++t) {
-      sums[t] = _mm256_fmadd_ps(RowScales(b + kDs, xs[t]->d),
-                                _mm256_cvtepi32_ps(Halves(isum[t])), sums[t]);
-      sums[t] =
-          _mm256_fnmadd_ps(RowScales(b + kDmins, xs[t]->d),
-                           _mm256_cvtepi32_ps(MinsSum(s, *xs[t])), sums[t]);
-    }
-  }
-};
-
-// isum[t] += the scaled sums of Q6_K block b's values (0-63) against xs[t].
-template <int T>
-BRAID_AVX512_INLINE void SumsQ6K(const uint8_t* b, const BlockQ8_K* const* xs,
-                                 __m512i* isum) {
-  const __m512i low4 = _mm512_set1_epi8(0x0F);
-  const __m512i bits45 = _mm512_set1_epi8(0x30);
-#pragma GCC unroll 16
-  for (int j = 0; j < 16; ++j) {  // the sub-block of 16
-    const int h = j / 8, k = (j % 8) / 2, half = j % 2;
-    const __m512i sc = ScaleQ6K(Load(b + kScales6 + 32 * (j / 4)), j % 4);
-    __m512i x[T], acc[T];
-#pragma GCC unroll 8
-    for (int t = 0; t < T; ++t) {
-      x[t] = Groups(xs[t]->qs + 128 * h + 32 * k);
-      acc[t] = _mm512_setzero_si512();
-    }
-#pragma GCC unroll 2
-    for (int pair = 0; pair < 2; ++pair) {
-      const int m = 4 * half + 2 * pair;  // groups m, m + 1
-      const __m512i lbits = Load512(b + kQl6 + (2 * h + k % 2) * 256 + 32 * m);
-      const __m512i hbits = Load512(b + kQh6 + h * 256 + 32 * m);
-      const __m512i low =
-          k < 2 ? _mm512_and_si512(lbits, low4)
-                : _mm512_and_si512(_mm512_srli_epi16(lbits, 4), low4);
-      // Bits 2k, 2k + 1 of qh at bits 4, 5.
-      const __m512i top = k == 0   ? _mm512_slli_epi16(hbits, 4)
-                          : k == 1 ? _mm512_slli_epi16(hbits, 2)
-                          : k == 2 ? hbits
-                                   : _mm512_srli_epi16(hbits, 2);
-      const __m512i u = _mm512_or_si512(low, _mm512_and_si512(top, bits45));
-#pragma GCC unroll 8
-      for (int t = 0; t < T; ++t) {
-        acc[t] = _mm512_dpbusd_epi32(acc[t], u, GroupPair(x[t], m / 2));
-      }
-    }
-#pragma GCC unroll 8
-    for (int t = 0; t < T; ++t) {
-      isum[t] = _mm512_add_epi32(isum[t], _mm512_mullo_epi32(acc[t], sc));
-    }
-  }
-}
-
-// Q6_K super-block b (as Q45K::Add), the row dot's integers: the values'
-// sums, less their offsets.
-struct Q6K {
-  static constexpr size_t kBlock = kOctetBlock6;
-  template <int T>
-  BRAID_AVX512_INLINE static void Add(const uint8_t* b,
-                                      const BlockQ8_K* const* xs,
-                                      __m256* sums) {
-    __m512i isum[T];
-#pragma GCC unroll 8
-    for (int t = 0; t < T; ++t) isum[t] = _mm512_setzero_si512();
-    SumsQ6K<T>(b, xs, isum);
-#pragma GCC unroll 8
-    for (int t = 0; t < T; ++t) {
-      const __m256i total =
-          _mm256_sub_epi32(Halves(isum[t]), OffsetsQ6K(b, *xs[t]));
-      // KQuantAccumulate with dmin = 0: its second step adds -0.
-      sums[t] = _mm256_fmadd_ps(RowScales(b + kDs, xs[t]->d),
-                                _mm256_cvtepi32_ps(total), sums[t]);
-    }
-  }
-};
 
 // Two octets at once (16 rows): each 512-bit vector holds a quant group of
 // octet a's 8 rows in its low half and octet b's in its high half, so every
@@ -244,11 +87,8 @@ BRAID_AVX512_INLINE void SumsQ45KPair(const uint8_t* a, const uint8_t* b,
   const __m512i low4 = _mm512_set1_epi8(0x0F);
 #pragma GCC unroll 8
   for (int j = 0; j < 8; ++j) {  // the sub-block
-    const __m512i sc =
-        Join(_mm512_castsi512_si256(ByteAsLane(j < 4 ? sa.sc_lo : sa.sc_hi,
-                                               j % 4)),
-             _mm512_castsi512_si256(ByteAsLane(j < 4 ? sb.sc_lo : sb.sc_hi,
-                                               j % 4)));
+    const __m512i sc = Join(ByteAsLane(j < 4 ? sa.sc_lo : sa.sc_hi, j % 4),
+                            ByteAsLane(j < 4 ? sb.sc_lo : sb.sc_hi, j % 4));
     __m512i acc[T];
 #pragma GCC unroll 8
     for (int t = 0; t < T; ++t) acc[t] = _mm512_setzero_si512();
@@ -292,8 +132,7 @@ BRAID_AVX512_INLINE void SumsQ6KPair(const uint8_t* a, const uint8_t* b,
     const int h = j / 8, k = (j % 8) / 2, half = j % 2;
     const size_t s = kScales6 + 32 * (j / 4);
     const __m512i sc =
-        Join(_mm512_castsi512_si256(ScaleQ6K(Load(a + s), j % 4)),
-             _mm512_castsi512_si256(ScaleQ6K(Load(b + s), j % 4)));
+        Join(ScaleQ6K(Load(a + s), j % 4), ScaleQ6K(Load(b + s), j % 4));
     __m512i acc[T];
 #pragma GCC unroll 8
     for (int t = 0; t < T; ++t) acc[t] = _mm512_setzero_si512();
@@ -328,7 +167,7 @@ BRAID_AVX512_INLINE void SumsQ6KPair(const uint8_t* a, const uint8_t* b,
 // The two octets' float steps, as Q45K::Add's and Q6K::Add's.
 template <bool kQ5>
 struct Q45KPair {
-  static constexpr size_t kBlock = Q45K<kQ5>::kBlock;
+  static constexpr size_t kBlock = kQ5 ? kOctetBlock5 : kOctetBlock;
   template <int T>
   BRAID_AVX512_INLINE static void Add(const uint8_t* a, const uint8_t* b,
                                       const BlockQ8_K* const* xs, __m256* sa,
@@ -377,9 +216,10 @@ struct Q6KPair {
   }
 };
 
-// 16 rows: the octet at w and the next (group_bytes on), as OctetTile.
+// 16 rows: the octet at w and the next (group_bytes on), as the AVX2
+// OctetTile; or (single) the octet at w alone, taken as both halves.
 template <typename F, int T>
-BRAID_AVX512 void OctetPairTile(const TileArgs& a) {
+BRAID_AVX512 void OctetPairTile(const TileArgs& a, bool single) {
   __m256 sa[T], sb[T];
 #pragma GCC unroll 8
   for (int t = 0; t < T; ++t) sa[t] = sb[t] = _mm256_setzero_ps();
@@ -387,26 +227,15 @@ BRAID_AVX512 void OctetPairTile(const TileArgs& a) {
     const BlockQ8_K* xs[T];
     TokenBlocks<T>(a.x, a.x_row_bytes, i, xs);
     F::template Add<T>(a.w + i * F::kBlock,
-                       a.w + a.group_bytes + i * F::kBlock, xs, sa, sb);
+                       a.w + (single ? 0 : a.group_bytes) + i * F::kBlock, xs,
+                       sa, sb);
   }
   StoreRows<T>(sa, a.out, a.ld_y, a.accumulate);
-  StoreRows<T>(sb, a.out + 8, a.ld_y, a.accumulate);
+  if (!single) StoreRows<T>(sb, a.out + 8, a.ld_y, a.accumulate);
 }
 
 // 8 rows of format F (the group at w, nb super-blocks) x T tokens of Q8_K
 // activations from x (rows x_row_bytes apart): out[t * ld_y + l] for row l.
-template <typename F, int T>
-BRAID_AVX512 void OctetTile(const TileArgs& a) {
-  __m256 sums[T];
-#pragma GCC unroll 8
-  for (int t = 0; t < T; ++t) sums[t] = _mm256_setzero_ps();
-  for (int64_t i = 0; i < a.nb; ++i) {
-    const BlockQ8_K* xs[T];
-    TokenBlocks<T>(a.x, a.x_row_bytes, i, xs);
-    F::template Add<T>(a.w + i * F::kBlock, xs, sums);
-  }
-  StoreRows<T>(sums, a.out, a.ld_y, a.accumulate);
-}
 
 }  // namespace
 
@@ -419,20 +248,18 @@ BRAID_AVX512 void GemmOctetsAvx512(DType type, const uint8_t* octets,
       type, octets, cols, x, x_row_bytes, r0, r1, n_tok, y, ld_y, accumulate,
       [type](auto width, const TileArgs& a, int64_t rows) BRAID_AVX512 {
         constexpr int kT = decltype(width)::value;
-        const bool pair = rows >= 16;  // else an octet left over
+        const bool single = rows < 16;  // an octet left over
         switch (type) {
           case DType::kQ4_K:
-            pair ? OctetPairTile<Q45KPair<false>, kT>(a)
-                 : OctetTile<Q45K<false>, kT>(a);
+            OctetPairTile<Q45KPair<false>, kT>(a, single);
             break;
           case DType::kQ5_K:
-            pair ? OctetPairTile<Q45KPair<true>, kT>(a)
-                 : OctetTile<Q45K<true>, kT>(a);
+            OctetPairTile<Q45KPair<true>, kT>(a, single);
             break;
           default:
-            pair ? OctetPairTile<Q6KPair, kT>(a) : OctetTile<Q6K, kT>(a);
+            OctetPairTile<Q6KPair, kT>(a, single);
         }
-        return int64_t{pair ? 16 : 8};
+        return int64_t{single ? 8 : 16};
       });
 }
 

@@ -435,11 +435,11 @@ bool GemmTileAvx512(DType type, const uint8_t* w, size_t w_row_bytes,
       Run<Q40>(w, w_row_bytes, x, x_row_bytes, n, r0, r1, n_tok, y, ld_y,
                accumulate, type, prepared, quad_layout, prefetch_end);
       return true;
-    case DType::kQ5_0:  // GGUF rows only (no quad layout)
+    case DType::kQ5_0:
       Run<Q50>(w, w_row_bytes, x, x_row_bytes, n, r0, r1, n_tok, y, ld_y,
-               accumulate, type, prepared, false, prefetch_end);
+               accumulate, type, prepared, quad_layout, prefetch_end);
       return true;
-    case DType::kQ5_1:
+    case DType::kQ5_1:  // GGUF rows only (no quad layout)
       Run<Q51>(w, w_row_bytes, x, x_row_bytes, n, r0, r1, n_tok, y, ld_y,
                accumulate, type, prepared, false, prefetch_end);
       return true;
@@ -479,12 +479,10 @@ BRAID_AVX512 bool PrepareGemmTileActivationsAvx512(
   if (!TakesPrepared(type, n, n_tok)) return false;
   uint8_t* p = Align64(buf);
   const int64_t nb = n / kQK;
-  // The row tiles' tables depend only on the activations' type (Q8_1's
-  // sums beside Q8_0's d); Q5_0 and Q5_1 have no quad layout.
+  // The tables depend only on the activations' type (Q8_1's sums beside
+  // Q8_0's d); Q5_1 has no quad layout.
   const bool q8_1 = type == DType::kQ4_1 || type == DType::kQ5_1;
-  if (quad_layout && (type == DType::kQ5_0 || type == DType::kQ5_1)) {
-    return false;
-  }
+  if (quad_layout && type == DType::kQ5_1) return false;
   *out = q8_1 ? PrepareChunk<Q41>(x, x_row_bytes, n_tok, nb, quad_layout, p, t0,
                                   t1, b0, b1)
               : PrepareChunk<Q80>(x, x_row_bytes, n_tok, nb, quad_layout, p,

@@ -162,7 +162,10 @@ TEST(GemmTileTest, QuadLayoutBitIdenticalToDotRow) {
                             {DType::kQ4_0, int64_t{288}},
                             {DType::kQ4_1, int64_t{1600}},
                             {DType::kQ8_0, int64_t{1600}},
-                            {DType::kQ4_0, int64_t{1600}}}) {
+                            {DType::kQ4_0, int64_t{1600}},
+                            {DType::kQ5_0, int64_t{32}},
+                            {DType::kQ5_0, int64_t{288}},
+                            {DType::kQ5_0, int64_t{1600}}}) {
     const int64_t rows = 40, n_tok = 75;
     const auto [w_bytes, x_bytes, w, x] =
         testing::MakeRandomOperands(type, rows, cols, n_tok, 3.0f, rng);
