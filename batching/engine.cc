@@ -288,11 +288,12 @@ absl::Span<const PrefillPacer::DuePrompt> Engine::PromptsDue(absl::Time now) {
     }
     const int left = scheduler_.num_entries(handle) -
                      scheduler_.num_computed_tokens(handle);
-    if (left <= 0) continue;
+    // A request not admitted yet waits for a batch slot or blocks, which
+    // prompt tokens cannot buy it: its clock starts when it is admitted.
+    if (left <= 0 || (w.request != nullptr && w.request->waiting)) continue;
     if (w.prompt_since == absl::InfinitePast()) {
-      const bool arrived =
-          w.request != nullptr && w.request->arrival != absl::InfinitePast();
-      w.prompt_since = arrived ? std::min(w.request->arrival, now) : now;
+      w.prompt_since =
+          w.request != nullptr ? std::min(w.request->first_scheduled, now) : now;
     }
     const double rest =
         pacer_.RestOfPrompt(w.prompt_done, w.prompt_work_s, left);

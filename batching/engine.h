@@ -56,8 +56,10 @@ struct EngineOptions {
   // tightest objective of the work decoding in it.
   absl::Duration tpot_objective = absl::ZeroDuration();
   // Prompt deadlines: a prompt's first token (a session's bulk input's
-  // last entry) is due ttft_objective (or the request's own) after it
-  // arrived plus prompt_slowdown times what its prefill alone takes, as
+  // last entry) is due ttft_objective (or the request's own) after it was
+  // admitted (its first step; time waiting for a batch slot before that is
+  // not the pacer's to make up) plus prompt_slowdown times what its
+  // prefill alone takes, as
   // the pacer estimates it (what its tokens computed so far cost, plus
   // those left, PrefillPacer::RestOfPrompt). While requests decode, a step then
   // takes only as many prompt tokens as keep every waiting prompt on time,
@@ -214,8 +216,9 @@ class Engine {
   struct Work {
     std::unique_ptr<Session> session;
     std::unique_ptr<Request> request;  // null for a client's session
-    // While it is in the prompt queue: since when, and what its prompt
-    // tokens computed so far cost by the pacer's estimates (seconds).
+    // While it is in the prompt queue: since when (admitted), and what its
+    // prompt tokens computed so far cost by the pacer's estimates
+    // (seconds).
     absl::Time prompt_since = absl::InfinitePast();
     int prompt_done = 0;
     double prompt_work_s = 0;
