@@ -278,6 +278,11 @@ absl::Duration Engine::StepObjective() const {
 absl::Span<const PrefillPacer::DuePrompt> Engine::PromptsDue(absl::Time now) {
   due_.clear();
   if (options_.ttft_objective <= absl::ZeroDuration()) return due_;
+  // Requests not admitted yet count while admission is held up only by
+  // prompt budget (which the pacer gives); while they wait for KV blocks or
+  // a batch slot, prompt tokens cannot help them, and their clock starts
+  // once they could be admitted.
+  const bool admitting = !scheduler_.admission_blocked();
   for (auto& [handle, w] : work_) {
     if (!scheduler_.Contains(handle) ||
         scheduler_.queue(handle) != QueueKind::kPrompt) {
@@ -288,13 +293,13 @@ absl::Span<const PrefillPacer::DuePrompt> Engine::PromptsDue(absl::Time now) {
     }
     const int left = scheduler_.num_entries(handle) -
                      scheduler_.num_computed_tokens(handle);
-    // A request not admitted yet waits for a batch slot or blocks, which
-    // prompt tokens cannot buy it: its clock starts when it is admitted.
-    if (left <= 0 || (w.request != nullptr && w.request->waiting)) continue;
-    if (w.prompt_since == absl::InfinitePast()) {
-      w.prompt_since =
-          w.request != nullptr ? std::min(w.request->first_scheduled, now) : now;
+    if (left <= 0) continue;
+    if (w.request != nullptr && w.request->waiting && !admitting) {
+      w.prompt_since = absl::InfinitePast();
+      w.prompt_work_s = 0;
+      continue;
     }
+    if (w.prompt_since == absl::InfinitePast()) w.prompt_since = now;
     const double rest =
         pacer_.RestOfPrompt(w.prompt_done, w.prompt_work_s, left);
     if (rest <= 0) continue;  // nothing measured: steps are not paced

@@ -57,8 +57,8 @@ struct EngineOptions {
   absl::Duration tpot_objective = absl::ZeroDuration();
   // Prompt deadlines: a prompt's first token (a session's bulk input's
   // last entry) is due ttft_objective (or the request's own) after it was
-  // admitted (its first step; time waiting for a batch slot before that is
-  // not the pacer's to make up) plus prompt_slowdown times what its
+  // could be admitted (time waiting for KV blocks or a batch slot is not
+  // the pacer's to make up) plus prompt_slowdown times what its
   // prefill alone takes, as
   // the pacer estimates it (what its tokens computed so far cost, plus
   // those left, PrefillPacer::RestOfPrompt). While requests decode, a step then
@@ -216,7 +216,7 @@ class Engine {
   struct Work {
     std::unique_ptr<Session> session;
     std::unique_ptr<Request> request;  // null for a client's session
-    // While it is in the prompt queue: since when (admitted), and what its
+    // While it is in the prompt queue: since when (admissible), and what its
     // prompt tokens computed so far cost by the pacer's estimates
     // (seconds).
     absl::Time prompt_since = absl::InfinitePast();

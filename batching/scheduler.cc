@@ -199,6 +199,7 @@ StepPlan Scheduler::Schedule() {
   left_ = &left;
   step_decode_tokens_ = 0;
   step_prefill_tokens_ = 0;
+  admission_blocked_ = false;
   for (QueueKind kind : kServiceOrder) {
     const double share = options_.queue_shares[static_cast<int>(kind)];
     Budget quota{
@@ -269,13 +270,18 @@ void Scheduler::ScheduleQueue(QueueKind kind, Budget limit, Budget* left,
     Request& r = Get(id);
     if (r.preempted_step == step_) continue;
     const bool new_seq = r.planned_step != step_;
-    if (new_seq && (used.seqs >= limit.seqs || left->seqs <= 0)) break;
+    if (new_seq && (used.seqs >= limit.seqs || left->seqs <= 0)) {
+      // The step's own sequence budget (not a queue's share, which the
+      // second pass tops up).
+      if (r.admit == 0 && left->seqs <= 0) admission_blocked_ = true;
+      break;
+    }
     // Once a new request could not be admitted, later new requests wait too
     // (first come, first served), while those already holding blocks go on.
     if (r.admit == 0 && admission_blocked) continue;
     const int n = Grant(r, max_tokens, plan);
     if (n == 0) {
-      if (r.admit == 0) admission_blocked = true;
+      if (r.admit == 0) admission_blocked = admission_blocked_ = true;
       continue;
     }
     used.tokens += n;

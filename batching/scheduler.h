@@ -152,6 +152,9 @@ class Scheduler {
   // while requests decode. Applies from the next Schedule() on, under the
   // static limit of SchedulerOptions.
   void SetPacedPrefillCap(int cap) { paced_prefill_cap_ = cap; }
+  // Whether the last Schedule() left a new request out for want of KV
+  // blocks or a sequence slot (not for want of prefill budget).
+  bool admission_blocked() const { return admission_blocked_; }
 
   // Applies a step that ran: counts the computed entries, caches full
   // blocks, consumes the sample points computed and moves requests between
@@ -227,6 +230,7 @@ class Scheduler {
   int step_decode_tokens_ = 0;
   int step_prefill_tokens_ = 0;
   int paced_prefill_cap_ = 0;
+  bool admission_blocked_ = false;  // admission_blocked()
   int64_t num_preemptions_ = 0;
   int64_t num_computed_tokens_ = 0;
   int64_t num_prefix_hit_tokens_ = 0;

@@ -70,7 +70,7 @@ ABSL_FLAG(int, tpot_objective_ms, 60,
           "(0 = none: --max_decode_slowdown alone).");
 ABSL_FLAG(int, ttft_objective_ms, 1000,
           "Stream isolation: a prompt's first token is due this many "
-          "milliseconds after it is admitted plus --prompt_slowdown times what "
+          "milliseconds after it could be admitted plus --prompt_slowdown times what "
           "its prefill alone takes; while requests decode, steps take only "
           "as many prompt tokens as keep every waiting prompt on time "
           "(earliest due first), between what --max_decode_slowdown and "
