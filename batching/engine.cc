@@ -282,7 +282,9 @@ absl::Span<const PrefillPacer::DuePrompt> Engine::PromptsDue(absl::Time now) {
   // prompt budget (which the pacer gives); while they wait for KV blocks or
   // a batch slot, prompt tokens cannot help them, and their clock starts
   // once they could be admitted.
-  const bool admitting = !scheduler_.admission_blocked();
+  const bool admitting =
+      !scheduler_.admission_blocked() &&
+      scheduler_.num_running() < options_.scheduler.max_num_seqs;
   for (auto& [handle, w] : work_) {
     if (!scheduler_.Contains(handle) ||
         scheduler_.queue(handle) != QueueKind::kPrompt) {
