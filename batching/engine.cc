@@ -288,17 +288,14 @@ absl::Span<const PrefillPacer::DuePrompt> Engine::PromptsDue(absl::Time now) {
   for (auto& [handle, w] : work_) {
     if (!scheduler_.Contains(handle) ||
         scheduler_.queue(handle) != QueueKind::kPrompt) {
-      w.prompt_since = absl::InfinitePast();
-      w.prompt_done = 0;
-      w.prompt_work_s = 0;
+      w.ForgetPrompt();
       continue;
     }
     const int left = scheduler_.num_entries(handle) -
                      scheduler_.num_computed_tokens(handle);
     if (left <= 0) continue;
     if (w.request != nullptr && w.request->waiting && !admitting) {
-      w.prompt_since = absl::InfinitePast();
-      w.prompt_work_s = 0;
+      w.ForgetPrompt();
       continue;
     }
     if (w.prompt_since == absl::InfinitePast()) w.prompt_since = now;

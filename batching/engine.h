@@ -222,6 +222,11 @@ class Engine {
     absl::Time prompt_since = absl::InfinitePast();
     int prompt_done = 0;
     double prompt_work_s = 0;
+    void ForgetPrompt() {
+      prompt_since = absl::InfinitePast();
+      prompt_done = 0;
+      prompt_work_s = 0;
+    }
   };
   struct SessionCommand {
     enum class Kind { kOpen, kAppend, kInterrupt, kClose, kResume } kind;

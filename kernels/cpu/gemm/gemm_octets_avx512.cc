@@ -54,9 +54,9 @@ BRAID_AVX512_INLINE __m256i ScaleQ6K(__m256i v, int a) {
   auto at = [a](int q) { return static_cast<char>(4 * a + q); };
   return _mm256_srai_epi32(
       _mm256_shuffle_epi8(
-          v, _mm256_setr_epi8(z, z, z, at(0), z, z, z, at(1), z, z, z, at(2),
-                              z, z, z, at(3), z, z, z, at(0), z, z, z, at(1),
-                              z, z, z, at(2), z, z, z, at(3))),
+          v, _mm256_setr_epi8(z, z, z, at(0), z, z, z, at(1), z, z, z, at(2), z,
+                              z, z, at(3), z, z, z, at(0), z, z, z, at(1), z, z,
+                              z, at(2), z, z, z, at(3))),
       24);
 }
 
@@ -104,8 +104,7 @@ BRAID_AVX512_INLINE void SumsQ45KPair(const uint8_t* a, const uint8_t* b,
         const __m512i at4 = j < 4    ? _mm512_slli_epi16(qh, 4 - j)
                             : j == 4 ? qh
                                      : _mm512_srli_epi16(qh, j - 4);
-        v = _mm512_or_si512(v,
-                            _mm512_and_si512(at4, _mm512_set1_epi8(0x10)));
+        v = _mm512_or_si512(v, _mm512_and_si512(at4, _mm512_set1_epi8(0x10)));
       }
 #pragma GCC unroll 8
       for (int t = 0; t < T; ++t) {
