@@ -14,6 +14,7 @@
 #include <cstring>
 #include <type_traits>
 
+#include "kernels/cpu/prefetch.h"
 #include "kernels/cpu/quant/quant.h"
 
 #define BRAID_AVX2 __attribute__((target("avx2,fma,f16c")))
@@ -236,12 +237,36 @@ struct TileArgs {
   bool accumulate;
 };
 
+// How far ahead of a tile's super-block the AVX2 tiles fetch their rows
+// into L2: the octet groups lie one after another, so this runs into the
+// next groups'. One stream of the 1B model on AVX2 decodes 12% faster with
+// it (the hardware's stream prefetch alone leaves the tiles waiting); the
+// AVX-512 pair tiles, two streams at once, were slower with it.
+inline constexpr size_t kAheadBytes = 4096;
+
+// Fetches the lines of the kBlock bytes kAheadBytes after block b into L2.
+template <size_t kBlock>
+BRAID_AVX2_INLINE void PrefetchAhead(const uint8_t* b) {
+#pragma GCC unroll 32
+  for (size_t off = 0; off < kBlock; off += 64) {
+    PrefetchL2(b + kAheadBytes + off);
+  }
+}
+
+// Batches of at most this many tokens take each octet group for all their
+// tokens at once (decode steps): the group's bytes then come from memory
+// once, whatever the tile width; larger batches (prompts) take the tokens
+// in groups, each over all the range's rows.
+inline constexpr int64_t kRowsOuterTokens = 16;
+
 // The product of octets [r0 / 8, r1 / 8) with n_tok tokens, tile by tile:
-// tokens in groups of kMaxT (8 or 4; then 4, 2, 1), each group over the
-// range's rows, so the group's activations stay in L1 and the rows stream
-// from L2.
+// tokens in groups of kMaxT (8 or 4; then 4, 2, 1). Up to kRowsOuterTokens
+// tokens, every group of a tile's rows before the next rows (the rows
+// stream from memory once, the tokens' activations stay in L1 or L2);
+// above, each token group over the range's rows, so the group's activations
+// stay in L1 and the rows stream from L2.
 // tile(std::integral_constant<int, T>{}, args, rows_left) runs one tile of
-// T tokens and returns the rows it took (8 or 16).
+// T tokens and returns the rows it took (8 or 16, the same for every T).
 template <int kMaxT, typename Tile>
 inline void ForEachTile(DType type, const uint8_t* octets, int64_t cols,
                         const uint8_t* x, size_t x_row_bytes, int64_t r0,
@@ -249,16 +274,35 @@ inline void ForEachTile(DType type, const uint8_t* octets, int64_t cols,
                         bool accumulate, Tile tile) {
   const int64_t nb = cols / kQK_K;
   const size_t group_bytes = nb * 8 * FormatOf(type).block;
+  // The tile of kT tokens from t0 and the rows from r; the rows it took.
+  auto one = [&](auto width, int64_t r, int64_t t0) {
+    return tile(width,
+                TileArgs{octets + (r / 8) * group_bytes, group_bytes, nb,
+                         x + t0 * x_row_bytes, x_row_bytes, y + t0 * ld_y + r,
+                         ld_y, accumulate},
+                r1 - r);
+  };
+  if (n_tok <= kRowsOuterTokens) {
+    for (int64_t r = r0; r < r1;) {
+      int64_t t0 = 0, rows = 0;
+      auto tiles = [&](auto width) {
+        for (; t0 + decltype(width)::value <= n_tok;
+             t0 += decltype(width)::value) {
+          rows = one(width, r, t0);
+        }
+      };
+      if constexpr (kMaxT == 8) tiles(std::integral_constant<int, 8>{});
+      tiles(std::integral_constant<int, 4>{});
+      tiles(std::integral_constant<int, 2>{});
+      tiles(std::integral_constant<int, 1>{});
+      r += rows;
+    }
+    return;
+  }
   auto groups = [&](auto width, int64_t* t0) {
-    constexpr int kT = decltype(width)::value;
-    for (; *t0 + kT <= n_tok; *t0 += kT) {
-      for (int64_t r = r0; r < r1;) {
-        r += tile(width,
-                  TileArgs{octets + (r / 8) * group_bytes, group_bytes, nb,
-                           x + *t0 * x_row_bytes, x_row_bytes,
-                           y + *t0 * ld_y + r, ld_y, accumulate},
-                  r1 - r);
-      }
+    for (; *t0 + decltype(width)::value <= n_tok;
+         *t0 += decltype(width)::value) {
+      for (int64_t r = r0; r < r1;) r += one(width, r, *t0);
     }
   };
   int64_t t0 = 0;

@@ -19,6 +19,7 @@
 
 #include "kernels/cpu/gemm/gemm_octets.h"
 #include "kernels/cpu/gemm/gemm_tile.h"
+#include "kernels/cpu/prefetch.h"
 #include "kernels/cpu/quant/quant.h"
 
 namespace braid::kernels::cpu::internal {
@@ -184,6 +185,7 @@ BRAID_AVX2 void OctetTile(const TileArgs& a) {
   for (int64_t i = 0; i < a.nb; ++i) {
     const BlockQ8_K* xs[T];
     TokenBlocks<T>(a.x, a.x_row_bytes, i, xs);
+    PrefetchAhead<F::kBlock>(a.w + i * F::kBlock);
     F::template Add<T>(a.w + i * F::kBlock, xs, sums);
   }
   StoreRows<T>(sums, a.out, a.ld_y, a.accumulate);
