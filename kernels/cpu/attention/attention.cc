@@ -479,6 +479,7 @@ void ReserveAttentionScratch(int64_t max_ctx) {
   for (ViewSlot& slot : tls.passes) Scratch(slot.entries, max_ctx);
   Scratch(tls.scores, kMaxRows * ((max_ctx + kLanes - 1) / kLanes * kLanes));
   Scratch(tls.acc, 4 * kLanes * kMaxHeadDim);
+  if (UseAvx512()) internal::ReserveResidueWeights(max_ctx);
 }
 
 void Attention(const AttentionShape& shape, const float* q,

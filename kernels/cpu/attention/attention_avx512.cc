@@ -22,6 +22,7 @@
 
 #include <cmath>
 #include <cstdint>
+#include <vector>
 
 #include "kernels/cpu/attention/attention_kernels.h"
 #include "kernels/cpu/attention/attention_paged.h"
@@ -137,35 +138,78 @@ BRAID_AVX512 void ScoresT(const uint16_t* const* k_rows,
   }
 }
 
+// Steps of ResidueT whose rows it fetches ahead.
+constexpr int64_t kResidueAhead = 8;
+
+// The weights of G heads by residue (ResidueWeights): residue r's keys j =
+// r + 8i in order, each key's G weights together, so a pass over one
+// residue reads its weights as one stream instead of a line of every
+// head's score row for every key.
+thread_local std::vector<float> residue_weights;
+
+// Keys of residue r among n (j = r + 8i < n).
+inline int64_t ResidueKeys(int64_t n, int r) { return n > r ? (n - r + 7) / 8 : 0; }
+
+// Residues [r0, r1) of the G heads' weights w[h * ldw + j] (j < n) into
+// residue_weights: residue r's at (r - r0) * G * ResidueKeys(n, 0), key i's
+// G weights at i * G of it. Returns the buffer.
+template <int G>
+BRAID_AVX512 const float* ResidueWeights(const float* w, int64_t ldw,
+                                         int64_t n, int r0, int r1) {
+  const int64_t per = G * ResidueKeys(n, 0);
+  if (static_cast<int64_t>(residue_weights.size()) < (r1 - r0) * per) {
+    residue_weights.resize((r1 - r0) * per);
+  }
+  float* out = residue_weights.data();
+  for (int r = r0; r < r1; ++r) {
+    float* o = out + (r - r0) * per;
+    const int64_t keys = ResidueKeys(n, r);
+    for (int64_t i = 0; i < keys; ++i) {
+      const int64_t j = r + 8 * i;
+#pragma GCC unroll 16
+      for (int h = 0; h < G; ++h) o[i * G + h] = w[h * ldw + j];
+    }
+  }
+  return out;
+}
+
 // Residue r of the slots (slot = r + 8i, i < A = slots / 8), 16 dims at
 // dim0: for every head, the slot sums over keys j = slot (mod slots) in j
 // order, then combined as ReduceSlots' first levels combine them (slot
 // s + 32 into s, s + 16 into s, s + 8 into s): ((a0 + a4) + (a2 + a6)) +
 // ((a1 + a5) + (a3 + a7)) for 64 slots, a0 + a1 for 16. Unused slots stay
-// +0, which adds nothing (no slot sum is -0: they start at +0).
+// +0, which adds nothing (no slot sum is -0: they start at +0). wr: the
+// residue's weights (ResidueWeights).
 template <int G, int A>
 BRAID_AVX512 void ResidueT(const uint16_t* const* v_rows, int64_t n,
-                           const float* w, int64_t ldw, int r, int dim0,
-                           __m512* out) {
+                           const float* wr, int r, int dim0, __m512* out) {
   __m512 a[A][G];
 #pragma GCC unroll 8
   for (int i = 0; i < A; ++i) {
-#pragma GCC unroll 4
+#pragma GCC unroll 16
     for (int h = 0; h < G; ++h) a[i][h] = _mm512_setzero_ps();
   }
-  for (int64_t j0 = r; j0 < n; j0 += 8 * A) {
+  const int64_t keys = ResidueKeys(n, r);
+  for (int64_t i0 = 0; i0 < keys; i0 += A) {
+    // The rows a few steps on into L1: they lie scattered over the KV
+    // blocks, where no hardware prefetch finds them.
 #pragma GCC unroll 8
     for (int i = 0; i < A; ++i) {
-      const int64_t j = j0 + 8 * i;
-      if (j >= n) break;
-      const __m512 vv = LoadF16x16(v_rows[j] + dim0);
-#pragma GCC unroll 4
+      const int64_t ahead = i0 + kResidueAhead * A + i;
+      if (ahead < keys) PrefetchL1(v_rows[r + 8 * ahead] + dim0);
+    }
+#pragma GCC unroll 8
+    for (int i = 0; i < A; ++i) {
+      if (i0 + i >= keys) break;
+      const __m512 vv = LoadF16x16(v_rows[r + 8 * (i0 + i)] + dim0);
+      const float* wk = wr + (i0 + i) * G;
+#pragma GCC unroll 16
       for (int h = 0; h < G; ++h) {
-        a[i][h] = _mm512_fmadd_ps(_mm512_set1_ps(w[h * ldw + j]), vv, a[i][h]);
+        a[i][h] = _mm512_fmadd_ps(_mm512_set1_ps(wk[h]), vv, a[i][h]);
       }
     }
   }
-#pragma GCC unroll 4
+#pragma GCC unroll 16
   for (int h = 0; h < G; ++h) {
     if constexpr (A == 8) {
       out[h] = _mm512_add_ps(_mm512_add_ps(_mm512_add_ps(a[0][h], a[4][h]),
@@ -184,14 +228,16 @@ template <int G, int A>
 BRAID_AVX512 void WeightedSumT(const uint16_t* const* v_rows, int64_t n,
                                const float* w, int64_t ldw, int chunks,
                                float* const* out) {
+  const float* wr = ResidueWeights<G>(w, ldw, n, 0, 8);
+  const int64_t per = G * ResidueKeys(n, 0);
   for (int c = 0; c < chunks; ++c) {
     __m512 res[8][G];  // per residue r: the combined slot sums of each head
     for (int r = 0; r < 8; ++r) {
-      ResidueT<G, A>(v_rows, n, w, ldw, r, 16 * c, res[r]);
+      ResidueT<G, A>(v_rows, n, wr + r * per, r, 16 * c, res[r]);
     }
     // Then ggml's lane tree over the residues: r += r + 4, 0 += 2, 1 += 3,
     // 0 += 1.
-#pragma GCC unroll 4
+#pragma GCC unroll 16
     for (int h = 0; h < G; ++h) {
       const __m512 d0 = _mm512_add_ps(res[0][h], res[4][h]);
       const __m512 d1 = _mm512_add_ps(res[1][h], res[5][h]);
@@ -224,11 +270,13 @@ BRAID_AVX512 void ResidueSumsT(const uint16_t* const* v_rows, int64_t n,
                                const float* w, int64_t ldw, int chunks, int r0,
                                int r1, float* res) {
   const int64_t dim = 16 * chunks;
+  const float* wr = ResidueWeights<G>(w, ldw, n, r0, r1);
+  const int64_t per = G * ResidueKeys(n, 0);
   for (int c = 0; c < chunks; ++c) {
     for (int r = r0; r < r1; ++r) {
       __m512 out[G];
-      ResidueT<G, A>(v_rows, n, w, ldw, r, 16 * c, out);
-#pragma GCC unroll 4
+      ResidueT<G, A>(v_rows, n, wr + (r - r0) * per, r, 16 * c, out);
+#pragma GCC unroll 16
       for (int h = 0; h < G; ++h) {
         _mm512_storeu_ps(res + h * 8 * dim + r * dim + 16 * c, out[h]);
       }
@@ -262,23 +310,13 @@ struct WeightedSumBody {
   }
 };
 
-// Calls fn.operator()<G, C>() with G = g (1..4).
-template <int C, typename Fn>
+// Calls fn.operator()<G, C>() with G = g (1..kMax).
+template <int C, int kMax = 4, typename Fn>
 void WithGroup(int g, Fn&& fn) {
-  switch (g) {
-    case 1:
-      fn.template operator()<1, C>();
-      break;
-    case 2:
-      fn.template operator()<2, C>();
-      break;
-    case 3:
-      fn.template operator()<3, C>();
-      break;
-    default:
-      fn.template operator()<4, C>();
-      break;
+  if constexpr (kMax > 1) {
+    if (g < kMax) return WithGroup<C, kMax - 1>(g, fn);
   }
+  fn.template operator()<kMax, C>();
 }
 
 }  // namespace
@@ -309,6 +347,12 @@ BRAID_AVX512 void SoftmaxRowAvx512(float* row, int64_t n, int64_t ld,
   }
 }
 
+void ReserveResidueWeights(int64_t max_ctx) {
+  if (static_cast<int64_t>(residue_weights.size()) < 12 * (max_ctx + 8)) {
+    residue_weights.resize(12 * (max_ctx + 8));
+  }
+}
+
 bool ScoresF16Avx512(const uint16_t* const* k_rows,
                      const uint16_t* const* v_rows, int64_t n,
                      const float* const* q, int g, int64_t head_dim, bool gemm,
@@ -334,20 +378,21 @@ namespace {
 
 // Runs make(h0) (a body for heads [h0, h0 + its group)) over the g heads in
 // passes whose slot accumulators fit the registers: 8 per head (3 heads a
-// pass) for 64 slots, 2 (4 heads) for 16. False for other shapes.
+// pass) for 64 slots, 2 (12 heads) for 16. Each pass reads the V rows
+// again (a long context's from L2), so a pass takes as many heads as fit.
 template <typename MakeBody>
 bool SlotPasses(int g, int64_t head_dim, int64_t slots, MakeBody make) {
   if (head_dim % 16 != 0 || head_dim > 256 || (slots != 16 && slots != 64)) {
     return false;
   }
-  const int per_pass = slots == 64 ? 3 : 4;
+  const int per_pass = slots == 64 ? 3 : 12;
   for (int h0 = 0; h0 < g; h0 += per_pass) {
     const int gs = g - h0 < per_pass ? g - h0 : per_pass;
     auto body = make(h0);
     if (slots == 64) {
-      WithGroup<8>(gs, body);
+      WithGroup<8, 3>(gs, body);
     } else {
-      WithGroup<2>(gs, body);
+      WithGroup<2, 12>(gs, body);
     }
   }
   return true;

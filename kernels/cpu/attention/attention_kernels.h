@@ -52,6 +52,10 @@ bool ResidueSumsF16Avx512(const uint16_t* const* v_rows, int64_t n,
                           const float* w, int64_t ldw, int g, int64_t head_dim,
                           int64_t slots, int r0, int r1, float* res);
 
+// Sizes this thread's buffer of the weighted sums' weights (laid out by
+// residue) for contexts of up to max_ctx entries (ReserveAttentionScratch).
+void ReserveResidueWeights(int64_t max_ctx);
+
 // SoftmaxRow (attention_paged.h) in three passes of 16 lanes (scale and
 // maximum; ExpShiftedSum; the weights rounded to fp16 and the rest of the
 // row zeroed), the same operations per element, so the same bits.
