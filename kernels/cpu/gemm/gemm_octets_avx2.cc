@@ -28,6 +28,11 @@ namespace {
 
 using namespace octets;  // NOLINT: the layout this file implements
 
+// Pins a running sum's order: GCC otherwise regroups a fully unrolled
+// super-block's integer adds into trees whose partial sums (one a maddubs)
+// no longer fit the 16 registers, and the tile spends its time on spills.
+BRAID_AVX2_INLINE void KeepInRegister(__m256i& v) { asm("" : "+x"(v)); }
+
 // Row l's 4 quants of sub-block j, 4-byte group k, of Q4_K / Q5_K block b.
 template <bool kQ5>
 BRAID_AVX2_INLINE __m256i QuantsQ45K(const uint8_t* b, int j, int k) {
@@ -68,6 +73,7 @@ BRAID_AVX2_INLINE void SumsQ45K(const uint8_t* b, const ScalesMins8& s,
         // 4, 4 * 2 * 31 * 128).
         acc[t] = _mm256_add_epi16(
             acc[t], _mm256_maddubs_epi16(v, _mm256_set1_epi32(x4)));
+        KeepInRegister(acc[t]);
       }
       if (k == 7 || (kQ5 && k == 3)) {
 #pragma GCC unroll 4
@@ -144,11 +150,13 @@ BRAID_AVX2_INLINE void SumsQ6K(const uint8_t* b, const BlockQ8_K* const* xs,
           std::memcpy(&x4, xs[t]->qs + 128 * h + 32 * k + 4 * m, 4);
           const __m256i p = _mm256_maddubs_epi16(u, _mm256_set1_epi32(x4));
           acc[t] = e == 0 ? p : _mm256_add_epi16(acc[t], p);
+          KeepInRegister(acc[t]);
         }
       }
 #pragma GCC unroll 4
       for (int t = 0; t < T; ++t) {
         isum[t] = _mm256_add_epi32(isum[t], _mm256_madd_epi16(acc[t], sc));
+        KeepInRegister(isum[t]);
       }
     }
   }

@@ -36,6 +36,10 @@ using namespace octets;  // NOLINT: the layout this file implements
 
 #define BRAID_AVX512_INLINE BRAID_AVX512 inline __attribute__((always_inline))
 
+// Pins a running sum's order (GCC regroups the unrolled super-block's
+// adds into trees otherwise, whose partial sums spill).
+BRAID_AVX512_INLINE void KeepInRegister(__m512i& v) { asm("" : "+v"(v)); }
+
 // Byte `b` of every 32-bit lane of v (unsigned scales) as the lane's
 // 32-bit value.
 BRAID_AVX512_INLINE __m256i ByteAsLane(__m256i v, int b) {
@@ -115,6 +119,7 @@ BRAID_AVX512_INLINE void SumsQ45KPair(const uint8_t* a, const uint8_t* b,
 #pragma GCC unroll 8
     for (int t = 0; t < T; ++t) {
       isum[t] = _mm512_add_epi32(isum[t], _mm512_mullo_epi32(acc[t], sc));
+      KeepInRegister(isum[t]);
     }
   }
 }
@@ -159,6 +164,7 @@ BRAID_AVX512_INLINE void SumsQ6KPair(const uint8_t* a, const uint8_t* b,
 #pragma GCC unroll 8
     for (int t = 0; t < T; ++t) {
       isum[t] = _mm512_add_epi32(isum[t], _mm512_mullo_epi32(acc[t], sc));
+      KeepInRegister(isum[t]);
     }
   }
 }
