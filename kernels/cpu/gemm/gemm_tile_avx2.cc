@@ -9,6 +9,7 @@
 #include <cstring>
 #include <vector>
 
+#include "kernels/cpu/aligned_vector.h"
 #include "kernels/cpu/avx2_blocks.h"
 #include "kernels/cpu/cpu_features.h"
 #include "kernels/cpu/gemm/gemm_tile.h"
@@ -41,13 +42,14 @@ BRAID_VNNI inline __m256 MulSumU8I8(__m256i ax, __m256i sy) {
 // Weight block formats. Prepare() loads what a weight block contributes;
 // Sum() gives the float block sum for one activation block.
 //
-// Formats with signed values against Q8_0 (Q4_0, Q8_0, Q5_0, IQ4_NL): |q|
-// and q, so maddubs takes |q| and the activations with q's signs.
+// Formats with signed values against Q8_0 (Q8_0, IQ4_NL): |q| and q, so
+// maddubs takes |q| and the activations with q's signs.
 template <typename WBlock, typename Values>
 struct SignedFormat {
   using W = WBlock;
   using X = BlockQ8_0;
   static constexpr bool kMin = false;
+  static constexpr int kOffset = 0;
   struct Prep {
     __m256i abs_w, w;
   };
@@ -62,30 +64,58 @@ struct SignedFormat {
 };
 
 // Each format's values of a block (Of), as a type for the templates.
-struct Q40Values {
-  BRAID_AVX2 static __m256i Of(const BlockQ4_0& b) {
-    return _mm256_sub_epi8(UnpackNibbles(b.qs), _mm256_set1_epi8(8));
-  }
-};
 struct Q80Values {
   BRAID_AVX2 static __m256i Of(const BlockQ8_0& b) { return Load32(b.qs); }
-};
-struct Q50Values {
-  BRAID_AVX2 static __m256i Of(const BlockQ5_0& b) {
-    return _mm256_sub_epi8(
-        _mm256_or_si256(UnpackNibbles(b.qs), FifthBits(b.qh)),
-        _mm256_set1_epi8(16));
-  }
 };
 struct IQ4NLValues {
   BRAID_AVX2 static __m256i Of(const BlockIQ4_NL& b) {
     return _mm256_shuffle_epi8(Iq4NlTable(kIq4NlValues), UnpackNibbles(b.qs));
   }
 };
-using Q40 = SignedFormat<BlockQ4_0, Q40Values>;
 using Q80 = SignedFormat<BlockQ8_0, Q80Values>;
-using Q50 = SignedFormat<BlockQ5_0, Q50Values>;
 using IQ4NL = SignedFormat<BlockIQ4_NL, IQ4NLValues>;
+
+// Formats whose values are unsigned quants less an offset (Q4_0: q - 8,
+// Q5_0: q - 16) against Q8_0: maddubs takes the quants as they are, and
+// each 4-quant group's sum then takes off offset x the group's activation
+// sum, from a table laid out once per call (CorrectionTables): the same
+// exact integers as the signed form's, one operation fewer per element and
+// none to prepare the block's signs.
+template <typename WBlock, typename Values, int kOff>
+struct OffsetFormat {
+  using W = WBlock;
+  using X = BlockQ8_0;
+  static constexpr bool kMin = false;
+  static constexpr int kOffset = kOff;
+  struct Prep {
+    __m256i q;
+  };
+  BRAID_AVX2 static Prep Prepare(const W& b) { return {Values::Of(b)}; }
+  // neg_corr: -offset x the activations' 4-byte group sums, as 8 lanes.
+  template <bool kVnni>
+  BRAID_VNNI static __m256 Sum(const Prep& p, const X& x, __m256i neg_corr) {
+    if constexpr (kVnni) {
+      return _mm256_cvtepi32_ps(
+          _mm256_dpbusd_avx_epi32(neg_corr, p.q, Load32(x.qs)));
+    } else {
+      const __m256i dot16 = _mm256_maddubs_epi16(p.q, Load32(x.qs));
+      return _mm256_cvtepi32_ps(_mm256_add_epi32(
+          _mm256_madd_epi16(dot16, _mm256_set1_epi16(1)), neg_corr));
+    }
+  }
+};
+struct Q40Quants {
+  BRAID_AVX2 static __m256i Of(const BlockQ4_0& b) {
+    return UnpackNibbles(b.qs);
+  }
+};
+struct Q50Quants {
+  BRAID_AVX2 static __m256i Of(const BlockQ5_0& b) {
+    return _mm256_or_si256(UnpackNibbles(b.qs), FifthBits(b.qh));
+  }
+};
+using Q40 = OffsetFormat<BlockQ4_0, Q40Quants, 8>;
+using Q50 = OffsetFormat<BlockQ5_0, Q50Quants, 16>;
 
 // Formats with unsigned values and a min against Q8_1 (Q4_1, Q5_1; d and m
 // lead the block).
@@ -94,6 +124,7 @@ struct MinFormat {
   using W = WBlock;
   using X = BlockQ8_1;
   static constexpr bool kMin = true;
+  static constexpr int kOffset = 0;
   struct Prep {
     __m256i w;
   };
@@ -134,8 +165,10 @@ BRAID_AVX2 inline __m256 TokenLanes(const float* p) {
   } else if constexpr (T == 2) {
     return _mm256_castpd_ps(
         _mm256_broadcast_sd(reinterpret_cast<const double*>(p)));
-  } else {
+  } else if constexpr (T == 4) {
     return _mm256_broadcast_ps(reinterpret_cast<const __m128*>(p));
+  } else {
+    return _mm256_loadu_ps(p);
   }
 }
 
@@ -203,18 +236,20 @@ BRAID_AVX2 inline __attribute__((always_inline)) void StoreTile(
   }
 }
 
-// R rows x T tokens (R * T <= 8, T = 1, 2 or 4); element (r, t) follows the
-// row dot's order exactly. Its scales are lane k = r * T + t of 8: the
+// R rows x T tokens (R * T <= 8, T = 1, 2, 4 or 8); element (r, t) follows
+// the row dot's order exactly. Its scales are lane k = r * T + t of 8: the
 // products d_w(r) * d_x(t) of a block come from one multiply (into a table
 // each step broadcasts from) and Q4_1's min terms m_w(r) * s_x(t) from one
 // fma, in block order. xd, xs: the activations' scales as f32, [block][token]
-// with ld_s tokens a block (xs only for Q4_1).
+// with ld_s tokens a block (xs only for Q4_1); xc: OffsetFormat's
+// corrections, 8 lanes a token, ld_c ints a block (CorrectionTables).
 template <typename F, int R, int T, bool kVnni>
 BRAID_VNNI void Tile(const uint8_t* w, size_t w_row_bytes, const uint8_t* x,
                      size_t x_row_bytes, const float* xd, const float* xs,
-                     int64_t ld_s, int64_t nb, float* y, int64_t ld_y,
-                     bool accumulate) {
-  static_assert(R * T <= 8 && (T == 1 || T == 2 || T == 4), "tile shape");
+                     int64_t ld_s, const int32_t* xc, int64_t ld_c, int64_t nb,
+                     float* y, int64_t ld_y, bool accumulate) {
+  static_assert(R * T <= 8 && (T == 1 || T == 2 || T == 4 || T == 8),
+                "tile shape");
   constexpr int64_t kWB = sizeof(typename F::W);
   constexpr int64_t kXB = sizeof(typename F::X);
   __m256 acc[R][T];
@@ -245,13 +280,21 @@ BRAID_VNNI void Tile(const uint8_t* w, size_t w_row_bytes, const uint8_t* x,
     for (int r = 0; r < R; ++r) {
       const typename F::Prep p = F::Prepare(
           reinterpret_cast<const typename F::W*>(w + r * w_row_bytes)[i]);
-#pragma GCC unroll 4
+#pragma GCC unroll 8
       for (int t = 0; t < T; ++t) {
         const auto& xb = *reinterpret_cast<const typename F::X*>(
             x + t * x_row_bytes + i * kXB);
-        acc[r][t] =
-            _mm256_fmadd_ps(_mm256_broadcast_ss(&prod[RingSlot(i)][r * T + t]),
-                            F::template Sum<kVnni>(p, xb), acc[r][t]);
+        __m256 sum;
+        if constexpr (F::kOffset != 0) {
+          sum = F::template Sum<kVnni>(
+              p, xb,
+              _mm256_load_si256(
+                  reinterpret_cast<const __m256i*>(xc + i * ld_c + 8 * t)));
+        } else {
+          sum = F::template Sum<kVnni>(p, xb);
+        }
+        acc[r][t] = _mm256_fmadd_ps(
+            _mm256_broadcast_ss(&prod[RingSlot(i)][r * T + t]), sum, acc[r][t]);
       }
     }
   }
@@ -292,6 +335,45 @@ BRAID_AVX2 void ScaleTables(const uint8_t* x, size_t x_row_bytes, int64_t nb,
   *xs = F::kMin ? s : nullptr;
 }
 
+// OffsetFormat's corrections of tokens [ta, tb): for block i and token t,
+// 8 lanes of -offset x the sums of the activations' 4-byte groups, at
+// i * ld + 8 * (t - ta), ld = 8 * (tb - ta); in `stack` (kStackCorrections
+// ints, a decode step's) when they fit, else in a thread_local vector.
+constexpr int64_t kStackCorrections = 4096;
+template <typename F>
+BRAID_AVX2 const int32_t* CorrectionTables(const uint8_t* x,
+                                           size_t x_row_bytes, int64_t nb,
+                                           int64_t ta, int64_t tb,
+                                           int32_t* stack) {
+  if constexpr (F::kOffset == 0) {
+    return nullptr;
+  } else {
+    thread_local AlignedVector<int32_t> heap;
+    const int64_t ld = 8 * (tb - ta);
+    int32_t* c = stack;
+    if (nb * ld > kStackCorrections) {
+      if (heap.size() < static_cast<size_t>(nb * ld)) heap.resize(nb * ld);
+      c = heap.data();
+    }
+    constexpr int kShift = F::kOffset == 8 ? 3 : 4;
+    static_assert(F::kOffset == 8 || F::kOffset == 16, "offset");
+    const __m256i ones8 = _mm256_set1_epi8(1), ones16 = _mm256_set1_epi16(1);
+    for (int64_t t = ta; t < tb; ++t) {
+      const auto* xb =
+          reinterpret_cast<const typename F::X*>(x + t * x_row_bytes);
+      for (int64_t i = 0; i < nb; ++i) {
+        const __m256i sums = _mm256_madd_epi16(
+            _mm256_maddubs_epi16(ones8, Load32(xb[i].qs)), ones16);
+        _mm256_store_si256(
+            reinterpret_cast<__m256i*>(c + i * ld + 8 * (t - ta)),
+            _mm256_sub_epi32(_mm256_setzero_si256(),
+                             _mm256_slli_epi32(sums, kShift)));
+      }
+    }
+    return c;
+  }
+}
+
 // Rows [r0, r1) in tiles of kR rows (then single rows), tokens in groups of
 // kT (then 2 and 1), in chunks of tokens.
 template <typename F, bool kVnni, int kR, int kT>
@@ -303,25 +385,21 @@ void RunTiles(const uint8_t* w, size_t w_row_bytes, const uint8_t* x,
   const float *xd, *xs;
   alignas(32) float stack[2 * kStackScales];
   ScaleTables<F>(x, x_row_bytes, nb, n_tok, stack, &xd, &xs);
+  alignas(32) int32_t corrections[kStackCorrections];
+  const int32_t* xc = nullptr;  // the chunk's (CorrectionTables)
   // Tokens [ta, tb) of rows from wr (row r): in groups of kT, then 2, 1.
   auto tokens = [&](auto tile1, auto tile2, auto tileT, const uint8_t* wr,
                     int64_t r, int64_t ta, int64_t tb) {
+    auto run = [&](auto tile, int64_t t) {
+      tile(wr, w_row_bytes, x + t * x_row_bytes, x_row_bytes, xd + t,
+           xs != nullptr ? xs + t : nullptr, n_tok,
+           xc != nullptr ? xc + 8 * (t - ta) : nullptr, 8 * (tb - ta), nb,
+           y + t * ld_y + r, ld_y, accumulate);
+    };
     int64_t t = ta;
-    for (; t + kT <= tb; t += kT) {
-      tileT(wr, w_row_bytes, x + t * x_row_bytes, x_row_bytes, xd + t,
-            xs != nullptr ? xs + t : nullptr, n_tok, nb, y + t * ld_y + r, ld_y,
-            accumulate);
-    }
-    for (; kT > 2 && t + 2 <= tb; t += 2) {
-      tile2(wr, w_row_bytes, x + t * x_row_bytes, x_row_bytes, xd + t,
-            xs != nullptr ? xs + t : nullptr, n_tok, nb, y + t * ld_y + r, ld_y,
-            accumulate);
-    }
-    for (; t < tb; ++t) {
-      tile1(wr, w_row_bytes, x + t * x_row_bytes, x_row_bytes, xd + t,
-            xs != nullptr ? xs + t : nullptr, n_tok, nb, y + t * ld_y + r, ld_y,
-            accumulate);
-    }
+    for (; t + kT <= tb; t += kT) run(tileT, t);
+    for (; kT > 2 && t + 2 <= tb; t += 2) run(tile2, t);
+    for (; t < tb; ++t) run(tile1, t);
   };
   // Tokens kTokenChunk at a time, each chunk over all the rows: a chunk's
   // activations stay in L1 while the rows stream from L2 (one pass of every
@@ -329,6 +407,7 @@ void RunTiles(const uint8_t* w, size_t w_row_bytes, const uint8_t* x,
   constexpr int64_t kTokenChunk = 32;
   for (int64_t ta = 0; ta < n_tok; ta += kTokenChunk) {
     const int64_t tb = std::min(n_tok, ta + kTokenChunk);
+    xc = CorrectionTables<F>(x, x_row_bytes, nb, ta, tb, corrections);
     int64_t r = r0;
     for (; r + kR <= r1; r += kR) {
       const uint8_t* wr = w + r * w_row_bytes;
@@ -356,7 +435,12 @@ template <typename F, bool kVnni>
 void Run(const uint8_t* w, size_t w_row_bytes, const uint8_t* x,
          size_t x_row_bytes, int64_t n, int64_t r0, int64_t r1, int64_t n_tok,
          float* y, int64_t ld_y, bool accumulate, int64_t prefetch_end) {
-  if (n_tok >= 4) {
+  if (F::kOffset != 0 && n_tok >= 8) {
+    // A block of these unpacks costlier than it multiplies: one row, 8
+    // tokens.
+    RunTiles<F, kVnni, 1, 8>(w, w_row_bytes, x, x_row_bytes, n, r0, r1, n_tok,
+                             y, ld_y, accumulate, prefetch_end);
+  } else if (n_tok >= 4) {
     RunTiles<F, kVnni, 2, 4>(w, w_row_bytes, x, x_row_bytes, n, r0, r1, n_tok,
                              y, ld_y, accumulate, prefetch_end);
   } else if (n_tok >= 2) {
