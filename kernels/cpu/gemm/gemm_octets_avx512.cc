@@ -114,6 +114,7 @@ BRAID_AVX512_INLINE void SumsQ45KPair(const uint8_t* a, const uint8_t* b,
       for (int t = 0; t < T; ++t) {
         acc[t] = _mm512_dpbusd_epi32(acc[t], v,
                                      Broadcast4(xs[t]->qs + 32 * j + 4 * k));
+        KeepInRegister(acc[t]);
       }
     }
 #pragma GCC unroll 8
@@ -159,6 +160,7 @@ BRAID_AVX512_INLINE void SumsQ6KPair(const uint8_t* a, const uint8_t* b,
       for (int t = 0; t < T; ++t) {
         acc[t] = _mm512_dpbusd_epi32(
             acc[t], u, Broadcast4(xs[t]->qs + 128 * h + 32 * k + 4 * m));
+        KeepInRegister(acc[t]);
       }
     }
 #pragma GCC unroll 8
