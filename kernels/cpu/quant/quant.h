@@ -166,6 +166,8 @@ void QuantizeRowQ8_0Scalar(const float* x, BlockQ8_0* y, int64_t n);
 void QuantizeRowQ8_1Scalar(const float* x, BlockQ8_1* y, int64_t n);
 void QuantizeRowQ8_0Avx2(const float* x, BlockQ8_0* y, int64_t n);
 void QuantizeRowQ8_1Avx2(const float* x, BlockQ8_1* y, int64_t n);
+void QuantizeRowQ8_KScalar(const float* x, BlockQ8_K* y, int64_t n);
+void QuantizeRowQ8_KAvx2(const float* x, BlockQ8_K* y, int64_t n);
 // The dequantizers of quant_k.cc (n a multiple of the block size).
 void DequantizeRowQ5_0(const BlockQ5_0* x, float* y, int64_t n);
 void DequantizeRowQ5_1(const BlockQ5_1* x, float* y, int64_t n);

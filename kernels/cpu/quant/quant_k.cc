@@ -6,6 +6,7 @@
 #include <cmath>
 #include <cstring>
 
+#include "kernels/cpu/cpu_features.h"
 #include "kernels/cpu/fp16.h"
 #include "kernels/cpu/quant/quant.h"
 
@@ -169,6 +170,11 @@ void DequantizeRowQ8_K(const BlockQ8_K* x, float* y, int64_t n) {
 }  // namespace internal
 
 void QuantizeRowQ8_K(const float* x, BlockQ8_K* y, int64_t n) {
+  if (UseAvx2()) return internal::QuantizeRowQ8_KAvx2(x, y, n);
+  internal::QuantizeRowQ8_KScalar(x, y, n);
+}
+
+void internal::QuantizeRowQ8_KScalar(const float* x, BlockQ8_K* y, int64_t n) {
   for (int64_t i = 0; i < n / kQK_K; ++i, x += kQK_K) {
     const float max = SignedMaxAbs(x, kQK_K);
     if (max == 0.0f) {

@@ -157,5 +157,32 @@ TEST(QuantTest, Avx2ActivationQuantizersMatchScalar) {
   }
 }
 
+TEST(QuantTest, Avx2Q8KQuantizerMatchesScalar) {
+  if (!UseAvx2()) GTEST_SKIP() << "no AVX2 on this CPU";
+  std::mt19937 rng(9);
+  std::normal_distribution<float> dist(0.0f, 1.0f);
+  constexpr int64_t kN = 24 * kQK_K;
+  std::vector<float> x(kN);
+  for (int64_t i = 0; i < kN; ++i)
+    x[i] = dist(rng) * std::ldexp(1.0f, (i / kQK_K) % 17 - 8);
+  for (int j = 0; j < kQK_K; ++j) {
+    x[kQK_K + j] = j % 3 == 0 ? -0.0f : 0.0f;      // A zero block.
+    x[2 * kQK_K + j] = (j - 127.5f) / 4;            // Ties at rounding.
+    x[3 * kQK_K + j] = j == 40 ? -9.0f : j == 200 ? 9.0f : j / 64.0f;
+    x[4 * kQK_K + j] = j == 250 ? 9.0f : j == 251 ? -9.0f : -j / 64.0f;
+    x[5 * kQK_K + j] = j % 2 ? 127.0f : -0.5f - j;  // Sums near the limits.
+  }
+  std::vector<BlockQ8_K> a(kN / kQK_K), b(kN / kQK_K);
+  internal::QuantizeRowQ8_KAvx2(x.data(), a.data(), kN);
+  internal::QuantizeRowQ8_KScalar(x.data(), b.data(), kN);
+  for (int64_t i = 0; i < kN / kQK_K; ++i) {
+    ASSERT_EQ(std::memcmp(&a[i], &b[i], sizeof(BlockQ8_K)), 0) << i;
+  }
+  // The first of the largest magnitudes sets the sign (d = -max / 127):
+  // block 3's -9, block 4's +9.
+  EXPECT_GT(a[3].d, 0.0f);
+  EXPECT_LT(a[4].d, 0.0f);
+}
+
 }  // namespace
 }  // namespace braid::kernels::cpu
