@@ -104,18 +104,21 @@ struct OffsetFormat {
     }
   }
 };
-struct Q40Quants {
-  BRAID_AVX2 static __m256i Of(const BlockQ4_0& b) {
+// The unsigned quants of a 4-bit (Q4_0, Q4_1) or 5-bit (Q5_0, Q5_1) block.
+struct NibbleQuants {
+  template <typename B>
+  BRAID_AVX2 static __m256i Of(const B& b) {
     return UnpackNibbles(b.qs);
   }
 };
-struct Q50Quants {
-  BRAID_AVX2 static __m256i Of(const BlockQ5_0& b) {
+struct FiveBitQuants {
+  template <typename B>
+  BRAID_AVX2 static __m256i Of(const B& b) {
     return _mm256_or_si256(UnpackNibbles(b.qs), FifthBits(b.qh));
   }
 };
-using Q40 = OffsetFormat<BlockQ4_0, Q40Quants, 8>;
-using Q50 = OffsetFormat<BlockQ5_0, Q50Quants, 16>;
+using Q40 = OffsetFormat<BlockQ4_0, NibbleQuants, 8>;
+using Q50 = OffsetFormat<BlockQ5_0, FiveBitQuants, 16>;
 
 // Formats with unsigned values and a min against Q8_1 (Q4_1, Q5_1; d and m
 // lead the block).
@@ -134,19 +137,8 @@ struct MinFormat {
     return MulSumU8I8<kVnni>(p.w, Load32(x.qs));
   }
 };
-
-struct Q41Values {
-  BRAID_AVX2 static __m256i Of(const BlockQ4_1& b) {
-    return UnpackNibbles(b.qs);
-  }
-};
-struct Q51Values {
-  BRAID_AVX2 static __m256i Of(const BlockQ5_1& b) {
-    return _mm256_or_si256(UnpackNibbles(b.qs), FifthBits(b.qh));
-  }
-};
-using Q41 = MinFormat<BlockQ4_1, Q41Values>;
-using Q51 = MinFormat<BlockQ5_1, Q51Values>;
+using Q41 = MinFormat<BlockQ4_1, NibbleQuants>;
+using Q51 = MinFormat<BlockQ5_1, FiveBitQuants>;
 
 // The 4 bytes at p (a block's f16 d and m; for Q4_0 / Q8_0 d and two quants,
 // which are ignored).
