@@ -291,8 +291,8 @@ absl::Span<const PrefillPacer::DuePrompt> Engine::PromptsDue(absl::Time now) {
       w.ForgetPrompt();
       continue;
     }
-    const int left = scheduler_.num_entries(handle) -
-                     scheduler_.num_computed_tokens(handle);
+    const int left =
+        scheduler_.num_entries(handle) - scheduler_.num_computed_tokens(handle);
     if (left <= 0) continue;
     if (w.request != nullptr && w.request->waiting && !admitting) {
       w.ForgetPrompt();

@@ -56,17 +56,16 @@ struct EngineOptions {
   // tightest objective of the work decoding in it.
   absl::Duration tpot_objective = absl::ZeroDuration();
   // Prompt deadlines: a prompt's first token (a session's bulk input's
-  // last entry) is due ttft_objective (or the request's own) after it was
-  // could be admitted (time waiting for KV blocks or a batch slot is not
-  // the pacer's to make up) plus prompt_slowdown times what its
-  // prefill alone takes, as
-  // the pacer estimates it (what its tokens computed so far cost, plus
-  // those left, PrefillPacer::RestOfPrompt). While requests decode, a step then
-  // takes only as many prompt tokens as keep every waiting prompt on time,
-  // earliest due first: at least max_decode_slowdown's and at most the TPOT
-  // objective's, so decoding streams see short steps whenever the prompts
-  // can afford them. absl::ZeroDuration(): off (prompts always take all the
-  // TPOT objective allows).
+  // last entry) is due ttft_objective (or the request's own) after it could
+  // be admitted (time waiting for KV blocks or a batch slot is not the
+  // pacer's to make up) plus prompt_slowdown times what its prefill alone
+  // takes, as the pacer estimates it (what its tokens computed so far cost,
+  // plus those left, PrefillPacer::RestOfPrompt). While requests decode, a
+  // step then takes only as many prompt tokens as keep every waiting prompt
+  // on time, earliest due first: at least max_decode_slowdown's and at most
+  // the TPOT objective's, so decoding streams see short steps whenever the
+  // prompts can afford them. absl::ZeroDuration(): off (prompts always take
+  // all the TPOT objective allows).
   absl::Duration ttft_objective = absl::ZeroDuration();
   double prompt_slowdown = 2.5;
   // Thinking markers: reasoning routing (the reasoning queue) and budgets
@@ -332,7 +331,7 @@ class Engine {
   Scheduler scheduler_;
   PrefillPacer pacer_;
   absl::Duration step_objective_ = absl::ZeroDuration();  // StepObjective()
-  std::vector<PrefillPacer::DuePrompt> due_;  // PromptsDue()'s
+  std::vector<PrefillPacer::DuePrompt> due_;              // PromptsDue()'s
   absl::flat_hash_map<uint64_t, Work> work_;              // by handle
   // Kept sessions by handle, and their handles least recently kept first.
   absl::flat_hash_map<uint64_t, std::unique_ptr<Session>> kept_;

@@ -70,14 +70,13 @@ ABSL_FLAG(int, tpot_objective_ms, 60,
           "(0 = none: --max_decode_slowdown alone).");
 ABSL_FLAG(int, ttft_objective_ms, 1000,
           "Stream isolation: a prompt's first token is due this many "
-          "milliseconds after it could be admitted plus --prompt_slowdown times what "
-          "its prefill alone takes; while requests decode, steps take only "
-          "as many prompt tokens as keep every waiting prompt on time "
-          "(earliest due first), between what --max_decode_slowdown and "
-          "--tpot_objective_ms allow (0 = off: prompts always take all "
+          "milliseconds after it could be admitted plus --prompt_slowdown "
+          "times what its prefill alone takes; while requests decode, steps "
+          "take only as many prompt tokens as keep every waiting prompt on "
+          "time (earliest due first), between what --max_decode_slowdown "
+          "and --tpot_objective_ms allow (0 = off: prompts always take all "
           "--tpot_objective_ms allows).");
-ABSL_FLAG(double, prompt_slowdown, 2.5,
-          "See --ttft_objective_ms.");
+ABSL_FLAG(double, prompt_slowdown, 2.5, "See --ttft_objective_ms.");
 ABSL_FLAG(int, max_num_seqs, 64,
           "Sequences per engine step, and requests holding KV blocks at once.");
 ABSL_FLAG(int, max_running, 0, "Deprecated alias of --max_num_seqs.");

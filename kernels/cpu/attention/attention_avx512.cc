@@ -140,6 +140,9 @@ BRAID_AVX512 void ScoresT(const uint16_t* const* k_rows,
 
 // Steps of ResidueT whose rows it fetches ahead.
 constexpr int64_t kResidueAhead = 8;
+// Heads a weighted-sum pass takes (SlotPasses): their slot accumulators, 8
+// a head for 64 slots and 2 for 16, fit the registers.
+constexpr int kHeadsPerPass64 = 3, kHeadsPerPass16 = 12;
 
 // The weights of G heads by residue (ResidueWeights): residue r's keys j =
 // r + 8i in order, each key's G weights together, so a pass over one
@@ -148,14 +151,16 @@ constexpr int64_t kResidueAhead = 8;
 thread_local std::vector<float> residue_weights;
 
 // Keys of residue r among n (j = r + 8i < n).
-inline int64_t ResidueKeys(int64_t n, int r) { return n > r ? (n - r + 7) / 8 : 0; }
+inline int64_t ResidueKeys(int64_t n, int r) {
+  return n > r ? (n - r + 7) / 8 : 0;
+}
 
 // Residues [r0, r1) of the G heads' weights w[h * ldw + j] (j < n) into
 // residue_weights: residue r's at (r - r0) * G * ResidueKeys(n, 0), key i's
 // G weights at i * G of it. Returns the buffer.
 template <int G>
-BRAID_AVX512 const float* ResidueWeights(const float* w, int64_t ldw,
-                                         int64_t n, int r0, int r1) {
+BRAID_AVX512 const float* ResidueWeights(const float* w, int64_t ldw, int64_t n,
+                                         int r0, int r1) {
   const int64_t per = G * ResidueKeys(n, 0);
   if (static_cast<int64_t>(residue_weights.size()) < (r1 - r0) * per) {
     residue_weights.resize((r1 - r0) * per);
@@ -348,8 +353,10 @@ BRAID_AVX512 void SoftmaxRowAvx512(float* row, int64_t n, int64_t ld,
 }
 
 void ReserveResidueWeights(int64_t max_ctx) {
-  if (static_cast<int64_t>(residue_weights.size()) < 12 * (max_ctx + 8)) {
-    residue_weights.resize(12 * (max_ctx + 8));
+  // A pass's heads, every residue's keys (ResidueWeights).
+  const int64_t need = kHeadsPerPass16 * 8 * ResidueKeys(max_ctx, 0);
+  if (static_cast<int64_t>(residue_weights.size()) < need) {
+    residue_weights.resize(need);
   }
 }
 
@@ -377,22 +384,22 @@ bool ScoresF16Avx512(const uint16_t* const* k_rows,
 namespace {
 
 // Runs make(h0) (a body for heads [h0, h0 + its group)) over the g heads in
-// passes whose slot accumulators fit the registers: 8 per head (3 heads a
-// pass) for 64 slots, 2 (12 heads) for 16. Each pass reads the V rows
-// again (a long context's from L2), so a pass takes as many heads as fit.
+// passes whose slot accumulators fit the registers (kHeadsPerPass64 /
+// kHeadsPerPass16). Each pass reads the V rows again (a long context's from
+// L2), so a pass takes as many heads as fit.
 template <typename MakeBody>
 bool SlotPasses(int g, int64_t head_dim, int64_t slots, MakeBody make) {
   if (head_dim % 16 != 0 || head_dim > 256 || (slots != 16 && slots != 64)) {
     return false;
   }
-  const int per_pass = slots == 64 ? 3 : 12;
+  const int per_pass = slots == 64 ? kHeadsPerPass64 : kHeadsPerPass16;
   for (int h0 = 0; h0 < g; h0 += per_pass) {
     const int gs = g - h0 < per_pass ? g - h0 : per_pass;
     auto body = make(h0);
     if (slots == 64) {
-      WithGroup<8, 3>(gs, body);
+      WithGroup<8, kHeadsPerPass64>(gs, body);
     } else {
-      WithGroup<2, 12>(gs, body);
+      WithGroup<2, kHeadsPerPass16>(gs, body);
     }
   }
   return true;

@@ -67,10 +67,9 @@ BRAID_AVX512 inline __m512i UnpackRowPairFives(const uint8_t* p,
                                                size_t row_bytes) {
   const uint64_t fifth = uint64_t{Load32Bits(p - 4)} |
                          uint64_t{Load32Bits(p + row_bytes - 4)} << 32;
-  return _mm512_or_si512(
-      UnpackRowPairNibbles(p, row_bytes),
-      _mm512_maskz_mov_epi8(static_cast<__mmask64>(fifth),
-                            _mm512_set1_epi8(0x10)));
+  return _mm512_or_si512(UnpackRowPairNibbles(p, row_bytes),
+                         _mm512_maskz_mov_epi8(static_cast<__mmask64>(fifth),
+                                               _mm512_set1_epi8(0x10)));
 }
 
 // The 4 rows' d (f16, 8 bytes at b) as f32 [d0 0 d1 0 d2 0 d3 0] in lanes

@@ -261,21 +261,21 @@ BRAID_AVX2 void GemmOctetsAvx2(DType type, const uint8_t* octets, int64_t cols,
                                int64_t r1, int64_t n_tok, float* y,
                                int64_t ld_y, bool accumulate) {
   ForEachTile<4>(type, octets, cols, x, x_row_bytes, r0, r1, n_tok, y, ld_y,
-              accumulate,
-              [type](auto width, const TileArgs& a, int64_t) BRAID_AVX2 {
-                constexpr int kT = decltype(width)::value;
-                switch (type) {
-                  case DType::kQ4_K:
-                    OctetTile<Q45K<false>, kT>(a);
-                    break;
-                  case DType::kQ5_K:
-                    OctetTile<Q45K<true>, kT>(a);
-                    break;
-                  default:
-                    OctetTile<Q6K, kT>(a);
-                }
-                return int64_t{8};
-              });
+                 accumulate,
+                 [type](auto width, const TileArgs& a, int64_t) BRAID_AVX2 {
+                   constexpr int kT = decltype(width)::value;
+                   switch (type) {
+                     case DType::kQ4_K:
+                       OctetTile<Q45K<false>, kT>(a);
+                       break;
+                     case DType::kQ5_K:
+                       OctetTile<Q45K<true>, kT>(a);
+                       break;
+                     default:
+                       OctetTile<Q6K, kT>(a);
+                   }
+                   return int64_t{8};
+                 });
 }
 
 }  // namespace braid::kernels::cpu::internal

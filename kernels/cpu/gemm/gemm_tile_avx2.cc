@@ -333,9 +333,8 @@ BRAID_AVX2 void ScaleTables(const uint8_t* x, size_t x_row_bytes, int64_t nb,
 // ints, a decode step's) when they fit, else in a thread_local vector.
 constexpr int64_t kStackCorrections = 4096;
 template <typename F>
-BRAID_AVX2 const int32_t* CorrectionTables(const uint8_t* x,
-                                           size_t x_row_bytes, int64_t nb,
-                                           int64_t ta, int64_t tb,
+BRAID_AVX2 const int32_t* CorrectionTables(const uint8_t* x, size_t x_row_bytes,
+                                           int64_t nb, int64_t ta, int64_t tb,
                                            int32_t* stack) {
   if constexpr (F::kOffset == 0) {
     return nullptr;

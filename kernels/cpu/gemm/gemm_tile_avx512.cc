@@ -1,12 +1,13 @@
 // AVX-512 tiles for GemmTile (Q4_1, Q4_0, Q8_0, Q5_0 and Q5_1 weights;
-// AVX-512 F/BW/VL/DQ and VNNI). Each 512-bit accumulator holds the 8-lane accumulators of two
-// output elements, rows r and r + 1 of one token: lanes are independent, so
-// every element still gets, per block and in block order, its exact integer
-// block sum (dpbusd), converted to float, times the float product d_w * d_x,
-// fused into its own 8 lanes; then HorizontalSum8 of its half (and, for Q4_1, +
-// its min-term sum, fma(m_w, s_x, summs) in block order). That is dot_avx2.cc's
-// operation sequence, so results are bit-identical to DotRow; only the number
-// of instructions per element changes (about half of the 256-bit tile's).
+// AVX-512 F/BW/VL/DQ and VNNI). Each 512-bit accumulator holds the 8-lane
+// accumulators of two output elements, rows r and r + 1 of one token: lanes are
+// independent, so every element still gets, per block and in block order, its
+// exact integer block sum (dpbusd), converted to float, times the float product
+// d_w * d_x, fused into its own 8 lanes; then HorizontalSum8 of its half (and,
+// for Q4_1, + its min-term sum, fma(m_w, s_x, summs) in block order). That is
+// dot_avx2.cc's operation sequence, so results are bit-identical to DotRow;
+// only the number of instructions per element changes (about half of the
+// 256-bit tile's).
 //
 // Signed weights (Q8_0, Q4_0): see gemm_avx512_blocks.h. The quad layout's
 // tiles are in gemm_quads_avx512.cc.
@@ -485,8 +486,8 @@ BRAID_AVX512 bool PrepareGemmTileActivationsAvx512(
   if (quad_layout && type == DType::kQ5_1) return false;
   *out = q8_1 ? PrepareChunk<Q41>(x, x_row_bytes, n_tok, nb, quad_layout, p, t0,
                                   t1, b0, b1)
-              : PrepareChunk<Q80>(x, x_row_bytes, n_tok, nb, quad_layout, p,
-                                  t0, t1, b0, b1);
+              : PrepareChunk<Q80>(x, x_row_bytes, n_tok, nb, quad_layout, p, t0,
+                                  t1, b0, b1);
   return true;
 }
 

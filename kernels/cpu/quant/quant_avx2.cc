@@ -82,8 +82,8 @@ BRAID_AVX2 void QuantizeRowQ8_KAvx2(const float* x, BlockQ8_K* y, int64_t n) {
     BlockQ8_K& out = y[b];
     __m256 max_abs = _mm256_setzero_ps();
     for (int k = 0; k < kQK_K / 8; ++k) {
-      max_abs = _mm256_max_ps(max_abs,
-                              _mm256_andnot_ps(sign, _mm256_loadu_ps(x + 8 * k)));
+      max_abs = _mm256_max_ps(
+          max_abs, _mm256_andnot_ps(sign, _mm256_loadu_ps(x + 8 * k)));
     }
     __m128 m4 = _mm_max_ps(_mm256_extractf128_ps(max_abs, 1),
                            _mm256_castps256_ps128(max_abs));
@@ -98,9 +98,9 @@ BRAID_AVX2 void QuantizeRowQ8_KAvx2(const float* x, BlockQ8_K* y, int64_t n) {
     const __m256 want = _mm256_set1_ps(amax);
     float max = 0.0f;
     for (int k = 0; k < kQK_K / 8; ++k) {
-      const int hits = _mm256_movemask_ps(_mm256_cmp_ps(
-          _mm256_andnot_ps(sign, _mm256_loadu_ps(x + 8 * k)), want,
-          _CMP_EQ_OQ));
+      const int hits = _mm256_movemask_ps(
+          _mm256_cmp_ps(_mm256_andnot_ps(sign, _mm256_loadu_ps(x + 8 * k)),
+                        want, _CMP_EQ_OQ));
       if (hits != 0) {
         max = x[8 * k + __builtin_ctz(hits)];
         break;
@@ -125,8 +125,7 @@ BRAID_AVX2 void QuantizeRowQ8_KAvx2(const float* x, BlockQ8_K* y, int64_t n) {
             order);
         _mm256_storeu_si256(
             reinterpret_cast<__m256i*>(out.qs + 128 * h + 32 * c), q);
-        quads[c] =
-            _mm256_madd_epi16(_mm256_maddubs_epi16(ones8, q), ones16);
+        quads[c] = _mm256_madd_epi16(_mm256_maddubs_epi16(ones8, q), ones16);
       }
       // Lanes [g0 g2 g4 g6 | g1 g3 g5 g7] of the 16-sums, then in order.
       const __m256i sums = _mm256_permutevar8x32_epi32(

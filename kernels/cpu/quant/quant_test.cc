@@ -166,8 +166,8 @@ TEST(QuantTest, Avx2Q8KQuantizerMatchesScalar) {
   for (int64_t i = 0; i < kN; ++i)
     x[i] = dist(rng) * std::ldexp(1.0f, (i / kQK_K) % 17 - 8);
   for (int j = 0; j < kQK_K; ++j) {
-    x[kQK_K + j] = j % 3 == 0 ? -0.0f : 0.0f;      // A zero block.
-    x[2 * kQK_K + j] = (j - 127.5f) / 4;            // Ties at rounding.
+    x[kQK_K + j] = j % 3 == 0 ? -0.0f : 0.0f;  // A zero block.
+    x[2 * kQK_K + j] = (j - 127.5f) / 4;       // Ties at rounding.
     x[3 * kQK_K + j] = j == 40 ? -9.0f : j == 200 ? 9.0f : j / 64.0f;
     x[4 * kQK_K + j] = j == 250 ? 9.0f : j == 251 ? -9.0f : -j / 64.0f;
     x[5 * kQK_K + j] = j % 2 ? 127.0f : -0.5f - j;  // Sums near the limits.
