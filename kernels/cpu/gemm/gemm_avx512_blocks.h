@@ -1,7 +1,7 @@
 // The weight formats of the AVX-512 GEMM tiles (gemm_tile_avx512.cc: rows
 // as in the GGUF file; gemm_quads_avx512.cc: the quad layout): how a tile
 // loads a block's scales and quants and forms a block's exact integer sums.
-// Q4_1 x Q8_1, Q4_0 x Q8_0, Q5_0 x Q8_0 and Q8_0 x Q8_0 (AVX-512 F/BW/VL/DQ
+// Q4_1 x Q8_1, Q4_0 x Q8_0, Q5_1 x Q8_1 and Q8_0 x Q8_0 (AVX-512 F/BW/VL/DQ
 // and VNNI); Q5_1 x Q8_1 in the row tiles only.
 //
 // Signed weights (Q8_0) go through dpbusd, which wants one unsigned operand:
@@ -168,61 +168,6 @@ struct Q80 {
     return _mm512_xor_si512(q, _mm512_set1_epi8(static_cast<char>(0x80)));
   }
 };
-
-// Q5_0 x Q8_0: values q - 16 of 5-bit q, signed like Q4_0's: the quad
-// tiles take q - 16 against x + 128, the row tiles q + 112 (= (q - 16) +
-// 128) against x. ggml's integer sums, as DotQ5_0Q8_0.
-struct Q50 {
-  static constexpr DType kType = DType::kQ5_0;
-  using W = BlockQ5_0;
-  using X = BlockQ8_0;
-  static constexpr bool kMin = false;
-  static constexpr bool kSigned = true;
-  static constexpr int kQsOffset = 6;  // offsetof(BlockQ5_0, qs)
-  static constexpr int kXQsOffset = 2;
-  BRAID_AVX512 static __m512i Dot(__m512i start, __m512i w, __m512i x) {
-    return _mm512_dpbusd_epi32(start, x, w);
-  }
-  BRAID_AVX512 static __m512i Pair(const uint8_t* p, size_t row_bytes) {
-    return _mm512_add_epi8(UnpackRowPairFives(p, row_bytes),
-                           _mm512_set1_epi8(112));
-  }
-  // Quad layout: the 4 rows' d, then per row pair its fifth bits as one
-  // 64-bit mask in UnpackQuadNibbles' byte order (QuadFifthBits) and its
-  // quants with their 32-bit groups alternating: 8 + 2 * (8 + 32) bytes.
-  BRAID_AVX512 static __m512 QuadScales(const uint8_t* b) {
-    return QuadScalesD(b);
-  }
-  BRAID_AVX512 static __m512i QuadPair(const uint8_t* b, int h) {
-    const uint8_t* pair = b + 8 + 40 * h;
-    uint64_t fifth;
-    std::memcpy(&fifth, pair, 8);
-    return _mm512_sub_epi8(
-        _mm512_or_si512(UnpackQuadNibbles(pair + 8),
-                        _mm512_maskz_mov_epi8(static_cast<__mmask64>(fifth),
-                                              _mm512_set1_epi8(0x10))),
-        _mm512_set1_epi8(16));
-  }
-};
-
-// A row pair's fifth bits (rows a and b's qh) as the mask of the bytes
-// UnpackQuadNibbles gives: its 8-byte groups alternate 4 elements of a and
-// of b, so nibble 2n of the mask is a's nibble n, nibble 2n + 1 b's.
-inline uint64_t QuadFifthBits(uint32_t qh_a, uint32_t qh_b) {
-  uint64_t m = 0;
-  for (int n = 0; n < 8; ++n) {
-    m |= uint64_t{(qh_a >> (4 * n)) & 0xF} << (8 * n);
-    m |= uint64_t{(qh_b >> (4 * n)) & 0xF} << (8 * n + 4);
-  }
-  return m;
-}
-inline void QuadFifthBitsBack(uint64_t m, uint32_t* qh_a, uint32_t* qh_b) {
-  *qh_a = *qh_b = 0;
-  for (int n = 0; n < 8; ++n) {
-    *qh_a |= static_cast<uint32_t>((m >> (8 * n)) & 0xF) << (4 * n);
-    *qh_b |= static_cast<uint32_t>((m >> (8 * n + 4)) & 0xF) << (4 * n);
-  }
-}
 
 // Q5_1 x Q8_1 (row tiles): unsigned 5-bit values and a min term, as Q4_1.
 struct Q51 {

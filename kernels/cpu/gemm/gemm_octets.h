@@ -1,10 +1,10 @@
-// The octet layout of Q4_K, Q5_K and Q6_K weights (RepackQuads,
+// The octet layout of Q4_K, Q5_K, Q6_K and Q5_0 weights (RepackQuads,
 // gemm_tile.h): eight rows interleaved so that one 32-byte load holds four
 // quants of each of the 8 rows, and every 32-bit vector lane is one row.
 // Its byte places and the 256-bit steps the AVX2 and AVX-512 tiles share
 // (gemm_octets_avx2.cc, gemm_octets_avx512.cc): the scales and mins of 8
-// rows, the mins' and Q6_K offsets' sums, the float steps. Internal to
-// kernels/cpu.
+// rows, the mins' and Q6_K offsets' sums, the float steps, and Q5_0's whole
+// tile. Internal to kernels/cpu.
 #ifndef BRAID_KERNELS_CPU_GEMM_GEMM_OCTETS_H_
 #define BRAID_KERNELS_CPU_GEMM_GEMM_OCTETS_H_
 
@@ -13,7 +13,9 @@
 #include <cstdint>
 #include <cstring>
 #include <type_traits>
+#include <vector>
 
+#include "kernels/cpu/fp16.h"
 #include "kernels/cpu/prefetch.h"
 #include "kernels/cpu/quant/quant.h"
 
@@ -47,6 +49,32 @@ inline constexpr size_t kScales6 = 16, kQl6 = 144, kQh6 = kQl6 + 8 * kQK_K / 2;
 inline constexpr size_t kOctetBlock6 = kQh6 + 8 * kQK_K / 4;
 static_assert(kOctetBlock6 == 8 * sizeof(BlockQ6_K), "same bytes as 8 rows");
 
+// Q5_0: their d, their fifth bits as one 32-bit word a row (row l's at
+// kQh50 + 4 * l, its bits reordered: FifthBitsToOctet), then the quants:
+// row l's qs[4 * k .. + 3] at kQs50 + (8 * k + l) * 4. Group p of a block's
+// values (elements 4p .. 4p + 3) is then the low (p < 4) or high nibbles
+// of quant vector p % 4, with bits p, 8 + p, 16 + p and 24 + p of the word.
+inline constexpr size_t kQh50 = 16, kQs50 = 48;
+inline constexpr size_t kOctetBlock50 = kQs50 + 8 * kQK / 2;
+static_assert(kOctetBlock50 == 8 * sizeof(BlockQ5_0), "same bytes as 8 rows");
+
+// Q5_0's fifth bits (bit e: element e's) in the octet's order: bit 8b + p
+// is element 4p + b's; and back.
+inline uint32_t FifthBitsToOctet(uint32_t qh) {
+  uint32_t o = 0;
+  for (int p = 0; p < 8; ++p) {
+    for (int b = 0; b < 4; ++b) o |= ((qh >> (4 * p + b)) & 1u) << (8 * b + p);
+  }
+  return o;
+}
+inline uint32_t FifthBitsFromOctet(uint32_t o) {
+  uint32_t qh = 0;
+  for (int p = 0; p < 8; ++p) {
+    for (int b = 0; b < 4; ++b) qh |= ((o >> (8 * b + p)) & 1u) << (4 * p + b);
+  }
+  return qh;
+}
+
 // Where byte b of row l's block goes in its octet block.
 inline size_t OctetOffsetQ4K(int l, size_t b) {
   if (b < 2) return kDs + 2 * l + b;
@@ -77,20 +105,49 @@ inline size_t OctetOffsetQ6K(int l, size_t b) {
   }
   return kDs + 2 * l + (b - 208);  // d
 }
+inline size_t OctetOffsetQ50(int l, size_t b) {
+  if (b < 2) return kDs + 2 * l + b;
+  if (b < 6) return kQh50 + 4 * l + (b - 2);
+  const size_t c = b - 6;
+  return kQs50 + (8 * (c / 4) + l) * 4 + c % 4;
+}
+// The 32-bit word at p through f.
+inline void MapWord(uint8_t* p, uint32_t (*f)(uint32_t)) {
+  uint32_t v;
+  std::memcpy(&v, p, 4);
+  v = f(v);
+  std::memcpy(p, &v, 4);
+}
+inline void FifthBitsOfOctet(uint8_t* octet_block) {
+  for (int l = 0; l < 8; ++l) {
+    MapWord(octet_block + kQh50 + 4 * l, FifthBitsToOctet);
+  }
+}
+inline void FifthBitsOfRow(uint8_t* row_block) {
+  MapWord(row_block + 2, FifthBitsFromOctet);
+}
 
-// The octet layout of a type: its GGUF block's bytes and where they go.
+// The octet layout of a type: its GGUF block's bytes and where they go;
+// for Q5_0, what is done to the bits of an octet block once its bytes are
+// in place (to_octet) and of a row's block taken back (to_row).
 struct OctetFormat {
-  size_t block;  // bytes of one row's super-block
+  size_t block;      // bytes of one row's (super-)block
+  int64_t elements;  // values a block
   size_t (*offset)(int l, size_t b);
+  void (*to_octet)(uint8_t* octet_block) = nullptr;
+  void (*to_row)(uint8_t* row_block) = nullptr;
 };
 inline OctetFormat FormatOf(DType type) {
   switch (type) {
     case DType::kQ4_K:
-      return {sizeof(BlockQ4_K), OctetOffsetQ4K};
+      return {sizeof(BlockQ4_K), kQK_K, OctetOffsetQ4K};
     case DType::kQ5_K:
-      return {sizeof(BlockQ5_K), OctetOffsetQ5K};
+      return {sizeof(BlockQ5_K), kQK_K, OctetOffsetQ5K};
+    case DType::kQ5_0:
+      return {sizeof(BlockQ5_0), kQK, OctetOffsetQ50, FifthBitsOfOctet,
+              FifthBitsOfRow};
     default:
-      return {sizeof(BlockQ6_K), OctetOffsetQ6K};
+      return {sizeof(BlockQ6_K), kQK_K, OctetOffsetQ6K};
   }
 }
 
@@ -224,7 +281,7 @@ BRAID_AVX2_INLINE __m256i OffsetsQ6K(const uint8_t* b, const BlockQ8_K& x) {
 }
 
 // One tile's operands: the octet group from row r (its bytes at w, the
-// next group group_bytes on, nb super-blocks a row) against tokens from t0
+// next group group_bytes on, nb (super-)blocks a row) against tokens from t0
 // (their Q8_K rows at x, x_row_bytes apart; outputs at out, ld_y apart).
 struct TileArgs {
   const uint8_t* w;
@@ -253,6 +310,135 @@ BRAID_AVX2_INLINE void PrefetchAhead(const uint8_t* b) {
   }
 }
 
+// Q5_0's per-call activation tables: for token t (of the call) and block i,
+// at t * nb + i, the block's scale (xd) and -16 x the sum of its 32 values
+// (xc, the offsets' part of the integer sum).
+struct Q50Tables {
+  const float* xd;
+  const int32_t* xc;
+};
+BRAID_AVX2 inline Q50Tables MakeQ50Tables(const uint8_t* x, size_t x_row_bytes,
+                                          int64_t nb, int64_t n_tok) {
+  thread_local std::vector<float> xd;
+  thread_local std::vector<int32_t> xc;
+  const size_t need = static_cast<size_t>(nb * n_tok);
+  if (xd.size() < need) {
+    xd.resize(need);
+    xc.resize(need);
+  }
+  for (int64_t t = 0; t < n_tok; ++t) {
+    const auto* xb = reinterpret_cast<const BlockQ8_0*>(x + t * x_row_bytes);
+    for (int64_t i = 0; i < nb; ++i) {
+      // The values + 128 as unsigned bytes, summed in four 64-bit lanes.
+      const __m256i s = _mm256_sad_epu8(
+          _mm256_xor_si256(Load(reinterpret_cast<const uint8_t*>(xb[i].qs)),
+                           _mm256_set1_epi8(static_cast<char>(0x80))),
+          _mm256_setzero_si256());
+      const __m128i h = _mm_add_epi64(_mm256_castsi256_si128(s),
+                                      _mm256_extracti128_si256(s, 1));
+      const int32_t sum = static_cast<int32_t>(
+          _mm_cvtsi128_si64(h) + _mm_extract_epi64(h, 1) - 32 * 128);
+      xd[t * nb + i] = Fp16ToFp32(xb[i].d);
+      xc[t * nb + i] = -16 * sum;
+    }
+  }
+  return {xd.data(), xc.data()};
+}
+
+// Group p (elements 4p .. 4p + 3) of Q5_0 octet block b's values (0-31),
+// `fifth` its fifth-bit words.
+BRAID_AVX2_INLINE __m256i QuantsQ50(const uint8_t* b, __m256i fifth, int p) {
+  const __m256i low4 = _mm256_set1_epi8(0x0F);
+  const __m256i bits = Load(b + kQs50 + 32 * (p % 4));
+  const __m256i nib = p < 4
+                          ? _mm256_and_si256(bits, low4)
+                          : _mm256_and_si256(_mm256_srli_epi16(bits, 4), low4);
+  // Bit p of each byte at bit 4 (a 16-bit shift moves no other byte's bit
+  // there).
+  const __m256i at4 = p < 4    ? _mm256_slli_epi16(fifth, 4 - p)
+                      : p == 4 ? fifth
+                               : _mm256_srli_epi16(fifth, p - 4);
+  return _mm256_or_si256(nib, _mm256_and_si256(at4, _mm256_set1_epi8(0x10)));
+}
+
+// Pins a running sum's order (GCC regroups unrolled adds into trees whose
+// partial sums spill otherwise).
+BRAID_AVX2_INLINE void PinSum(__m256i& v) { asm("" : "+v"(v)); }
+
+// acc += the 4-byte group sums of u8 q x s8 x: VNNI's dpbusd (the EVEX form:
+// AVX-512 VNNI; by inline assembly, so this body keeps AVX2's target and is
+// shared with the AVX2 tiles).
+BRAID_AVX2_INLINE void DotBytesVnni(__m256i& acc, __m256i q, __m256i x) {
+  asm("%{evex%} vpdpbusd %2, %1, %0" : "+v"(acc) : "v"(q), "v"(x));
+}
+
+// 8 rows of Q5_0 (the octet group at a.w) x T tokens of Q8_0 activations
+// (tables tb from the tile's first token, nb blocks a token): per block,
+// each row's exact integer sum in its lane, then sum += (isum * d_w) * d_x
+// in block order: the scalar row dot's arithmetic (DotQ5_0Q8_0Scalar), so
+// every output is bit-identical to DotRow. kVnni: dpbusd (AVX-512 VNNI)
+// instead of maddubs, 16-bit sums of 4 and madd.
+template <int T, bool kVnni>
+BRAID_AVX2_INLINE void TileQ50(const TileArgs& a, Q50Tables tb) {
+  __m256 sums[T];
+#pragma GCC unroll 8
+  for (int t = 0; t < T; ++t) sums[t] = _mm256_setzero_ps();
+  for (int64_t i = 0; i < a.nb; ++i) {
+    const uint8_t* b = a.w + i * kOctetBlock50;
+    if constexpr (!kVnni) PrefetchAhead<kOctetBlock50>(b);
+    const __m256i fifth = Load(b + kQh50);
+    const uint8_t* xq[T];
+    __m256i isum[T];
+#pragma GCC unroll 8
+    for (int t = 0; t < T; ++t) {
+      xq[t] = reinterpret_cast<const uint8_t*>(
+          reinterpret_cast<const BlockQ8_0*>(a.x + t * a.x_row_bytes)[i].qs);
+      isum[t] = _mm256_set1_epi32(tb.xc[t * a.nb + i]);
+    }
+#pragma GCC unroll 2
+    for (int h = 0; h < 2; ++h) {
+      __m256i acc[T];
+#pragma GCC unroll 8
+      for (int t = 0; t < T; ++t) acc[t] = _mm256_setzero_si256();
+#pragma GCC unroll 4
+      for (int k = 0; k < 4; ++k) {
+        const int p = 4 * h + k;
+        const __m256i q = QuantsQ50(b, fifth, p);
+#pragma GCC unroll 8
+        for (int t = 0; t < T; ++t) {
+          int32_t x4;
+          std::memcpy(&x4, xq[t] + 4 * p, 4);
+          if constexpr (kVnni) {
+            DotBytesVnni(isum[t], q, _mm256_set1_epi32(x4));
+          } else {
+            // |sum| of 4 maddubs pairs <= 4 * 2 * 31 * 127 < 2^15.
+            acc[t] = _mm256_add_epi16(
+                acc[t], _mm256_maddubs_epi16(q, _mm256_set1_epi32(x4)));
+            PinSum(acc[t]);
+          }
+        }
+      }
+      if constexpr (!kVnni) {
+#pragma GCC unroll 8
+        for (int t = 0; t < T; ++t) {
+          isum[t] = _mm256_add_epi32(
+              isum[t], _mm256_madd_epi16(acc[t], _mm256_set1_epi16(1)));
+          PinSum(isum[t]);
+        }
+      }
+    }
+    const __m256 dw = _mm256_cvtph_ps(
+        _mm_loadu_si128(reinterpret_cast<const __m128i*>(b + kDs)));
+#pragma GCC unroll 8
+    for (int t = 0; t < T; ++t) {
+      sums[t] = _mm256_add_ps(
+          sums[t], _mm256_mul_ps(_mm256_mul_ps(_mm256_cvtepi32_ps(isum[t]), dw),
+                                 _mm256_set1_ps(tb.xd[t * a.nb + i])));
+    }
+  }
+  StoreRows<T>(sums, a.out, a.ld_y, a.accumulate);
+}
+
 // Batches of at most this many tokens take each octet group for all their
 // tokens at once (decode steps): the group's bytes then come from memory
 // once, whatever the tile width; larger batches (prompts) take the tokens
@@ -272,8 +458,9 @@ inline void ForEachTile(DType type, const uint8_t* octets, int64_t cols,
                         const uint8_t* x, size_t x_row_bytes, int64_t r0,
                         int64_t r1, int64_t n_tok, float* y, int64_t ld_y,
                         bool accumulate, Tile tile) {
-  const int64_t nb = cols / kQK_K;
-  const size_t group_bytes = nb * 8 * FormatOf(type).block;
+  const OctetFormat f = FormatOf(type);
+  const int64_t nb = cols / f.elements;
+  const size_t group_bytes = nb * 8 * f.block;
   // The tile of kT tokens from t0 and the rows from r; the rows it took.
   auto one = [&](auto width, int64_t r, int64_t t0) {
     return tile(width,

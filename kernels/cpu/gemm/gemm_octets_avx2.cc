@@ -1,5 +1,6 @@
 // K-quant weights (Q4_K, Q5_K, Q6_K) in the octet layout (RepackQuads,
-// gemm_tile.h) on AVX2: eight
+// gemm_tile.h) on AVX2 (Q5_0's tile, shared with AVX-512, is in
+// gemm_octets.h): eight
 // rows interleaved so that one 32-byte load holds four quants of each of the
 // 8 rows, and every vector lane is one row. A row's super-block sum is then
 // built in its own lane (maddubs of the 8 rows' quants against 4 activation
@@ -202,13 +203,16 @@ BRAID_AVX2 void OctetTile(const TileArgs& a) {
 }  // namespace
 
 bool IsOctetType(DType type) {
-  return type == DType::kQ4_K || type == DType::kQ5_K || type == DType::kQ6_K;
+  return type == DType::kQ4_K || type == DType::kQ5_K || type == DType::kQ6_K ||
+         type == DType::kQ5_0;
 }
+
+int64_t OctetBlockElements(DType type) { return FormatOf(type).elements; }
 
 void RepackOctets(DType type, const uint8_t* w, int64_t cols, uint8_t* out,
                   int64_t g0, int64_t g1) {
   const OctetFormat f = FormatOf(type);
-  const int64_t nb = cols / kQK_K;
+  const int64_t nb = cols / f.elements;
   // Row l's block as runs of bytes that stay together (mostly 4-byte
   // groups): a few dozen copies a block instead of one a byte.
   struct Run {
@@ -240,6 +244,7 @@ void RepackOctets(DType type, const uint8_t* w, int64_t cols, uint8_t* out,
           }
         }
       }
+      if (f.to_octet != nullptr) f.to_octet(o);
     }
   }
 }
@@ -247,12 +252,13 @@ void RepackOctets(DType type, const uint8_t* w, int64_t cols, uint8_t* out,
 void UnpackOctetRow(DType type, const uint8_t* octets, int64_t cols, int64_t r,
                     uint8_t* out) {
   const OctetFormat f = FormatOf(type);
-  const int64_t nb = cols / kQK_K;
+  const int64_t nb = cols / f.elements;
   const int l = static_cast<int>(r % 8);
   for (int64_t i = 0; i < nb; ++i) {
     const uint8_t* o = octets + ((r / 8) * nb + i) * 8 * f.block;
     for (size_t b = 0; b < f.block; ++b)
       out[i * f.block + b] = o[f.offset(l, b)];
+    if (f.to_row != nullptr) f.to_row(out + i * f.block);
   }
 }
 
@@ -260,6 +266,18 @@ BRAID_AVX2 void GemmOctetsAvx2(DType type, const uint8_t* octets, int64_t cols,
                                const uint8_t* x, size_t x_row_bytes, int64_t r0,
                                int64_t r1, int64_t n_tok, float* y,
                                int64_t ld_y, bool accumulate) {
+  if (type == DType::kQ5_0) {
+    const Q50Tables tb = MakeQ50Tables(x, x_row_bytes, cols / kQK, n_tok);
+    ForEachTile<4>(type, octets, cols, x, x_row_bytes, r0, r1, n_tok, y, ld_y,
+                   accumulate,
+                   [&](auto width, const TileArgs& a, int64_t) BRAID_AVX2 {
+                     const int64_t t0 = (a.x - x) / x_row_bytes;
+                     TileQ50<decltype(width)::value, false>(
+                         a, {tb.xd + t0 * a.nb, tb.xc + t0 * a.nb});
+                     return int64_t{8};
+                   });
+    return;
+  }
   ForEachTile<4>(type, octets, cols, x, x_row_bytes, r0, r1, n_tok, y, ld_y,
                  accumulate,
                  [type](auto width, const TileArgs& a, int64_t) BRAID_AVX2 {

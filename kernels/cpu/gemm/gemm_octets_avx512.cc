@@ -251,6 +251,19 @@ BRAID_AVX512 void GemmOctetsAvx512(DType type, const uint8_t* octets,
                                    size_t x_row_bytes, int64_t r0, int64_t r1,
                                    int64_t n_tok, float* y, int64_t ld_y,
                                    bool accumulate) {
+  if (type == DType::kQ5_0) {
+    // Octets one at a time, dpbusd on 256-bit vectors.
+    const Q50Tables tb = MakeQ50Tables(x, x_row_bytes, cols / kQK, n_tok);
+    ForEachTile<8>(type, octets, cols, x, x_row_bytes, r0, r1, n_tok, y, ld_y,
+                   accumulate,
+                   [&](auto width, const TileArgs& a, int64_t) BRAID_AVX512 {
+                     const int64_t t0 = (a.x - x) / x_row_bytes;
+                     TileQ50<decltype(width)::value, true>(
+                         a, {tb.xd + t0 * a.nb, tb.xc + t0 * a.nb});
+                     return int64_t{8};
+                   });
+    return;
+  }
   ForEachTile<8>(
       type, octets, cols, x, x_row_bytes, r0, r1, n_tok, y, ld_y, accumulate,
       [type](auto width, const TileArgs& a, int64_t rows) BRAID_AVX512 {

@@ -484,9 +484,6 @@ BRAID_AVX512 void QuadTileRows(DType type, const uint8_t* w, size_t w_row_bytes,
   } else if (type == DType::kQ4_0) {
     RunQuadRows<Q40>(w, w_row_bytes, xq, dpat, spat, nb, r, nc, y, ld_y,
                      accumulate, near, near_bytes, far, far_bytes);
-  } else if (type == DType::kQ5_0) {
-    RunQuadRows<Q50>(w, w_row_bytes, xq, dpat, spat, nb, r, nc, y, ld_y,
-                     accumulate, near, near_bytes, far, far_bytes);
   } else {
     RunQuadRows<Q80>(w, w_row_bytes, xq, dpat, spat, nb, r, nc, y, ld_y,
                      accumulate, near, near_bytes, far, far_bytes);
@@ -518,8 +515,6 @@ BRAID_AVX512 void RowQuadTiles(DType type, const uint8_t* w, int quads,
     shapes(Q41{});
   } else if (type == DType::kQ4_0) {
     shapes(Q40{});
-  } else if (type == DType::kQ5_0) {
-    shapes(Q50{});
   } else {
     shapes(Q80{});
   }

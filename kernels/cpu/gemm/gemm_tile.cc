@@ -36,11 +36,11 @@ int64_t GroupRows(DType type) { return internal::IsOctetType(type) ? 8 : 4; }
 bool CanRepackQuads(DType type, int64_t rows, int64_t cols) {
   if (internal::IsOctetType(type)) {
     return UseAvx2() && rows > 0 && rows % 8 == 0 && cols > 0 &&
-           cols % kQK_K == 0;
+           cols % internal::OctetBlockElements(type) == 0;
   }
   return UseAvx512() &&
          (type == DType::kQ4_1 || type == DType::kQ4_0 ||
-          type == DType::kQ8_0 || type == DType::kQ5_0) &&
+          type == DType::kQ8_0) &&
          rows > 0 && rows % 4 == 0 && cols > 0 && cols % kQK == 0 &&
          cols / kQK <= 4096;
 }
@@ -59,42 +59,6 @@ QuadPlaces PlaceOf(DType type, int j) {
   // A row pair's quants.
   const size_t pair_bytes = type == DType::kQ8_0 ? 64 : 32;
   return {j * dm_bytes, dm_bytes, head + (j / 2) * pair_bytes + (j % 2) * 4};
-}
-
-// Q5_0's quad block (Q50::QuadPair): the 4 rows' d, then per row pair the
-// mask of its fifth bits and its quants with their 4-byte groups
-// alternating. rows: row j's block at rows + j * row_bytes.
-void RepackQ50Quad(const uint8_t* rows, size_t row_bytes, uint8_t* dst) {
-  const auto b = [&](int j) {
-    return reinterpret_cast<const BlockQ5_0*>(rows + j * row_bytes);
-  };
-  for (int j = 0; j < 4; ++j) std::memcpy(dst + 2 * j, &b(j)->d, 2);
-  for (int h = 0; h < 2; ++h) {
-    uint8_t* pair = dst + 8 + 40 * h;
-    uint32_t qa, qb;
-    std::memcpy(&qa, b(2 * h)->qh, 4);
-    std::memcpy(&qb, b(2 * h + 1)->qh, 4);
-    const uint64_t fifth = internal::QuadFifthBits(qa, qb);
-    std::memcpy(pair, &fifth, 8);
-    for (int k = 0; k < 4; ++k) {
-      std::memcpy(pair + 8 + 8 * k, b(2 * h)->qs + 4 * k, 4);
-      std::memcpy(pair + 12 + 8 * k, b(2 * h + 1)->qs + 4 * k, 4);
-    }
-  }
-}
-void UnpackQ50QuadRow(const uint8_t* quad, int j, uint8_t* out) {
-  BlockQ5_0 b;
-  std::memcpy(&b.d, quad + 2 * j, 2);
-  const uint8_t* pair = quad + 8 + 40 * (j / 2);
-  uint64_t fifth;
-  std::memcpy(&fifth, pair, 8);
-  uint32_t qh[2];
-  internal::QuadFifthBitsBack(fifth, &qh[0], &qh[1]);
-  std::memcpy(b.qh, &qh[j % 2], 4);
-  for (int k = 0; k < 4; ++k) {
-    std::memcpy(b.qs + 4 * k, pair + 8 + 8 * k + 4 * (j % 2), 4);
-  }
-  std::memcpy(out, &b, sizeof(b));
 }
 
 }  // namespace
@@ -117,10 +81,6 @@ QuadWeights RepackQuads(DType type, const void* w, int64_t rows, int64_t cols,
     for (int64_t g = g0; g < g1; ++g) {
       for (int64_t i = 0; i < nb; ++i) {
         uint8_t* dst = q.data.get() + (g * nb + i) * 4 * block;
-        if (type == DType::kQ5_0) {
-          RepackQ50Quad(src + 4 * g * row_bytes + i * block, row_bytes, dst);
-          continue;
-        }
         for (int j = 0; j < 4; ++j) {
           const uint8_t* b = src + (4 * g + j) * row_bytes + i * block;
           const QuadPlaces at = PlaceOf(type, j);
@@ -156,10 +116,6 @@ void UnpackQuadRow(const QuadWeights& w, int64_t r, uint8_t* out) {
   for (int64_t i = 0; i < nb; ++i) {
     const uint8_t* b = w.data.get() + ((r / 4) * nb + i) * 4 * block;
     uint8_t* o = out + i * block;
-    if (w.type == DType::kQ5_0) {
-      UnpackQ50QuadRow(b, static_cast<int>(r % 4), o);
-      continue;
-    }
     std::memcpy(o, b + at.dm, at.dm_bytes);
     for (size_t k = 0; k < (block - at.dm_bytes) / 4; ++k) {
       std::memcpy(o + at.dm_bytes + k * 4, b + at.qs + k * 8, 4);

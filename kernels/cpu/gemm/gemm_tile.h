@@ -62,8 +62,8 @@ bool PrepareGemmTileActivations(DType type, const uint8_t* x,
 // the activations x (rows of x_row_bytes, already in ActivationDType(type)),
 // n = columns. Any type; tiled kernels for Q4_1, Q4_0 and Q8_0 on AVX-512 (with
 // VNNI), for F32, F16 and BF16 on AVX-512 or AVX2 (n a multiple of 16), for
-// Q5_0 and Q5_1 on AVX-512 too, for Q4_0, Q4_1, Q8_0, Q5_0, Q5_1 and IQ4_NL
-// on AVX2, for the K-quants on AVX2
+// Q5_1 on AVX-512 too, for Q4_0, Q4_1, Q8_0, Q5_1 and IQ4_NL on AVX2, for
+// the K-quants on AVX2
 // (each row's blocks unpacked once for up to 16 tokens), DotRow otherwise.
 // `prepared`, when given, holds x's tables (PrepareGemmTileActivations).
 // Rows below prefetch_end (when past r1) may be prefetched as the range's
@@ -89,14 +89,15 @@ struct QuadWeights {
   AlignedBytes data;
 };
 
-// Q4_K, Q5_K and Q6_K matrices have an octet layout in the same struct (8 rows
-// a group, the same bytes interleaved so each 32-bit lane of an AVX2 vector is
-// one row: gemm_octets.h, with AVX2 and AVX-512 tiles), also bit for bit the
-// row dot's products.
+// Q4_K, Q5_K, Q6_K and Q5_0 matrices have an octet layout in the same struct
+// (8 rows a group, the same bytes interleaved so each 32-bit lane of an AVX2
+// vector is one row: gemm_octets.h, with AVX2 and AVX-512 tiles), also bit
+// for bit the row dot's products.
 //
 // Whether this CPU's kernels take the quad layout for such a matrix:
 // AVX-512 with VNNI, Q4_1, Q4_0 or Q8_0, rows a multiple of 4, at most 4096
-// blocks a row; or AVX2, Q4_K, Q5_K or Q6_K, rows a multiple of 8 (the octets).
+// blocks a row; or AVX2, Q4_K, Q5_K, Q6_K or Q5_0, rows a multiple of 8 (the
+// octets).
 bool CanRepackQuads(DType type, int64_t rows, int64_t cols);
 
 // The quad layout of w (rows of DTypeRowBytes(type, cols) bytes), on the
@@ -144,12 +145,14 @@ bool GemmFloatAvx2(DType type, const uint8_t* w, size_t w_row_bytes,
                    int64_t r1, int64_t n_tok, float* y, int64_t ld_y,
                    bool accumulate);
 size_t GemmTileActivationsBytesAvx512(DType type, int64_t n, int64_t n_tok);
-// The octet layout (gemm_octets_avx2.cc) of Q4_K, Q5_K and Q6_K: rows a
+// The octet layout (gemm_octets.h) of Q4_K, Q5_K, Q6_K and Q5_0: rows a
 // multiple of 8, in DTypeRowBytes(type, cols) * rows bytes (RepackOctets: the
 // octets [g0, g1), rows 8 * g0 .. 8 * g1); one row back in GGUF
 // form; the product of octets [r0 / 8, r1 / 8) (r0, r1 multiples of 8) with
-// n_tok Q8_K activation rows, y as GemmTile writes it.
+// n_tok activation rows (Q8_K; Q8_0 for Q5_0), y as GemmTile writes it.
 bool IsOctetType(DType type);
+// Values a block of an octet type (columns are a multiple of it).
+int64_t OctetBlockElements(DType type);
 void RepackOctets(DType type, const uint8_t* w, int64_t cols, uint8_t* out,
                   int64_t g0, int64_t g1);
 void UnpackOctetRow(DType type, const uint8_t* octets, int64_t cols, int64_t r,

@@ -1,4 +1,5 @@
-// AVX2 tiles for GemmTile. Per output element the operations are those of
+// AVX2 tiles for GemmTile (Q5_0 has only the octet tiles, gemm_octets.h,
+// and DotRow). Per output element the operations are those of
 // dot_avx2.cc: per block, an integer block sum (maddubs + madd, or VNNI's
 // dpbusd where the CPU has it: the same exact integers), converted to float
 // and fused-multiply-added into one 8-lane accumulator in block order, then
@@ -75,8 +76,8 @@ struct IQ4NLValues {
 using Q80 = SignedFormat<BlockQ8_0, Q80Values>;
 using IQ4NL = SignedFormat<BlockIQ4_NL, IQ4NLValues>;
 
-// Formats whose values are unsigned quants less an offset (Q4_0: q - 8,
-// Q5_0: q - 16) against Q8_0: maddubs takes the quants as they are, and
+// Formats whose values are unsigned quants less an offset (Q4_0: q - 8)
+// against Q8_0: maddubs takes the quants as they are, and
 // each 4-quant group's sum then takes off offset x the group's activation
 // sum, from a table laid out once per call (CorrectionTables): the same
 // exact integers as the signed form's, one operation fewer per element and
@@ -104,7 +105,7 @@ struct OffsetFormat {
     }
   }
 };
-// The unsigned quants of a 4-bit (Q4_0, Q4_1) or 5-bit (Q5_0, Q5_1) block.
+// The unsigned quants of a 4-bit (Q4_0, Q4_1) or 5-bit (Q5_1) block.
 struct NibbleQuants {
   template <typename B>
   BRAID_AVX2 static __m256i Of(const B& b) {
@@ -118,7 +119,6 @@ struct FiveBitQuants {
   }
 };
 using Q40 = OffsetFormat<BlockQ4_0, NibbleQuants, 8>;
-using Q50 = OffsetFormat<BlockQ5_0, FiveBitQuants, 16>;
 
 // Formats with unsigned values and a min against Q8_1 (Q4_1, Q5_1; d and m
 // lead the block).
@@ -346,8 +346,8 @@ BRAID_AVX2 const int32_t* CorrectionTables(const uint8_t* x, size_t x_row_bytes,
       if (heap.size() < static_cast<size_t>(nb * ld)) heap.resize(nb * ld);
       c = heap.data();
     }
-    constexpr int kShift = F::kOffset == 8 ? 3 : 4;
-    static_assert(F::kOffset == 8 || F::kOffset == 16, "offset");
+    static_assert(F::kOffset == 8, "offset 2^3");
+    constexpr int kShift = 3;
     const __m256i ones8 = _mm256_set1_epi8(1), ones16 = _mm256_set1_epi16(1);
     for (int64_t t = ta; t < tb; ++t) {
       const auto* xb =
@@ -474,10 +474,6 @@ bool GemmTileAvx2(DType type, const uint8_t* w, size_t w_row_bytes,
       return true;
     case DType::kQ8_0:
       Dispatch<Q80>(w, w_row_bytes, x, x_row_bytes, n, r0, r1, n_tok, y, ld_y,
-                    accumulate, prefetch_end);
-      return true;
-    case DType::kQ5_0:
-      Dispatch<Q50>(w, w_row_bytes, x, x_row_bytes, n, r0, r1, n_tok, y, ld_y,
                     accumulate, prefetch_end);
       return true;
     case DType::kQ5_1:

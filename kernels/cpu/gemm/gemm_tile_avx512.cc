@@ -1,13 +1,13 @@
-// AVX-512 tiles for GemmTile (Q4_1, Q4_0, Q8_0, Q5_0 and Q5_1 weights;
-// AVX-512 F/BW/VL/DQ and VNNI). Each 512-bit accumulator holds the 8-lane
-// accumulators of two output elements, rows r and r + 1 of one token: lanes are
-// independent, so every element still gets, per block and in block order, its
-// exact integer block sum (dpbusd), converted to float, times the float product
-// d_w * d_x, fused into its own 8 lanes; then HorizontalSum8 of its half (and,
-// for Q4_1, + its min-term sum, fma(m_w, s_x, summs) in block order). That is
-// dot_avx2.cc's operation sequence, so results are bit-identical to DotRow;
-// only the number of instructions per element changes (about half of the
-// 256-bit tile's).
+// AVX-512 tiles for GemmTile (Q4_1, Q4_0, Q8_0 and Q5_1 weights; AVX-512
+// F/BW/VL/DQ and VNNI; Q5_0 goes through the octets, gemm_octets.h). Each
+// 512-bit accumulator holds the 8-lane accumulators of two output elements,
+// rows r and r + 1 of one token: lanes are independent, so every element still
+// gets, per block and in block order, its exact integer block sum (dpbusd),
+// converted to float, times the float product d_w * d_x, fused into its own 8
+// lanes; then HorizontalSum8 of its half (and, for Q4_1, + its min-term sum,
+// fma(m_w, s_x, summs) in block order). That is dot_avx2.cc's operation
+// sequence, so results are bit-identical to DotRow; only the number of
+// instructions per element changes (about half of the 256-bit tile's).
 //
 // Signed weights (Q8_0, Q4_0): see gemm_avx512_blocks.h. The quad layout's
 // tiles are in gemm_quads_avx512.cc.
@@ -436,10 +436,6 @@ bool GemmTileAvx512(DType type, const uint8_t* w, size_t w_row_bytes,
       Run<Q40>(w, w_row_bytes, x, x_row_bytes, n, r0, r1, n_tok, y, ld_y,
                accumulate, type, prepared, quad_layout, prefetch_end);
       return true;
-    case DType::kQ5_0:
-      Run<Q50>(w, w_row_bytes, x, x_row_bytes, n, r0, r1, n_tok, y, ld_y,
-               accumulate, type, prepared, quad_layout, prefetch_end);
-      return true;
     case DType::kQ5_1:  // GGUF rows only (no quad layout)
       Run<Q51>(w, w_row_bytes, x, x_row_bytes, n, r0, r1, n_tok, y, ld_y,
                accumulate, type, prepared, false, prefetch_end);
@@ -454,7 +450,7 @@ namespace {
 // Whether the AVX-512 tiles take prepared tables for this call.
 bool TakesPrepared(DType type, int64_t n, int64_t n_tok) {
   if (type != DType::kQ4_1 && type != DType::kQ8_0 && type != DType::kQ4_0 &&
-      type != DType::kQ5_0 && type != DType::kQ5_1) {
+      type != DType::kQ5_1) {
     return false;
   }
   const int64_t nb = n / kQK;

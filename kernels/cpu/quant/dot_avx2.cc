@@ -75,22 +75,31 @@ BRAID_AVX2 float DotQ8_0Q8_0Avx2(const BlockQ8_0* w, const BlockQ8_0* x,
 }
 
 // The 5-bit and IQ4_NL types: Q4_0's and Q4_1's arithmetic with their
-// values (dot_k.cc has their scalar path).
+// values (dot_k.cc has their scalar path), except Q5_0's float steps: a
+// block's exact integer sum, then sum += (isum * d_w) * d_x in block order,
+// the scalar path's arithmetic (and the octet tiles', gemm_octets.h, whose
+// 8 rows a vector take it with no horizontal step a block).
 BRAID_AVX2 float DotQ5_0Q8_0Avx2(const BlockQ5_0* w, const BlockQ8_0* x,
                                  int64_t n) {
-  __m256 acc = _mm256_setzero_ps();
+  float sum = 0.0f;
   const __m256i off = _mm256_set1_epi8(16);
   for (int64_t i = 0; i < n / kQK; ++i) {
-    const __m256 d = _mm256_set1_ps(H2F(w[i].d) * H2F(x[i].d));
     const __m256i qw = _mm256_sub_epi8(
         _mm256_or_si256(UnpackNibbles(w[i].qs), FifthBits(w[i].qh)), off);
-    acc = _mm256_fmadd_ps(
-        d,
-        MulSumI8I8(
-            qw, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x[i].qs))),
-        acc);
+    const __m256i qx =
+        _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x[i].qs));
+    const __m256i s =
+        _mm256_madd_epi16(_mm256_maddubs_epi16(_mm256_sign_epi8(qw, qw),
+                                               _mm256_sign_epi8(qx, qw)),
+                          _mm256_set1_epi16(1));
+    const __m128i h = _mm_add_epi32(_mm256_castsi256_si128(s),
+                                    _mm256_extracti128_si256(s, 1));
+    const __m128i h2 = _mm_add_epi32(h, _mm_unpackhi_epi64(h, h));
+    const int32_t isum =
+        _mm_cvtsi128_si32(_mm_add_epi32(h2, _mm_shuffle_epi32(h2, 1)));
+    sum += static_cast<float>(isum) * H2F(w[i].d) * H2F(x[i].d);
   }
-  return HorizontalSum8(acc);
+  return sum;
 }
 
 BRAID_AVX2 float DotQ5_1Q8_1Avx2(const BlockQ5_1* w, const BlockQ8_1* x,
