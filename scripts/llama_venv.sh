@@ -41,7 +41,8 @@ info = llama_cpp.llama_print_system_info(); assert $WANT" 2>/dev/null; then
 fi
 echo "llama_venv: building llama-cpp-python $VERSION into $VENV (about 15 minutes on two cores)" >&2
 [ -x "$VENV/bin/python" ] || python3 -m venv "$VENV" >&2
-"$VENV/bin/pip" install -q numpy gguf >&2
+# llama-cpp-python's own dependencies (it is installed with --no-deps).
+"$VENV/bin/pip" install -q numpy gguf typing_extensions diskcache jinja2 >&2
 # --no-cache-dir: pip's wheel cache does not tell the two builds apart.
 CMAKE_ARGS="$COMMON $ISA" CMAKE_BUILD_PARALLEL_LEVEL=2 \
   "$VENV/bin/pip" install -q --force-reinstall --no-deps --no-cache-dir \

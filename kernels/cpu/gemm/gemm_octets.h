@@ -374,8 +374,8 @@ BRAID_AVX2_INLINE void DotBytesVnni(__m256i& acc, __m256i q, __m256i x) {
 
 // 8 rows of Q5_0 (the octet group at a.w) x T tokens of Q8_0 activations
 // (tables tb from the tile's first token, nb blocks a token): per block,
-// each row's exact integer sum in its lane, then sum += (isum * d_w) * d_x
-// in block order: the scalar row dot's arithmetic (DotQ5_0Q8_0Scalar), so
+// each row's exact integer sum in its lane, then sum = fma(isum, d_w * d_x,
+// sum) in block order: the scalar row dot's arithmetic (DotQ5_0Q8_0Scalar), so
 // every output is bit-identical to DotRow. kVnni: dpbusd (AVX-512 VNNI)
 // instead of maddubs, 16-bit sums of 4 and madd.
 template <int T, bool kVnni>
@@ -431,9 +431,9 @@ BRAID_AVX2_INLINE void TileQ50(const TileArgs& a, Q50Tables tb) {
         _mm_loadu_si128(reinterpret_cast<const __m128i*>(b + kDs)));
 #pragma GCC unroll 8
     for (int t = 0; t < T; ++t) {
-      sums[t] = _mm256_add_ps(
-          sums[t], _mm256_mul_ps(_mm256_mul_ps(_mm256_cvtepi32_ps(isum[t]), dw),
-                                 _mm256_set1_ps(tb.xd[t * a.nb + i])));
+      sums[t] = _mm256_fmadd_ps(
+          _mm256_cvtepi32_ps(isum[t]),
+          _mm256_mul_ps(dw, _mm256_set1_ps(tb.xd[t * a.nb + i])), sums[t]);
     }
   }
   StoreRows<T>(sums, a.out, a.ld_y, a.accumulate);

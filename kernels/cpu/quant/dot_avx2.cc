@@ -76,9 +76,9 @@ BRAID_AVX2 float DotQ8_0Q8_0Avx2(const BlockQ8_0* w, const BlockQ8_0* x,
 
 // The 5-bit and IQ4_NL types: Q4_0's and Q4_1's arithmetic with their
 // values (dot_k.cc has their scalar path), except Q5_0's float steps: a
-// block's exact integer sum, then sum += (isum * d_w) * d_x in block order,
-// the scalar path's arithmetic (and the octet tiles', gemm_octets.h, whose
-// 8 rows a vector take it with no horizontal step a block).
+// block's exact integer sum, then sum = fma(isum, d_w * d_x, sum) in block
+// order, the scalar path's arithmetic (and the octet tiles', gemm_octets.h,
+// whose 8 rows a vector take it with no horizontal step a block).
 BRAID_AVX2 float DotQ5_0Q8_0Avx2(const BlockQ5_0* w, const BlockQ8_0* x,
                                  int64_t n) {
   float sum = 0.0f;
@@ -97,7 +97,7 @@ BRAID_AVX2 float DotQ5_0Q8_0Avx2(const BlockQ5_0* w, const BlockQ8_0* x,
     const __m128i h2 = _mm_add_epi32(h, _mm_unpackhi_epi64(h, h));
     const int32_t isum =
         _mm_cvtsi128_si32(_mm_add_epi32(h2, _mm_shuffle_epi32(h2, 1)));
-    sum += static_cast<float>(isum) * H2F(w[i].d) * H2F(x[i].d);
+    sum = std::fma(static_cast<float>(isum), H2F(w[i].d) * H2F(x[i].d), sum);
   }
   return sum;
 }

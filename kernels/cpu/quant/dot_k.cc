@@ -6,6 +6,7 @@
 // Q3_K's and Q6_K's offsets -4 and -32 applied through Q8_K's bsums), msum =
 // the sum of mins * bsums where the type has mins; then KQuantAccumulate
 // (dot.h). Both paths compute the same integers and the same float steps.
+#include <cmath>
 #include <cstring>
 
 #include "kernels/cpu/cpu_features.h"
@@ -47,7 +48,9 @@ float DotQ5_0Q8_0Scalar(const BlockQ5_0* w, const BlockQ8_0* x, int64_t n) {
     Q5Values(w[i], q);
     int isum = 0;
     for (int j = 0; j < kQK; ++j) isum += (q[j] - 16) * x[i].qs[j];
-    sum += isum * Fp16ToFp32(w[i].d) * Fp16ToFp32(x[i].d);
+    // One rounding for the block's term and the sum (the octet tiles' fma).
+    sum = std::fma(static_cast<float>(isum),
+                   Fp16ToFp32(w[i].d) * Fp16ToFp32(x[i].d), sum);
   }
   return sum;
 }
