@@ -499,6 +499,24 @@ inline void ForEachTile(DType type, const uint8_t* octets, int64_t cols,
   groups(std::integral_constant<int, 1>{}, &t0);
 }
 
+// Q5_0's product over octets [r0 / 8, r1 / 8) (ForEachTile, with its
+// activation tables laid out first): tile(width, args, tables) runs one
+// TileQ50 of width's tokens, tables from the tile's first token.
+template <int kMaxT, typename Tile>
+inline void ForEachTileQ50(const uint8_t* octets, int64_t cols,
+                           const uint8_t* x, size_t x_row_bytes, int64_t r0,
+                           int64_t r1, int64_t n_tok, float* y, int64_t ld_y,
+                           bool accumulate, Tile tile) {
+  const Q50Tables tb = MakeQ50Tables(x, x_row_bytes, cols / kQK, n_tok);
+  ForEachTile<kMaxT>(
+      DType::kQ5_0, octets, cols, x, x_row_bytes, r0, r1, n_tok, y, ld_y,
+      accumulate, [&](auto width, const TileArgs& a, int64_t) {
+        const int64_t t0 = (a.x - x) / x_row_bytes;
+        tile(width, a, Q50Tables{tb.xd + t0 * a.nb, tb.xc + t0 * a.nb});
+        return int64_t{8};
+      });
+}
+
 }  // namespace braid::kernels::cpu::internal::octets
 
 #endif  // BRAID_KERNELS_CPU_GEMM_GEMM_OCTETS_H_

@@ -267,15 +267,10 @@ BRAID_AVX2 void GemmOctetsAvx2(DType type, const uint8_t* octets, int64_t cols,
                                int64_t r1, int64_t n_tok, float* y,
                                int64_t ld_y, bool accumulate) {
   if (type == DType::kQ5_0) {
-    const Q50Tables tb = MakeQ50Tables(x, x_row_bytes, cols / kQK, n_tok);
-    ForEachTile<4>(type, octets, cols, x, x_row_bytes, r0, r1, n_tok, y, ld_y,
-                   accumulate,
-                   [&](auto width, const TileArgs& a, int64_t) BRAID_AVX2 {
-                     const int64_t t0 = (a.x - x) / x_row_bytes;
-                     TileQ50<decltype(width)::value, false>(
-                         a, {tb.xd + t0 * a.nb, tb.xc + t0 * a.nb});
-                     return int64_t{8};
-                   });
+    ForEachTileQ50<4>(
+        octets, cols, x, x_row_bytes, r0, r1, n_tok, y, ld_y, accumulate,
+        [](auto width, const TileArgs& a, Q50Tables tb)
+            BRAID_AVX2 { TileQ50<decltype(width)::value, false>(a, tb); });
     return;
   }
   ForEachTile<4>(type, octets, cols, x, x_row_bytes, r0, r1, n_tok, y, ld_y,

@@ -253,15 +253,10 @@ BRAID_AVX512 void GemmOctetsAvx512(DType type, const uint8_t* octets,
                                    bool accumulate) {
   if (type == DType::kQ5_0) {
     // Octets one at a time, dpbusd on 256-bit vectors.
-    const Q50Tables tb = MakeQ50Tables(x, x_row_bytes, cols / kQK, n_tok);
-    ForEachTile<8>(type, octets, cols, x, x_row_bytes, r0, r1, n_tok, y, ld_y,
-                   accumulate,
-                   [&](auto width, const TileArgs& a, int64_t) BRAID_AVX512 {
-                     const int64_t t0 = (a.x - x) / x_row_bytes;
-                     TileQ50<decltype(width)::value, true>(
-                         a, {tb.xd + t0 * a.nb, tb.xc + t0 * a.nb});
-                     return int64_t{8};
-                   });
+    ForEachTileQ50<8>(
+        octets, cols, x, x_row_bytes, r0, r1, n_tok, y, ld_y, accumulate,
+        [](auto width, const TileArgs& a, Q50Tables tb)
+            BRAID_AVX512 { TileQ50<decltype(width)::value, true>(a, tb); });
     return;
   }
   ForEachTile<8>(
