@@ -88,7 +88,12 @@ class ChatCliTest(harness.DaemonTestCase):
     @classmethod
     def setUpClass(cls):
         cls.stats_path = os.path.join(tempfile.mkdtemp(), "stats")
-        cls.start_daemon("--threads=2", f"--stats_file={cls.stats_path}")
+        # Steps of at least 15 ms: a line typed mid-reply must land before
+        # the reply's last ~85 tokens are out (1.3 s of steps; at a fast
+        # machine's 3 ms a step they took 0.25 s, and the line could arrive
+        # after the reply as a turn of its own).
+        cls.start_daemon("--threads=2", f"--stats_file={cls.stats_path}",
+                         "--debug_min_step_ms=15")
 
     def chat(self, *flags):
         # Global flags after the command, in both spellings.
