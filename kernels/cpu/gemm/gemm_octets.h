@@ -361,9 +361,10 @@ BRAID_AVX2_INLINE __m256i QuantsQ50(const uint8_t* b, __m256i fifth, int p) {
   return _mm256_or_si256(nib, _mm256_and_si256(at4, _mm256_set1_epi8(0x10)));
 }
 
-// Pins a running sum's order (GCC regroups unrolled adds into trees whose
-// partial sums spill otherwise).
-BRAID_AVX2_INLINE void PinSum(__m256i& v) { asm("" : "+v"(v)); }
+// Pins a running sum's order: GCC otherwise regroups a fully unrolled
+// block's integer adds into trees whose partial sums (one a maddubs) no
+// longer fit the registers, and the tile spends its time on spills.
+BRAID_AVX2_INLINE void KeepInRegister(__m256i& v) { asm("" : "+v"(v)); }
 
 // acc += the 4-byte group sums of u8 q x s8 x: VNNI's dpbusd (the EVEX form:
 // AVX-512 VNNI; by inline assembly, so this body keeps AVX2's target and is
@@ -414,7 +415,7 @@ BRAID_AVX2_INLINE void TileQ50(const TileArgs& a, Q50Tables tb) {
             // |sum| of 4 maddubs pairs <= 4 * 2 * 31 * 127 < 2^15.
             acc[t] = _mm256_add_epi16(
                 acc[t], _mm256_maddubs_epi16(q, _mm256_set1_epi32(x4)));
-            PinSum(acc[t]);
+            KeepInRegister(acc[t]);
           }
         }
       }
@@ -423,7 +424,7 @@ BRAID_AVX2_INLINE void TileQ50(const TileArgs& a, Q50Tables tb) {
         for (int t = 0; t < T; ++t) {
           isum[t] = _mm256_add_epi32(
               isum[t], _mm256_madd_epi16(acc[t], _mm256_set1_epi16(1)));
-          PinSum(isum[t]);
+          KeepInRegister(isum[t]);
         }
       }
     }

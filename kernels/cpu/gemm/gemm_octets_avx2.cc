@@ -29,11 +29,6 @@ namespace {
 
 using namespace octets;  // NOLINT: the layout this file implements
 
-// Pins a running sum's order: GCC otherwise regroups a fully unrolled
-// super-block's integer adds into trees whose partial sums (one a maddubs)
-// no longer fit the 16 registers, and the tile spends its time on spills.
-BRAID_AVX2_INLINE void KeepInRegister(__m256i& v) { asm("" : "+x"(v)); }
-
 // Row l's 4 quants of sub-block j, 4-byte group k, of Q4_K / Q5_K block b.
 template <bool kQ5>
 BRAID_AVX2_INLINE __m256i QuantsQ45K(const uint8_t* b, int j, int k) {

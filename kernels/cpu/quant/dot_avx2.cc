@@ -88,15 +88,10 @@ BRAID_AVX2 float DotQ5_0Q8_0Avx2(const BlockQ5_0* w, const BlockQ8_0* x,
         _mm256_or_si256(UnpackNibbles(w[i].qs), FifthBits(w[i].qh)), off);
     const __m256i qx =
         _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x[i].qs));
-    const __m256i s =
+    const int32_t isum = HorizontalSumI32(
         _mm256_madd_epi16(_mm256_maddubs_epi16(_mm256_sign_epi8(qw, qw),
                                                _mm256_sign_epi8(qx, qw)),
-                          _mm256_set1_epi16(1));
-    const __m128i h = _mm_add_epi32(_mm256_castsi256_si128(s),
-                                    _mm256_extracti128_si256(s, 1));
-    const __m128i h2 = _mm_add_epi32(h, _mm_unpackhi_epi64(h, h));
-    const int32_t isum =
-        _mm_cvtsi128_si32(_mm_add_epi32(h2, _mm_shuffle_epi32(h2, 1)));
+                          _mm256_set1_epi16(1)));
     sum = std::fma(static_cast<float>(isum), H2F(w[i].d) * H2F(x[i].d), sum);
   }
   return sum;
