@@ -41,6 +41,7 @@
 
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
+#include "absl/strings/str_format.h"
 #include "kernels/cpu/cpu_features.h"
 #include "kernels/cpu/ops.h"
 #include "kernels/cpu/thread_pool.h"
@@ -72,6 +73,8 @@ ABSL_FLAG(bool, vnni, true,
 ABSL_FLAG(int, mixed_chunk, 0,
           "mixed phase: prompt tokens added to each --seqs decode step "
           "(0 skips the phase)");
+ABSL_FLAG(int, mixed_steps, 0,
+          "mixed phase: steps of each kind (0: 20 x --reps)");
 ABSL_FLAG(int, mixed_ctx, 1000,
           "mixed phase: context already cached before the prompt chunk");
 ABSL_FLAG(bool, interleave, false,
@@ -207,9 +210,12 @@ struct Runner {
   }
   // Median step seconds of n_seqs decoding sequences, alone (first) and with
   // a chunk of `chunk` prompt tokens of sequence n_seqs at context `ctx`
-  // (its entries 0..ctx-1 are prefilled first). Steps alternate.
+  // (its entries 0..ctx-1 are prefilled first). Steps alternate. With
+  // `profiles`, times the sections of the steps alone into profiles[0] and
+  // of the mixed steps into profiles[1].
   std::pair<double, double> Mixed(int n_seqs, int n_cached, int chunk, int ctx,
-                                  int n_steps) {
+                                  int n_steps,
+                                  LlamaModel::SectionProfile* profiles) {
     std::vector<int32_t> prompt(ctx);
     for (int i = 0; i < ctx; ++i) prompt[i] = (i * 31 + 5) % 1000 + 100;
     Batch pre;
@@ -242,18 +248,36 @@ struct Runner {
     const Batch alone = decode_batch(false), mixed = decode_batch(true);
     std::vector<double> a, m;
     for (int step = 0; step < n_steps; ++step) {
+      if (profiles != nullptr) model.SetSectionProfile(&profiles[0]);
       auto t = Clock::now();
       Check(model.Forward(alone, pool, &logits));
       a.push_back(Seconds(t));
+      if (profiles != nullptr) model.SetSectionProfile(&profiles[1]);
       t = Clock::now();
       Check(model.Forward(mixed, pool, &logits));
       m.push_back(Seconds(t));
     }
+    model.SetSectionProfile(nullptr);
     std::sort(a.begin(), a.end());
     std::sort(m.begin(), m.end());
     return {a[a.size() / 2], m[m.size() / 2]};
   }
 };
+
+// Prints a section profile's milliseconds a step to stderr.
+void PrintSections(const std::string& label,
+                   const LlamaModel::SectionProfile& p) {
+  std::fprintf(stderr, "sections, %s, ms a step:", label.c_str());
+  double total = 0;
+  for (int k = 0; k < LlamaModel::kNumSections; ++k) {
+    const double ms = p.seconds[k] / std::max<int64_t>(1, p.steps) * 1e3;
+    total += ms;
+    std::fprintf(stderr, " %s %.3f",
+                 LlamaModel::SectionName(static_cast<LlamaModel::Section>(k)),
+                 ms);
+  }
+  std::fprintf(stderr, " total %.3f\n", total);
+}
 
 // Best-of-3 read bandwidth (GB/s) over a 512 MiB buffer, split across the
 // pool's threads.
@@ -386,18 +410,8 @@ int main(int argc, char** argv) {
     model.SetSectionProfile(nullptr);
   }
   for (int i = 0; sections && i < 2; ++i) {
-    const LlamaModel::SectionProfile& p = profiles[i];
-    std::fprintf(stderr,
-                 "sections, %d sequence(s), ms a step:", i == 0 ? 1 : n_seqs);
-    double total = 0;
-    for (int k = 0; k < LlamaModel::kNumSections; ++k) {
-      const double ms = p.seconds[k] / std::max<int64_t>(1, p.steps) * 1e3;
-      total += ms;
-      std::fprintf(stderr, " %s %.3f",
-                   LlamaModel::SectionName(static_cast<LlamaModel::Section>(k)),
-                   ms);
-    }
-    std::fprintf(stderr, " total %.3f\n", total);
+    PrintSections(absl::StrFormat("%d sequence(s)", i == 0 ? 1 : n_seqs),
+                  profiles[i]);
   }
   // Summed over the reps: one stream's and n_seqs sequences' seconds.
   double inter_single_s = 0, inter_many_s = 0;
@@ -412,7 +426,16 @@ int main(int argc, char** argv) {
   std::pair<double, double> mixed{0, 0};
   if (mixed_chunk > 0) {
     std::vector<int32_t> next = run.Prefill(prompt, n_seqs);
-    mixed = run.Mixed(n_seqs, n_prompt, mixed_chunk, mixed_ctx, 20 * reps);
+    LlamaModel::SectionProfile mixed_profiles[2];
+    const int mixed_steps = absl::GetFlag(FLAGS_mixed_steps);
+    mixed = run.Mixed(n_seqs, n_prompt, mixed_chunk, mixed_ctx,
+                      mixed_steps > 0 ? mixed_steps : 20 * reps,
+                      sections ? mixed_profiles : nullptr);
+    for (int i = 0; sections && i < 2; ++i) {
+      PrintSections(absl::StrFormat("%d sequence(s)%s", n_seqs,
+                                    i == 0 ? "" : " with the prompt chunk"),
+                    mixed_profiles[i]);
+    }
   }
   const double rss = RssMib();
   // Bytes one decode step reads: every weight matrix (the embedding row is

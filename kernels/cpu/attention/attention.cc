@@ -29,10 +29,6 @@ using internal::TaskSplit;
 using internal::TokenRun;
 
 constexpr int64_t kMaxHeadDim = 256;
-// The most K and V bytes of a run's context its first task loads at once
-// (PagedEntries::Touch): half this core's L2, so they are still there when
-// the run's tasks read them.
-constexpr int64_t kTouchMaxBytes = 1 << 20;
 // One-token sequences over at least this many entries take PagedAttention's
 // long-context phases (attention_long.cc).
 constexpr int64_t kSplitMinEntries = 1024;
@@ -94,7 +90,6 @@ T* Scratch(std::vector<T>& buf, int64_t n) {
 // own lists ("alone").
 struct RunView {
   int64_t n_last = 0;
-  int64_t num_entries = 0;  // the lists' total
   int num_prefix = 0, num_alone = 0;
   int64_t prefix_t[kMaxRows], prefix_n[kMaxRows];
   int64_t alone_t[kMaxRows], alone_at[kMaxRows], alone_n[kMaxRows];
@@ -353,16 +348,12 @@ void BuildRunView(const AttentionShape& shape, const PagedEntries& entries,
       at += view.alone_n[i];
     }
   }
-  view.num_entries = at;
 }
 
 // The run's view for this thread: built at its first task of the run in
 // the call, or with a view_pass at its first task of the run in the pass
-// (kept for the later layers). At a thread's first task of a run, the rows
-// its tokens see, all KV heads, are read from memory at once
-// (PagedEntries::Touch; only the entries seen: a session's branches each
-// see a part of its context). docs/perf-log/code-notes.md has what each
-// choice measured.
+// (kept for the later layers). The kernels fetch the rows ahead as they
+// go (ScoresT). docs/perf-log/code-notes.md has what each choice measured.
 const ViewSlot& RunViewFor(const AttentionShape& shape, const PagedKvLayer& kv,
                            const PagedEntries& entries,
                            const PagedAttentionSeq& seq,
@@ -385,13 +376,6 @@ const ViewSlot& RunViewFor(const AttentionShape& shape, const PagedKvLayer& kv,
     }
   } else if (first) {
     BuildRunView(shape, entries, seq, q_meta, run, *slot);
-  }
-  if (first) {
-    const int64_t n = slot->view.num_entries;
-    const uint64_t touched = n * entries.RowBytes() <= kTouchMaxBytes
-                                 ? entries.Touch(slot->entries.data(), n)
-                                 : 0;
-    asm volatile("" : : "r"(touched));  // (keeps the loads)
   }
   return *slot;
 }

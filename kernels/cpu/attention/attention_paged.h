@@ -70,26 +70,6 @@ class PagedEntries {
   const uint16_t* V(int64_t e, int64_t kv_head) const {
     return kv_.v + e * kv_stride_ + kv_head * head_dim_;
   }
-  // K and V bytes of an entry (all KV heads).
-  int64_t RowBytes() const { return 2 * kv_stride_ * sizeof(uint16_t); }
-  // Loads one word of every cache line of the K and V rows (all KV heads)
-  // of the n listed entries, so they come from memory together (in address
-  // order within a block, so the hardware's stream prefetch runs ahead of
-  // the loads), before attention needs them: in a decode step the weights
-  // have evicted them since the last step. Plain loads, not prefetches: the
-  // core keeps many of them in flight, where a burst of prefetch
-  // instructions outruns the line-fill buffers. Returns an OR of the words,
-  // for the caller to keep the loads.
-  uint64_t Touch(const int32_t* list, int64_t n) const {
-    uint64_t acc = 0;
-    const int64_t words = kv_stride_ * sizeof(uint16_t) / sizeof(uint64_t);
-    for (int64_t j = 0; j < n; ++j) {
-      const uint64_t* k = reinterpret_cast<const uint64_t*>(K(list[j], 0));
-      const uint64_t* v = reinterpret_cast<const uint64_t*>(V(list[j], 0));
-      for (int64_t w = 0; w < words; w += 8) acc |= k[w] | v[w];
-    }
-    return acc;
-  }
 
  private:
   const PagedKvLayer kv_;

@@ -143,7 +143,8 @@ TEST(GemmTileTest, BitIdenticalToDotRowForEveryTileShape) {
 // The quad layout (RepackQuads): every row comes back unpacked, and
 // GemmTileQuads equals DotRow bit for bit for 1-2 tokens (row-quad tiles of
 // 16 rows and single quads), 3-4 (row-quad tiles of 8 rows, single quads in
-// quad tiles), 5+ (quad tiles), row ranges of whole quads and cutting
+// quad tiles), 5+ (quad tiles, the last 1-2 of 5-6, 9-10, ... in row-quad
+// tiles), row ranges of whole quads and cutting
 // quads, with and without prepared tables, = and +=, rows of one and of
 // several scale-table segments.
 TEST(GemmTileTest, QuadLayoutBitIdenticalToDotRow) {
@@ -173,8 +174,10 @@ TEST(GemmTileTest, QuadLayoutBitIdenticalToDotRow) {
       UnpackQuadRow(q, r, row.data());
       ASSERT_EQ(0, std::memcmp(row.data(), &w[r * w_bytes], w_bytes)) << r;
     }
-    // 65 to 68: a chunk of 64 tokens, then one of 1 to 4.
-    for (int64_t tok : {1, 2, 3, 4, 5, 8, 9, 16, 64, 65, 66, 67, 68, 75}) {
+    // 65 to 68: a chunk of 64 tokens, then one of 1 to 4; 5, 6, 9, 10,
+    // 13 and 14: quad tiles, then a row-quad tile for the last 1-2.
+    for (int64_t tok :
+         {1, 2, 3, 4, 5, 6, 8, 9, 10, 13, 14, 16, 64, 65, 66, 67, 68, 75}) {
       for (auto [r0, r1] : {std::pair<int64_t, int64_t>{0, 40},
                             {4, 40},
                             {8, 24},
