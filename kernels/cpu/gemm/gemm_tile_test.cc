@@ -214,7 +214,8 @@ TEST(GemmTileTest, QuadLayoutBitIdenticalToDotRow) {
 // The octet layout of Q4_K, Q5_K, Q6_K and Q5_0 (RepackQuads on AVX2):
 // every row comes back unpacked, and GemmTileQuads (its AVX-512 tiles where
 // the CPU has them, and its AVX2 tiles) equals DotRow bit for bit for every
-// token group (8, 4, 2, 1), batches up to kRowsOuterTokens and above, ranges
+// tile width (1-8: the tokens past whole tiles take one tile of their own
+// width), batches up to kRowsOuterTokens and above, ranges
 // of whole octets and cutting them, = and +=, on quantized rows and on raw
 // random bytes (every bit of the 6-bit scales and mins, and of Q5_0's fifth
 // bits, set somewhere); the scalar row dot gives the same bits.
@@ -263,7 +264,7 @@ TEST(GemmTileTest, OctetsBitIdenticalToDotRow) {
           UnpackQuadRow(q, r, row.data());
           ASSERT_EQ(0, std::memcmp(row.data(), &w[r * w_bytes], w_bytes)) << r;
         }
-        for (int64_t tok : {1, 2, 3, 4, 5, 7, 8, 11, 16, 17, 21}) {
+        for (int64_t tok : {1, 2, 3, 4, 5, 6, 7, 8, 11, 14, 16, 17, 21}) {
           for (auto [r0, r1] : {std::pair<int64_t, int64_t>{0, 40},
                                 {8, 24},
                                 {32, 40},
